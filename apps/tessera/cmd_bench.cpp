@@ -1,0 +1,161 @@
+// `tessera bench mlp`: training-step and inference times of the fully fused MLP, next to
+// tiny-cuda-nn's figures on the same GPU model (DESIGN.md reference table).
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "tessera/core/buffer.h"
+#include "tessera/core/device_timer.h"
+#include "tessera/core/error.h"
+#include "tessera/core/rng.h"
+#include "tessera/nn/fully_fused_mlp.h"
+#include "tessera/nn/trainer.h"
+
+#ifdef TESSERA_HAS_CUDA
+#include "tessera/ops/fused_mlp_cuda.h"
+#endif
+
+namespace tessera::app {
+
+namespace {
+
+struct MlpCase {
+  uint32_t in, width, hidden, out;
+  uint32_t log2_batch;
+  // tiny-cuda-nn 6ee3546 on an H100 (fused / JIT), ms; 0 = no reference
+  double tcnn_train, tcnn_infer, tcnn_jit_train, tcnn_jit_infer;
+};
+
+const std::vector<MlpCase> kGpuCases = {
+    {32, 64, 2, 16, 18, 0.298, 0.105, 0.164, 0.074},
+    {32, 64, 4, 16, 20, 1.450, 0.443, 0.750, 0.253},
+    {32, 128, 3, 32, 20, 2.690, 1.058, 3.851, 0.664},
+};
+const std::vector<MlpCase> kCpuCases = {{32, 64, 2, 16, 14, 0, 0, 0, 0}};
+
+struct BenchOptions {
+  std::string device = "auto";
+  std::string json_path;
+  int iterations = 200, warmup = 20;
+  int log2_batch = 0;  // override
+};
+
+std::vector<float> random_vector(size_t n, Pcg32& rng) {
+  std::vector<float> v(n);
+  for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
+  return v;
+}
+
+Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
+  const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : int(c.log2_batch));
+  const size_t mem_before = device_memory_used(dev);
+  const Json config{{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", c.width}, {"n_hidden_layers", c.hidden},
+                                 {"activation", "ReLU"}, {"output_activation", "None"}}},
+                    {"loss", {{"otype", "L2"}}},
+                    {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-3}}}};
+  auto trainer = nn::Trainer::from_config(config, c.in, c.out, dev);
+  Pcg32 rng(7);
+  // Several input sets so repeated runs do not measure a warm cache of one.
+  constexpr int kSets = 3;
+  std::vector<Buffer<float>> inputs, targets;
+  for (int s = 0; s < kSets; ++s) {
+    inputs.push_back(make_buffer(dev, random_vector(batch * c.in, rng)));
+    targets.push_back(make_buffer(dev, random_vector(batch * c.out, rng)));
+  }
+  Buffer<float> output(dev, batch * c.out);
+  int k = 0;
+  const int iters = dev == DeviceKind::cpu ? std::max(3, o.iterations / 20) : o.iterations;
+  const int warm = dev == DeviceKind::cpu ? 2 : o.warmup;
+  auto train_ms = time_runs(dev, warm, iters, [&] {
+    trainer->training_step_async(inputs[k % kSets].data(), targets[k % kSets].data(), batch);
+    ++k;
+  });
+  const size_t mem_after = device_memory_used(dev);
+  auto infer_ms = time_runs(dev, warm, iters, [&] {
+    trainer->inference(inputs[k % kSets].data(), batch, output.data());
+    ++k;
+  });
+  const float loss = trainer->last_loss();
+  TESSERA_CHECK(std::isfinite(loss), "benchmark training diverged (loss {})", loss);
+  const double train = median(train_ms), infer = median(infer_ms);
+  const double io_bytes = double(kSets) * batch * (c.in + c.out) * sizeof(float) + double(batch) * c.out * sizeof(float);
+  Json r{{"case", fmt::format("in{} w{} h{} out{}", c.in, c.width, c.hidden, c.out)},
+         {"batch", batch},
+         {"device", to_string(dev)},
+         {"train_ms_median", train},
+         {"infer_ms_median", infer},
+         {"train_ms_min", train_ms.front()},
+         {"infer_ms_min", infer_ms.front()},
+         {"train_samples_per_s", batch / (train * 1e-3)},
+         {"iterations", iters}};
+  if (dev == DeviceKind::cuda) {
+    const double used = double(mem_after - mem_before);
+    r["gpu_bytes_per_sample_total"] = used / batch;
+    r["gpu_bytes_per_sample_excluding_io"] = (used - io_bytes) / batch;
+#ifdef TESSERA_HAS_CUDA
+    nn::MlpConfig mc = nn::parse_mlp_config(config["network"], c.in, c.out, dev);
+    auto info = ops::cuda::fused_mlp_launch_info(mc.shape, mc.activations, batch, true);
+    r["launch"] = {{"rows_per_block", info.rows_per_block}, {"blocks", info.blocks},
+                   {"blocks_per_sm", info.blocks_per_sm}, {"shared_bytes", info.shared_bytes},
+                   {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared}};
+#endif
+  }
+  if (c.tcnn_train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {
+    r["tcnn_train_ms"] = c.tcnn_train;
+    r["tcnn_infer_ms"] = c.tcnn_infer;
+    r["tcnn_jit_train_ms"] = c.tcnn_jit_train;
+    r["tcnn_jit_infer_ms"] = c.tcnn_jit_infer;
+    r["speedup_train_vs_tcnn_fused"] = c.tcnn_train / train;
+    r["speedup_infer_vs_tcnn_fused"] = c.tcnn_infer / infer;
+    r["speedup_train_vs_tcnn_best"] = std::min(c.tcnn_train, c.tcnn_jit_train) / train;
+    r["speedup_infer_vs_tcnn_best"] = std::min(c.tcnn_infer, c.tcnn_jit_infer) / infer;
+  }
+  return r;
+}
+
+void run_mlp(const BenchOptions& o) {
+  const DeviceKind dev = select_device(o.device);
+  const auto& cases = dev == DeviceKind::cuda ? kGpuCases : kCpuCases;
+  std::string gpu_name = "cpu";
+  if (dev == DeviceKind::cuda) gpu_name = cuda_devices().at(0).name;
+  fmt::print("bench mlp on {} ({}); train = forward + loss + backward + Adam; median of {} runs\n", to_string(dev),
+             gpu_name, o.iterations);
+  fmt::print("{:<22} {:>8} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10}\n", "case", "batch", "train ms", "infer ms",
+             "x tcnn train", "x tcnn infer", "x best tr", "x best inf");
+  Json results = Json::array();
+  for (const auto& c : cases) {
+    Json r = bench_case(c, dev, o);
+    auto ratio = [&](const char* key) { return r.contains(key) ? fmt::format("{:.2f}", r[key].get<double>()) : std::string("-"); };
+    fmt::print("{:<22} {:>8} {:>10.4f} {:>10.4f} {:>12} {:>12} {:>10} {:>10}\n", r["case"].get<std::string>(),
+               r["batch"].get<size_t>(), r["train_ms_median"].get<double>(), r["infer_ms_median"].get<double>(),
+               ratio("speedup_train_vs_tcnn_fused"), ratio("speedup_infer_vs_tcnn_fused"),
+               ratio("speedup_train_vs_tcnn_best"), ratio("speedup_infer_vs_tcnn_best"));
+    if (r.contains("gpu_bytes_per_sample_total"))
+      fmt::print("{:<22} GPU memory {:.1f} B/sample ({:.1f} excluding inputs/targets/outputs)\n", "",
+                 r["gpu_bytes_per_sample_total"].get<double>(), r["gpu_bytes_per_sample_excluding_io"].get<double>());
+    if (dev == DeviceKind::cpu)
+      fmt::print("{:<22} {:.0f} training samples/s\n", "", r["train_samples_per_s"].get<double>());
+    results.push_back(r);
+  }
+  fmt::print("(x = speed-up: tiny-cuda-nn time / ours; 'best' = tiny-cuda-nn's faster of fused and JIT)\n");
+  write_json_result(o.json_path, Json{{"suite", "mlp"}, {"gpu", gpu_name}, {"results", results}});
+}
+
+}  // namespace
+
+void register_bench(CLI::App& root) {
+  static BenchOptions o;
+  auto* bench = root.add_subcommand("bench", "time kernels (device events, median after warm-up)");
+  bench->require_subcommand(1);
+  auto* mlp = bench->add_subcommand("mlp", "fully fused MLP training step and inference vs tiny-cuda-nn");
+  add_device_option(*mlp, o.device);
+  mlp->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
+  mlp->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
+  mlp->add_option("--log2-batch", o.log2_batch, "override every case's batch size (2^N)")->check(CLI::Range(4, 24));
+  mlp->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  mlp->callback([] { run_mlp(o); });
+}
+
+}  // namespace tessera::app

@@ -1,0 +1,20 @@
+#pragma once
+// The CLI's subcommands; each file registers one onto the root app.
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tessera/core/config.h"
+
+namespace tessera::app {
+
+void register_info(CLI::App& root);
+void register_fit_function(CLI::App& fit);
+void register_bench(CLI::App& root);
+
+// Adds --device to a subcommand (auto | cpu | cuda).
+void add_device_option(CLI::App& cmd, std::string& device);
+// Writes a command's results as pretty JSON, atomically (no-op for an empty path).
+void write_json_result(const std::string& path, const Json& result);
+
+}  // namespace tessera::app

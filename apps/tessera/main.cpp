@@ -1,0 +1,52 @@
+// tessera: train small neural networks fast. See `tessera --help`.
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+#include "tessera/core/error.h"
+#include "tessera/core/log.h"
+
+namespace tessera::app {
+
+void add_device_option(CLI::App& cmd, std::string& device) {
+  cmd.add_option("--device", device, "where to run: auto (CUDA when a GPU is present), cpu, cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+}
+
+void write_json_result(const std::string& path, const Json& result) {
+  if (path.empty()) return;
+  write_file_atomic(path, result.dump(2) + "\n");
+}
+
+}  // namespace tessera::app
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: train small neural networks fast (tensor-core fully fused MLPs)", "tessera"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", TESSERA_VERSION);
+  bool quiet = false;
+  app.add_flag("-q,--quiet", quiet, "only warnings and errors on stderr");
+
+  tessera::app::register_info(app);
+  CLI::App* fit = app.add_subcommand("fit", "train a network on a built-in or given task");
+  fit->require_subcommand(1);
+  tessera::app::register_fit_function(*fit);
+  tessera::app::register_bench(app);
+
+  app.parse_complete_callback([&] {
+    if (quiet) tessera::set_log_level(tessera::LogLevel::warning);
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "tessera: error: %s\n", e.message().c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

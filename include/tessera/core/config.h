@@ -1,0 +1,29 @@
+#pragma once
+// JSON configuration helpers (nlohmann::json). Configs use tiny-cuda-nn's keys; these
+// helpers turn a missing file, malformed JSON, an unknown key or a wrong type into a
+// tessera::Error that names the problem and the valid choices.
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+
+using Json = nlohmann::json;
+
+Json load_json_file(const std::string& path);
+Json parse_json(const std::string& text, const std::string& what = "JSON text");
+
+// Errors if `object` has a key not in `allowed` (so typos are never silently ignored).
+void check_known_keys(const Json& object, const std::string& what,
+                      std::initializer_list<const char*> allowed);
+
+template <typename T>
+T json_get(const Json& object, const char* key, const T& default_value);
+
+// Writes `text` to `path` atomically: a temporary file in the same folder, then rename.
+void write_file_atomic(const std::string& path, const std::string& text);
+void write_file_atomic(const std::string& path, const void* data, size_t bytes);
+
+}  // namespace tessera

@@ -1,0 +1,61 @@
+#pragma once
+// FullyFusedMLP: the tensor-core fused kernels on CUDA, the fp32 reference on the CPU.
+#include <memory>
+
+#include "tessera/core/buffer.h"
+#include "tessera/nn/network.h"
+#include "tessera/ops/mlp_shape.h"
+
+namespace tessera::nn {
+
+enum class Initialization { Xavier, He };
+
+struct MlpConfig {
+  MlpShape shape;
+  ops::MlpActivations activations;
+  Initialization init = Initialization::Xavier;
+};
+
+// Parses FullyFusedMLP keys: otype, n_neurons, n_hidden_layers, activation,
+// output_activation, initialization ("Xavier" | "He").
+MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, DeviceKind device);
+
+class FullyFusedMlp final : public Network {
+ public:
+  FullyFusedMlp(const MlpConfig& config, DeviceKind device);
+  ~FullyFusedMlp() override;
+
+  uint32_t input_width() const override { return cfg_.shape.input_width; }
+  uint32_t output_width() const override { return cfg_.shape.output_width; }
+  size_t n_params() const override { return cfg_.shape.n_params(); }
+  DeviceKind device() const override { return device_; }
+  Json config() const override;
+  const MlpConfig& mlp_config() const { return cfg_; }
+
+  float* params() override { return params_.data(); }
+  float* gradients() override { return grads_.data(); }
+  uint16_t* params_half() override { return params_half_.size() ? params_half_.data() : nullptr; }
+  void params_changed() override;
+  void initialize(uint64_t seed) override;
+
+  ops::TrainState* train_state() override { return state_.data(); }
+  ops::TrainState read_train_state() override;
+
+ protected:
+  void inference_impl(const float* input, size_t batch, float* output) override;
+  std::unique_ptr<ForwardContext> forward_impl(const float* input, size_t batch, float* output) override;
+  void backward_impl(ForwardContext& ctx, const float* dL_doutput, float* dL_dinput, GradientMode mode) override;
+  void forward_backward_loss_impl(const float* input, const float* target, size_t batch,
+                                  const LossParams& loss, float* output, float* dL_dinput) override;
+
+ private:
+  MlpConfig cfg_;
+  DeviceKind device_;
+  Buffer<float> params_, grads_;
+  Buffer<uint16_t> params_half_;
+  Buffer<ops::TrainState> state_;
+  struct CudaWorkspace;
+  std::unique_ptr<CudaWorkspace> cuda_;
+};
+
+}  // namespace tessera::nn

@@ -1,0 +1,70 @@
+#pragma once
+// Optimizers with tiny-cuda-nn config names: "Adam", "SGD", and "ExponentialDecay"
+// (a learning-rate schedule wrapping a "nested" optimizer). A step reads the network's
+// gradients and TrainState: a step whose gradients were non-finite is skipped.
+#include <cstdint>
+#include <memory>
+
+#include "tessera/core/buffer.h"
+#include "tessera/core/config.h"
+#include "tessera/nn/network.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera::nn {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual void step(Network& network) = 0;
+  virtual float learning_rate() const = 0;
+  virtual void set_learning_rate(float lr) = 0;
+  virtual Json config() const = 0;
+  uint64_t steps_taken() const { return steps_; }
+
+ protected:
+  uint64_t steps_ = 0;  // steps asked for (skipped ones included)
+};
+
+class Adam final : public Optimizer {
+ public:
+  explicit Adam(const ops::AdamHyper& h) : h_(h) {}
+  void step(Network& network) override;
+  float learning_rate() const override { return h_.learning_rate; }
+  void set_learning_rate(float lr) override { h_.learning_rate = lr; }
+  Json config() const override;
+
+ private:
+  ops::AdamHyper h_;
+  Buffer<float> m_, v_;
+};
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(float lr, float l2_reg) : lr_(lr), l2_reg_(l2_reg) {}
+  void step(Network& network) override;
+  float learning_rate() const override { return lr_; }
+  void set_learning_rate(float lr) override { lr_ = lr; }
+  Json config() const override;
+
+ private:
+  float lr_, l2_reg_;
+};
+
+// lr = base * decay_base ^ floor((step - decay_start) / decay_interval + 1) once step >= decay_start.
+class ExponentialDecay final : public Optimizer {
+ public:
+  ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t decay_start, uint64_t decay_interval, float decay_base);
+  void step(Network& network) override;
+  float learning_rate() const override { return nested_->learning_rate(); }
+  void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
+  Json config() const override;
+
+ private:
+  std::unique_ptr<Optimizer> nested_;
+  uint64_t start_, interval_;
+  float base_, base_lr_;
+};
+
+std::unique_ptr<Optimizer> create_optimizer(const Json& config);
+
+}  // namespace tessera::nn

@@ -1,0 +1,45 @@
+#pragma once
+// Trainer: a network, a loss and an optimizer. A config in tiny-cuda-nn's layout
+// ({"network": ..., "loss": ..., "optimizer": ...}) builds one.
+#include <memory>
+#include <string>
+
+#include "tessera/nn/loss.h"
+#include "tessera/nn/network.h"
+#include "tessera/nn/optimizer.h"
+
+namespace tessera::nn {
+
+class Trainer {
+ public:
+  Trainer(std::unique_ptr<Network> network, LossParams loss, std::unique_ptr<Optimizer> optimizer);
+  static std::unique_ptr<Trainer> from_config(const Json& config, uint32_t input_width, uint32_t output_width,
+                                              DeviceKind device);
+
+  // input [batch, in], target [batch, out], both on the network's device. Queues the
+  // step without waiting for it; the loss is read with last_loss().
+  void training_step_async(const float* input, const float* target, size_t batch);
+  // The same, then returns the step's mean loss (waits for the device).
+  float training_step(const float* input, const float* target, size_t batch);
+  void inference(const float* input, size_t batch, float* output) { net_->inference(input, batch, output); }
+
+  float last_loss() { return net_->read_train_state().last_loss; }
+  uint32_t skipped_steps() { return net_->read_train_state().skipped_steps; }
+  uint64_t steps() const { return opt_->steps_taken(); }
+  Network& network() { return *net_; }
+  Optimizer& optimizer() { return *opt_; }
+  const LossParams& loss() const { return loss_; }
+  Json config() const;
+
+ private:
+  std::unique_ptr<Network> net_;
+  LossParams loss_;
+  std::unique_ptr<Optimizer> opt_;
+};
+
+// Parameter snapshots: a versioned header, the network config, the fp32 parameters and a
+// checksum, written atomically. Loading checks all of them and names what is wrong.
+void save_parameters(Network& network, const std::string& path);
+void load_parameters(Network& network, const std::string& path);
+
+}  // namespace tessera::nn

@@ -1,0 +1,64 @@
+#pragma once
+// Elementwise activations shared by every backend. Each has a value and a derivative;
+// the derivative is written in terms of the forward OUTPUT y where that is possible
+// (so the fused kernels need store only y), and in terms of the input z otherwise
+// (SiLU, Sine: the kernels then also keep z).
+#include <cmath>
+#include <string>
+
+#include "tessera/core/hd.h"
+
+namespace tessera {
+
+enum class Activation { None, ReLU, LeakyReLU, Sigmoid, Tanh, Softplus, Exponential, SiLU, Sine };
+
+constexpr float kLeakyReluSlope = 0.01f;
+
+// tiny-cuda-nn spelling ("None", "ReLU", ...); case-insensitive. Unknown names are an
+// error listing the valid ones.
+Activation parse_activation(const std::string& name);
+const char* to_string(Activation a);
+const char* activation_names();  // "None, ReLU, ..." for messages
+
+TESSERA_HD constexpr bool activation_needs_input(Activation a) {
+  return a == Activation::SiLU || a == Activation::Sine;
+}
+
+template <typename T>
+TESSERA_HD T activation_value(Activation a, T z) {
+  switch (a) {
+    case Activation::None: return z;
+    case Activation::ReLU: return z > T(0) ? z : T(0);
+    case Activation::LeakyReLU: return z > T(0) ? z : T(kLeakyReluSlope) * z;
+    case Activation::Sigmoid: return T(1) / (T(1) + exp(-z));
+    case Activation::Tanh: return tanh(z);
+    // log(1+e^z) computed without overflow for large z.
+    case Activation::Softplus: return z > T(15) ? z : log1p(exp(z));
+    case Activation::Exponential: return exp(z);
+    case Activation::SiLU: return z / (T(1) + exp(-z));
+    case Activation::Sine: return sin(z);
+  }
+  return z;
+}
+
+// dy/dz given the output y and (for SiLU/Sine) the input z.
+template <typename T>
+TESSERA_HD T activation_derivative(Activation a, T y, T z) {
+  switch (a) {
+    case Activation::None: return T(1);
+    case Activation::ReLU: return y > T(0) ? T(1) : T(0);
+    case Activation::LeakyReLU: return y > T(0) ? T(1) : T(kLeakyReluSlope);
+    case Activation::Sigmoid: return y * (T(1) - y);
+    case Activation::Tanh: return T(1) - y * y;
+    case Activation::Softplus: return T(1) - exp(-y);  // sigmoid(z) = 1 - e^{-softplus(z)}
+    case Activation::Exponential: return y;
+    case Activation::SiLU: {
+      T s = T(1) / (T(1) + exp(-z));
+      return s * (T(1) + z * (T(1) - s));
+    }
+    case Activation::Sine: return cos(z);
+  }
+  return T(1);
+}
+
+}  // namespace tessera

@@ -1,0 +1,33 @@
+#pragma once
+// Optimizer update ops over flat fp32 parameter arrays. Each reads the step's
+// TrainState: a step flagged skip_this_step (non-finite gradients) changes nothing.
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/ops/train_state.h"
+
+namespace tessera::ops {
+
+struct AdamHyper {
+  float learning_rate = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  float l2_reg = 0.0f;  // added to the gradient as l2_reg * param (tiny-cuda-nn's meaning)
+};
+
+namespace cpu {
+void adam_step(const AdamHyper& h, size_t n, const float* grad, float* params, float* m, float* v,
+               const TrainState& state);
+void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
+              const TrainState& state);
+}  // namespace cpu
+
+namespace cuda {
+// params_fp16 (optional): fp16 copy refreshed in the same pass, for the tensor-core kernels.
+void adam_step(const AdamHyper& h, size_t n, const float* grad, float* params, uint16_t* params_fp16,
+               float* m, float* v, const TrainState* state);
+void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
+              uint16_t* params_fp16, const TrainState* state);
+void convert_to_half(const float* src, uint16_t* dst, size_t n);
+}  // namespace cuda
+
+}  // namespace tessera::ops

@@ -1,0 +1,95 @@
+#include "tessera/nn/optimizer.h"
+
+#include <cmath>
+
+#include "tessera/core/error.h"
+
+namespace tessera::nn {
+
+void Adam::step(Network& net) {
+  const size_t n = net.n_params();
+  if (m_.size() != n || m_.device() != net.device()) {
+    m_ = Buffer<float>(net.device(), n);
+    v_ = Buffer<float>(net.device(), n);
+    m_.zero();
+    v_.zero();
+  }
+  ++steps_;
+  if (net.device() == DeviceKind::cpu) {
+    ops::cpu::adam_step(h_, n, net.gradients(), net.params(), m_.data(), v_.data(), *net.train_state());
+  } else {
+    ops::cuda::adam_step(h_, n, net.gradients(), net.params(), net.params_half(), m_.data(), v_.data(), net.train_state());
+  }
+}
+
+Json Adam::config() const {
+  return Json{{"otype", "Adam"}, {"learning_rate", h_.learning_rate}, {"beta1", h_.beta1},
+              {"beta2", h_.beta2}, {"epsilon", h_.epsilon}, {"l2_reg", h_.l2_reg}};
+}
+
+void Sgd::step(Network& net) {
+  ++steps_;
+  if (net.device() == DeviceKind::cpu) {
+    ops::cpu::sgd_step(lr_, l2_reg_, net.n_params(), net.gradients(), net.params(), *net.train_state());
+  } else {
+    ops::cuda::sgd_step(lr_, l2_reg_, net.n_params(), net.gradients(), net.params(), net.params_half(), net.train_state());
+  }
+}
+
+Json Sgd::config() const { return Json{{"otype", "SGD"}, {"learning_rate", lr_}, {"l2_reg", l2_reg_}}; }
+
+ExponentialDecay::ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t decay_start, uint64_t decay_interval,
+                                   float decay_base)
+    : nested_(std::move(nested)), start_(decay_start), interval_(decay_interval), base_(decay_base) {
+  TESSERA_CHECK(interval_ > 0, "ExponentialDecay: decay_interval must be positive");
+  base_lr_ = nested_->learning_rate();
+}
+
+void ExponentialDecay::step(Network& net) {
+  float lr = base_lr_;
+  if (steps_ >= start_) lr *= std::pow(base_, float((steps_ - start_) / interval_ + 1));
+  nested_->set_learning_rate(lr);
+  ++steps_;
+  nested_->step(net);
+}
+
+Json ExponentialDecay::config() const {
+  Json nested = nested_->config();
+  nested["learning_rate"] = base_lr_;
+  return Json{{"otype", "ExponentialDecay"}, {"decay_start", start_}, {"decay_interval", interval_},
+              {"decay_base", base_}, {"nested", nested}};
+}
+
+std::unique_ptr<Optimizer> create_optimizer(const Json& c) {
+  TESSERA_CHECK(c.is_object() && c.contains("otype"),
+                "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay");
+  const std::string otype = c.at("otype").get<std::string>();
+  if (otype == "Adam") {
+    check_known_keys(c, "Adam config", {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg"});
+    ops::AdamHyper h;
+    h.learning_rate = json_get<float>(c, "learning_rate", 1e-3f);
+    h.beta1 = json_get<float>(c, "beta1", 0.9f);
+    h.beta2 = json_get<float>(c, "beta2", 0.999f);
+    h.epsilon = json_get<float>(c, "epsilon", 1e-8f);
+    h.l2_reg = json_get<float>(c, "l2_reg", 1e-8f);
+    TESSERA_CHECK(h.learning_rate > 0 && h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1 && h.epsilon >= 0,
+                  "Adam: need learning_rate > 0, 0 <= beta1, beta2 < 1, epsilon >= 0");
+    return std::make_unique<Adam>(h);
+  }
+  if (otype == "SGD") {
+    check_known_keys(c, "SGD config", {"otype", "learning_rate", "l2_reg"});
+    const float lr = json_get<float>(c, "learning_rate", 1e-3f);
+    TESSERA_CHECK(lr > 0, "SGD: learning_rate must be positive");
+    return std::make_unique<Sgd>(lr, json_get<float>(c, "l2_reg", 0.0f));
+  }
+  if (otype == "ExponentialDecay") {
+    check_known_keys(c, "ExponentialDecay config", {"otype", "decay_start", "decay_interval", "decay_base", "nested"});
+    TESSERA_CHECK(c.contains("nested"), "ExponentialDecay needs a \"nested\" optimizer config");
+    return std::make_unique<ExponentialDecay>(create_optimizer(c.at("nested")), json_get<uint32_t>(c, "decay_start", 10000),
+                                              json_get<uint32_t>(c, "decay_interval", 10000),
+                                              json_get<float>(c, "decay_base", 0.33f));
+  }
+  throw Error(format_message("unknown optimizer otype '{}'; valid choices: Adam, SGD, ExponentialDecay", otype));
+}
+
+}  // namespace tessera::nn

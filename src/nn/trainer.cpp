@@ -1,0 +1,38 @@
+#include "tessera/nn/trainer.h"
+
+#include "tessera/core/error.h"
+
+namespace tessera::nn {
+
+Trainer::Trainer(std::unique_ptr<Network> network, LossParams loss, std::unique_ptr<Optimizer> optimizer)
+    : net_(std::move(network)), loss_(loss), opt_(std::move(optimizer)) {
+  TESSERA_CHECK(net_ && opt_, "Trainer needs a network and an optimizer");
+}
+
+std::unique_ptr<Trainer> Trainer::from_config(const Json& c, uint32_t input_width, uint32_t output_width,
+                                              DeviceKind device) {
+  check_known_keys(c, "trainer config", {"network", "loss", "optimizer", "encoding"});
+  TESSERA_CHECK(!c.contains("encoding"), "config has an \"encoding\": input encodings are not built yet");
+  TESSERA_CHECK(c.contains("network"), "trainer config needs a \"network\" section");
+  LossParams loss = c.contains("loss") ? parse_loss(c.at("loss")) : LossParams{};
+  auto opt = create_optimizer(c.contains("optimizer") ? c.at("optimizer") : Json{{"otype", "Adam"}});
+  return std::make_unique<Trainer>(create_network(c.at("network"), input_width, output_width, device), loss,
+                                   std::move(opt));
+}
+
+void Trainer::training_step_async(const float* input, const float* target, size_t batch) {
+  TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
+  net_->forward_backward_loss(input, target, batch, loss_, nullptr, nullptr);
+  opt_->step(*net_);
+}
+
+float Trainer::training_step(const float* input, const float* target, size_t batch) {
+  training_step_async(input, target, batch);
+  return last_loss();
+}
+
+Json Trainer::config() const {
+  return Json{{"network", net_->config()}, {"loss", loss_config(loss_)}, {"optimizer", opt_->config()}};
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,31 @@
+// End to end: the 1-D function fit on the CPU converges (the write-up's Adam setup).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tessera/core/config.h"
+
+namespace {
+
+TEST(FitFunction, AdamConvergesOnCpu) {
+  const auto dir = std::filesystem::temp_directory_path() / "tessera_fit_function_test";
+  std::filesystem::remove_all(dir);
+  const std::string json = (dir / "result.json").string();
+  std::filesystem::create_directories(dir);
+  const std::string cmd = std::string(TESSERA_CLI_PATH) + " fit function --device cpu --steps 1500 --batch 256 " +
+                          "--eval-every 50 --no-progress --out " + dir.string() + " --json " + json;
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const auto r = tessera::load_json_file(json);
+  // Measured: final MSE ~3e-5 at these settings; the untrained network sits near 3e-2.
+  EXPECT_LT(r["final_mse"].get<double>(), 2e-4) << r.dump(2);
+  EXPECT_TRUE(std::filesystem::file_size(dir / "fit.png") > 1000);
+  std::ifstream csv(dir / "mse.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "step,train_loss,grid_mse");
+}
+
+}  // namespace

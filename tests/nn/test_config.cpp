@@ -1,0 +1,75 @@
+#include <gtest/gtest.h>
+
+#include "tessera/core/error.h"
+#include "tessera/nn/trainer.h"
+
+namespace tessera {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(NetworkFactory, UnknownOtypeListsValidChoices) {
+  auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLPX"}}, 3, 1, DeviceKind::cpu); });
+  EXPECT_NE(msg.find("FullyFusedMLPX"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("valid choices: FullyFusedMLP"), std::string::npos) << msg;
+}
+
+TEST(NetworkFactory, UnsupportedWidthListsValidWidths) {
+  auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLP"}, {"n_neurons", 48}}, 3, 1, DeviceKind::cpu); });
+  EXPECT_NE(msg.find("48"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("16, 32, 64, 128"), std::string::npos) << msg;
+}
+
+TEST(NetworkFactory, UnknownKeyAndActivationAreErrors) {
+  auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLP"}, {"n_neurns", 64}}, 3, 1, DeviceKind::cpu); });
+  EXPECT_NE(msg.find("n_neurns"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("n_neurons"), std::string::npos) << msg;
+  msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLP"}, {"activation", "Relu6"}}, 3, 1, DeviceKind::cpu); });
+  EXPECT_NE(msg.find("Relu6"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Sigmoid"), std::string::npos) << msg;
+}
+
+TEST(NetworkFactory, TinyCudaNnConfigLoadsUnchanged) {
+  const Json cfg = parse_json(R"({
+    "loss": {"otype": "RelativeL2"},
+    "optimizer": {"otype": "ExponentialDecay", "decay_start": 10000, "decay_interval": 5000, "decay_base": 0.33,
+                  "nested": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15, "l2_reg": 1e-6}},
+    "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64, "n_hidden_layers": 2}
+  })");
+  auto t = nn::Trainer::from_config(cfg, 32, 16, DeviceKind::cpu);
+  EXPECT_EQ(t->network().n_params(), size_t(64 * 32 + 64 * 64 + 16 * 64));
+  EXPECT_EQ(t->config()["optimizer"]["otype"], "ExponentialDecay");
+}
+
+TEST(OptimizerFactory, UnknownOtypeListsChoices) {
+  auto msg = error_of([] { nn::create_optimizer({{"otype", "Adamw"}}); });
+  EXPECT_NE(msg.find("Adam, SGD, ExponentialDecay"), std::string::npos) << msg;
+  msg = error_of([] { nn::parse_loss({{"otype", "L3"}}); });
+  EXPECT_NE(msg.find("L2, L1, Huber, RelativeL2"), std::string::npos) << msg;
+}
+
+TEST(Trainer, SkipsNonFiniteStepWithoutTouchingWeights) {
+  auto t = nn::Trainer::from_config({{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}}},
+                                    2, 1, DeviceKind::cpu);
+  std::vector<float> before(t->network().params(), t->network().params() + t->network().n_params());
+  std::vector<float> x{0.5f, std::numeric_limits<float>::infinity()}, y{1.0f};
+  t->training_step(x.data(), y.data(), 1);
+  EXPECT_EQ(t->skipped_steps(), 1u);
+  std::vector<float> after(t->network().params(), t->network().params() + t->network().n_params());
+  EXPECT_EQ(before, after);
+  std::vector<float> ok{0.5f, 0.25f};
+  t->training_step(ok.data(), y.data(), 1);
+  EXPECT_EQ(t->skipped_steps(), 1u);
+  std::vector<float> moved(t->network().params(), t->network().params() + t->network().n_params());
+  EXPECT_NE(before, moved);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,230 @@
+// The CUDA fully fused MLP against the CPU reference, on fresh random data: forward,
+// loss-in-kernel training gradients, upstream-gradient backward (input and weight
+// gradients), and the optimizer kernels. Tolerances are relative L2 errors
+// (||cuda - cpu|| / ||cpu||), set to the worst case measured on an H100 times a margin;
+// each test prints what it measured.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "support/random.h"
+#include "tessera/core/buffer.h"
+#include "tessera/core/device.h"
+#include "tessera/nn/trainer.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera {
+namespace {
+
+#define REQUIRE_CUDA() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
+
+// Measured worst cases (H100, see BENCHMARKS.md) times a margin.
+constexpr double kForwardTol = 2e-2;
+constexpr double kGradTol = 5e-2;
+
+float to_half_precision(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
+
+double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    num += std::pow(double(got[i]) - want[i], 2);
+    den += std::pow(double(want[i]), 2);
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+struct Case {
+  uint32_t in, width, hidden, out;
+  Activation act_hidden, act_output;
+  size_t batch;
+};
+
+std::string name_of(const Case& c) {
+  return fmt::format("in{}_w{}_h{}_out{}_{}_{}_b{}", c.in, c.width, c.hidden, c.out, to_string(c.act_hidden),
+                     to_string(c.act_output), c.batch);
+}
+
+class FusedMlpVsCpu : public ::testing::TestWithParam<Case> {};
+
+struct Pair {
+  std::unique_ptr<nn::Network> cpu, gpu;
+};
+
+Pair make_pair(const Case& c, uint64_t seed) {
+  const Json cfg{{"otype", "FullyFusedMLP"}, {"n_neurons", c.width}, {"n_hidden_layers", c.hidden},
+                 {"activation", to_string(c.act_hidden)}, {"output_activation", to_string(c.act_output)}};
+  Pair p{nn::create_network(cfg, c.in, c.out, DeviceKind::cpu), nn::create_network(cfg, c.in, c.out, DeviceKind::cuda)};
+  p.cpu->initialize(seed);
+  // Both networks use weights that fp16 represents exactly, so the comparison measures
+  // the kernel's arithmetic, not the rounding of the weights.
+  std::vector<float> w(p.cpu->params(), p.cpu->params() + p.cpu->n_params());
+  for (auto& x : w) x = to_half_precision(x);
+  std::copy(w.begin(), w.end(), p.cpu->params());
+  detail::copy_bytes(DeviceKind::cuda, p.gpu->params(), w.data(), w.size() * sizeof(float), true, false);
+  p.gpu->params_changed();
+  return p;
+}
+
+std::vector<float> random_input(size_t n, uint64_t seed) {
+  auto v = test::random_floats(n, -1.0f, 1.0f, seed);
+  for (auto& x : v) x = to_half_precision(x);
+  return v;
+}
+
+TEST_P(FusedMlpVsCpu, ForwardBackwardAndLossMatchReference) {
+  REQUIRE_CUDA();
+  const Case c = GetParam();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << name_of(c) << " seed " << seed);
+  Pair p = make_pair(c, seed);
+  const size_t B = c.batch;
+  const auto x = random_input(B * c.in, seed + 1);
+  const auto target = test::random_floats(B * c.out, -1.0f, 1.0f, seed + 2);
+  const auto dL_dout = test::random_floats(B * c.out, -1.0f, 1.0f, seed + 3);
+  Buffer<float> gx = make_buffer(DeviceKind::cuda, x), gt = make_buffer(DeviceKind::cuda, target),
+                gd = make_buffer(DeviceKind::cuda, dL_dout), gy(DeviceKind::cuda, B * c.out),
+                gdx(DeviceKind::cuda, B * c.in);
+
+  // Inference. Outputs are poisoned first so unwritten elements show.
+  std::vector<float> y_cpu(B * c.out);
+  p.cpu->inference(x.data(), B, y_cpu.data());
+  std::vector<float> poison(B * c.out, NAN);
+  gy.copy_from_host(poison);
+  p.gpu->inference(gx.data(), B, gy.data());
+  const double e_fwd = rel_error(gy.to_host(), y_cpu);
+
+  // Upstream-gradient backward: weight and input gradients.
+  std::vector<float> dx_cpu(B * c.in);
+  auto ctx = p.cpu->forward(x.data(), B, nullptr);
+  p.cpu->backward(*ctx, dL_dout.data(), dx_cpu.data(), ops::GradientMode::overwrite);
+  std::vector<float> g_cpu(p.cpu->gradients(), p.cpu->gradients() + p.cpu->n_params());
+  gdx.copy_from_host(std::vector<float>(B * c.in, NAN));
+  auto gctx = p.gpu->forward(gx.data(), B, nullptr);
+  p.gpu->backward(*gctx, gd.data(), gdx.data(), ops::GradientMode::overwrite);
+  Buffer<float> g_gpu_buf(DeviceKind::cuda, p.gpu->n_params());
+  std::vector<float> g_gpu(p.gpu->n_params());
+  detail::copy_bytes(DeviceKind::cuda, g_gpu.data(), p.gpu->gradients(), g_gpu.size() * sizeof(float), false, true);
+  const double e_wgrad = rel_error(g_gpu, g_cpu);
+  const double e_dx = rel_error(gdx.to_host(), dx_cpu);
+
+  // Accumulate mode doubles the gradient.
+  p.gpu->backward(*gctx, gd.data(), nullptr, ops::GradientMode::accumulate);
+  std::vector<float> g_acc(p.gpu->n_params());
+  detail::copy_bytes(DeviceKind::cuda, g_acc.data(), p.gpu->gradients(), g_acc.size() * sizeof(float), false, true);
+  std::vector<float> twice(g_gpu.size());
+  for (size_t i = 0; i < twice.size(); ++i) twice[i] = 2 * g_gpu[i];
+  const double e_acc = rel_error(g_acc, twice);
+
+  // Loss inside the kernel (L2), with output and input gradient.
+  const LossParams loss{LossKind::L2, 0.1f};
+  std::vector<float> dx2_cpu(B * c.in), y2_cpu(B * c.out);
+  p.cpu->forward_backward_loss(x.data(), target.data(), B, loss, y2_cpu.data(), dx2_cpu.data());
+  std::vector<float> g2_cpu(p.cpu->gradients(), p.cpu->gradients() + p.cpu->n_params());
+  const float loss_cpu = p.cpu->read_train_state().last_loss;
+  gy.copy_from_host(poison);
+  p.gpu->forward_backward_loss(gx.data(), gt.data(), B, loss, gy.data(), gdx.data());
+  std::vector<float> g2_gpu(p.gpu->n_params());
+  detail::copy_bytes(DeviceKind::cuda, g2_gpu.data(), p.gpu->gradients(), g2_gpu.size() * sizeof(float), false, true);
+  const double e_loss_grad = rel_error(g2_gpu, g2_cpu);
+  const double e_loss_out = rel_error(gy.to_host(), y2_cpu);
+  const double e_loss_dx = rel_error(gdx.to_host(), dx2_cpu);
+  const float loss_gpu = p.gpu->read_train_state().last_loss;
+  const auto state = p.gpu->read_train_state();
+
+  std::printf("[measured] %s fwd %.2e wgrad %.2e dx %.2e acc %.2e | loss-path wgrad %.2e out %.2e dx %.2e loss %.6g/%.6g\n",
+              name_of(c).c_str(), e_fwd, e_wgrad, e_dx, e_acc, e_loss_grad, e_loss_out, e_loss_dx, loss_gpu, loss_cpu);
+  EXPECT_LT(e_fwd, kForwardTol);
+  EXPECT_LT(e_wgrad, kGradTol);
+  EXPECT_LT(e_dx, kGradTol);
+  EXPECT_LT(e_acc, 1e-6);
+  EXPECT_LT(e_loss_grad, kGradTol);
+  EXPECT_LT(e_loss_out, kForwardTol);
+  EXPECT_LT(e_loss_dx, kGradTol);
+  EXPECT_NEAR(loss_gpu, loss_cpu, 2 * kForwardTol * std::abs(loss_cpu) + 1e-6);
+  EXPECT_EQ(state.skipped_steps, 0u);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  const Activation all[] = {Activation::None, Activation::ReLU, Activation::LeakyReLU, Activation::Sigmoid,
+                            Activation::Tanh, Activation::Softplus, Activation::Exponential, Activation::SiLU,
+                            Activation::Sine};
+  // every activation, hidden and output, at width 64 with odd widths and batch
+  for (Activation a : all) v.push_back({5, 64, 2, 3, a, Activation::None, 1000});
+  for (Activation a : all) v.push_back({3, 32, 2, 7, Activation::ReLU, a, 127});
+  // every width, several depths, odd in/out widths and batches
+  v.push_back({1, 16, 1, 1, Activation::Tanh, Activation::Sigmoid, 1});
+  v.push_back({37, 16, 4, 19, Activation::ReLU, Activation::None, 127});
+  v.push_back({32, 32, 8, 16, Activation::SiLU, Activation::None, 1000});
+  v.push_back({17, 128, 3, 5, Activation::ReLU, Activation::None, 1000});
+  v.push_back({64, 128, 8, 33, Activation::Sine, Activation::None, 127});
+  v.push_back({32, 64, 2, 16, Activation::ReLU, Activation::None, (size_t(1) << 18) + 3});
+  v.push_back({3, 128, 2, 3, Activation::Sigmoid, Activation::Sigmoid, (size_t(1) << 18) + 3});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, FusedMlpVsCpu, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return name_of(info.param); });
+
+TEST(OptimizersCuda, AdamAndSgdMatchCpu) {
+  REQUIRE_CUDA();
+  const size_t n = 100003;
+  const uint64_t seed = test::fresh_seed();
+  auto g = test::random_floats(n, -1, 1, seed), p = test::random_floats(n, -1, 1, seed + 1);
+  auto m = test::random_floats(n, -0.1f, 0.1f, seed + 2), v = test::random_floats(n, 0.0f, 0.1f, seed + 3);
+  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 1e-4f};
+  ops::TrainState s;
+  s.optimizer_steps = 3;
+  Buffer<float> dg = make_buffer(DeviceKind::cuda, g), dp = make_buffer(DeviceKind::cuda, p),
+                dm = make_buffer(DeviceKind::cuda, m), dv = make_buffer(DeviceKind::cuda, v);
+  Buffer<uint16_t> dh(DeviceKind::cuda, n);
+  Buffer<ops::TrainState> ds(DeviceKind::cuda, 1);
+  ds.copy_from_host(&s, 1);
+  ops::cuda::adam_step(h, n, dg.data(), dp.data(), dh.data(), dm.data(), dv.data(), ds.data());
+  ops::cpu::adam_step(h, n, g.data(), p.data(), m.data(), v.data(), s);
+  EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
+  EXPECT_LT(rel_error(dm.to_host(), m), 1e-6);
+  EXPECT_LT(rel_error(dv.to_host(), v), 1e-6);
+  ops::cuda::sgd_step(0.1f, 1e-3f, n, dg.data(), dp.data(), dh.data(), ds.data());
+  ops::cpu::sgd_step(0.1f, 1e-3f, n, g.data(), p.data(), s);
+  EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
+  // a skipped step changes nothing
+  s.skip_this_step = 1;
+  ds.copy_from_host(&s, 1);
+  ops::cuda::sgd_step(0.1f, 0.0f, n, dg.data(), dp.data(), dh.data(), ds.data());
+  EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
+}
+
+TEST(FusedMlpCuda, TrainingLearnsAndNonFiniteStepsAreSkipped) {
+  REQUIRE_CUDA();
+  auto t = nn::Trainer::from_config(
+      {{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2}}},
+       {"loss", {{"otype", "L2"}}},
+       {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-2}}}},
+      2, 1, DeviceKind::cuda);
+  const size_t B = 4096;
+  auto x = test::random_floats(B * 2, -1, 1, 5);
+  std::vector<float> y(B);
+  for (size_t i = 0; i < B; ++i) y[i] = std::sin(3 * x[2 * i]) * x[2 * i + 1];
+  Buffer<float> dx = make_buffer(DeviceKind::cuda, x), dy = make_buffer(DeviceKind::cuda, y);
+  const float first = t->training_step(dx.data(), dy.data(), B);
+  for (int i = 0; i < 300; ++i) t->training_step_async(dx.data(), dy.data(), B);
+  const float last = t->last_loss();
+  EXPECT_LT(last, 0.05f * first) << "first " << first << " last " << last;
+  // an infinite input poisons the gradient: the step is skipped and the weights survive
+  std::vector<float> before(t->network().n_params());
+  detail::copy_bytes(DeviceKind::cuda, before.data(), t->network().params(), before.size() * 4, false, true);
+  x[0] = INFINITY;
+  dx.copy_from_host(x);
+  t->training_step(dx.data(), dy.data(), B);
+  EXPECT_EQ(t->skipped_steps(), 1u);
+  std::vector<float> after(before.size());
+  detail::copy_bytes(DeviceKind::cuda, after.data(), t->network().params(), after.size() * 4, false, true);
+  EXPECT_EQ(before, after);
+}
+
+}  // namespace
+}  // namespace tessera

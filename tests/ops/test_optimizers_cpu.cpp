@@ -1,0 +1,46 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/random.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera {
+namespace {
+
+TEST(AdamCpu, MatchesTextbookUpdateAndSkipsFlaggedSteps) {
+  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 1e-3f};
+  const size_t n = 37;
+  auto g = test::random_floats(n, -1, 1, 3);
+  auto p = test::random_floats(n, -1, 1, 4);
+  std::vector<float> m(n, 0.0f), v(n, 0.0f), p0 = p;
+  ops::TrainState s;
+  s.optimizer_steps = 1;
+  ops::cpu::adam_step(h, n, g.data(), p.data(), m.data(), v.data(), s);
+  for (size_t i = 0; i < n; ++i) {
+    const double gi = g[i] + 1e-3 * p0[i];
+    const double mh = (0.1 * gi) / 0.1, vh = (0.01 * gi * gi) / 0.01;
+    ASSERT_NEAR(p[i], p0[i] - 0.01 * mh / (std::sqrt(vh) + 1e-8), 1e-6);
+  }
+  auto before = p;
+  s.skip_this_step = 1;
+  ops::cpu::adam_step(h, n, g.data(), p.data(), m.data(), v.data(), s);
+  EXPECT_EQ(p, before);
+}
+
+TEST(TrainState, LossScaleHalvesOnOverflowAndGrows) {
+  ops::TrainState s;
+  const float start = s.loss_scale;
+  ops::finish_step(s, false);
+  EXPECT_EQ(s.loss_scale, start / 2);
+  EXPECT_EQ(s.skipped_steps, 1u);
+  EXPECT_EQ(s.skip_this_step, 1u);
+  EXPECT_EQ(s.optimizer_steps, 0u);
+  for (uint32_t i = 0; i < ops::kLossScaleGrowthInterval; ++i) ops::finish_step(s, true);
+  EXPECT_EQ(s.loss_scale, start);
+  EXPECT_EQ(s.optimizer_steps, ops::kLossScaleGrowthInterval);
+  EXPECT_EQ(s.skip_this_step, 0u);
+}
+
+}  // namespace
+}  // namespace tessera
