@@ -198,22 +198,28 @@ TEST(OptimizersCuda, AdamAndSgdMatchCpu) {
   EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
 }
 
-TEST(FusedMlpCuda, TrainingLearnsAndNonFiniteStepsAreSkipped) {
+TEST(FusedMlpCuda, TrainingLearnsLikeTheCpuReferenceAndSkipsNonFiniteSteps) {
   REQUIRE_CUDA();
-  auto t = nn::Trainer::from_config(
-      {{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2}}},
-       {"loss", {{"otype", "L2"}}},
-       {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-2}}}},
-      2, 1, DeviceKind::cuda);
+  const Json cfg{{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2}}},
+                 {"loss", {{"otype", "L2"}}},
+                 {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-2}}}};
+  auto t = nn::Trainer::from_config(cfg, 2, 1, DeviceKind::cuda);
+  auto ref = nn::Trainer::from_config(cfg, 2, 1, DeviceKind::cpu);
   const size_t B = 4096;
   auto x = test::random_floats(B * 2, -1, 1, 5);
   std::vector<float> y(B);
   for (size_t i = 0; i < B; ++i) y[i] = std::sin(3 * x[2 * i]) * x[2 * i + 1];
   Buffer<float> dx = make_buffer(DeviceKind::cuda, x), dy = make_buffer(DeviceKind::cuda, y);
   const float first = t->training_step(dx.data(), dy.data(), B);
-  for (int i = 0; i < 300; ++i) t->training_step_async(dx.data(), dy.data(), B);
-  const float last = t->last_loss();
-  EXPECT_LT(last, 0.05f * first) << "first " << first << " last " << last;
+  ref->training_step(x.data(), y.data(), B);
+  for (int i = 0; i < 500; ++i) {
+    t->training_step_async(dx.data(), dy.data(), B);
+    ref->training_step(x.data(), y.data(), B);
+  }
+  const float last = t->last_loss(), last_ref = ref->last_loss();
+  std::printf("[measured] training: first loss %.4g, after 500 steps cuda %.4g, cpu %.4g\n", first, last, last_ref);
+  EXPECT_LT(last, 0.1f * first);
+  EXPECT_LT(last, 2.0f * last_ref + 1e-4f) << "fp16 training should track the fp32 reference";
   // an infinite input poisons the gradient: the step is skipped and the weights survive
   std::vector<float> before(t->network().n_params());
   detail::copy_bytes(DeviceKind::cuda, before.data(), t->network().params(), before.size() * 4, false, true);

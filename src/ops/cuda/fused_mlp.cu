@@ -571,12 +571,12 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   p.dL_dout = a.dL_doutput;
   p.dL_din = a.dL_dinput;
   p.state = a.state;
-  // With a target the seed is the per-element loss derivative, and the mean over
-  // batch x outputs is applied when unscaling. An upstream gradient already carries its
-  // mean factor, so it is pre-multiplied by the batch size to stay clear of fp16 underflow.
+  // With a target the seed is the per-element loss derivative and the mean over
+  // batch x outputs is applied when unscaling; an upstream gradient already carries its
+  // mean factor. Either way the dynamic loss scale keeps the fp16 backward in range.
   const float norm = a.target ? 1.0f / (float(a.batch) * float(shape.output_width)) : 1.0f;
-  p.seed_scale = a.target ? 1.0f : float(a.batch);
-  const float post_scale = norm / p.seed_scale;
+  p.seed_scale = 1.0f;
+  const float post_scale = norm;
   p.input_grad_scale = post_scale;
 
   dispatch_width(shape.width, [&](auto w) {
