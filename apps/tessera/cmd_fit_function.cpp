@@ -65,7 +65,7 @@ void run(const FitFunctionOptions& o) {
                     {"optimizer", optimizer}};
   auto trainer = nn::Trainer::from_config(config, 1, 1, dev);
   trainer->network().initialize(o.seed);
-  std::filesystem::create_directories(o.out_dir);
+  ensure_output_folder(o.out_dir);
 
   Pcg32 rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
   std::vector<float> xs(o.batch), ys(o.batch);

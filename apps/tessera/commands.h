@@ -14,6 +14,8 @@ void register_bench(CLI::App& root);
 
 // Adds --device to a subcommand (auto | cpu | cuda).
 void add_device_option(CLI::App& cmd, std::string& device);
+// Creates `path` (and parents) or throws an error naming it; run before long work.
+void ensure_output_folder(const std::string& path);
 // Writes a command's results as pretty JSON, atomically (no-op for an empty path).
 void write_json_result(const std::string& path, const Json& result);
 

@@ -1,6 +1,7 @@
 // tessera: train small neural networks fast. See `tessera --help`.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 
 #include "commands.h"
 #include "tessera/core/error.h"
@@ -12,6 +13,14 @@ void add_device_option(CLI::App& cmd, std::string& device) {
   cmd.add_option("--device", device, "where to run: auto (CUDA when a GPU is present), cpu, cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
+}
+
+void ensure_output_folder(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec || !std::filesystem::is_directory(path))
+    throw tessera::Error(tessera::format_message("cannot create output folder '{}': {}", path,
+                                                 ec ? ec.message() : "a file is in the way"));
 }
 
 void write_json_result(const std::string& path, const Json& result) {

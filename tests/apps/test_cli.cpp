@@ -43,7 +43,8 @@ TEST(Cli, BadInputIsAClearErrorAndNonZeroExit) {
   r = run("fit function --steps 0 --device cpu --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--steps"), std::string::npos) << r.output;
-  r = run("fit function --device cpu --steps 2 --out /nonexistent_root_dir/x --no-progress");
+  // an output folder that cannot be created (its parent is a file)
+  r = run("fit function --device cpu --steps 2 --out /proc/version/x --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
   r = run("frobnicate");

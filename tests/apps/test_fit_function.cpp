@@ -19,8 +19,10 @@ TEST(FitFunction, AdamConvergesOnCpu) {
                           "--eval-every 50 --no-progress --out " + dir.string() + " --json " + json;
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   const auto r = tessera::load_json_file(json);
-  // Measured: final MSE ~3e-5 at these settings; the untrained network sits near 3e-2.
-  EXPECT_LT(r["final_mse"].get<double>(), 2e-4) << r.dump(2);
+  // Measured here (2 cores): MSE < 1e-4 first at step 850, final 1.3e-4 (Adam at a
+  // constant lr 0.02 hovers around 1e-4); the untrained network sits near 3e-2.
+  EXPECT_GT(r["reached_target_at_step"].get<int64_t>(), 0) << "never reached MSE < 1e-4: " << r.dump(2);
+  EXPECT_LT(r["final_mse"].get<double>(), 5e-4) << r.dump(2);
   EXPECT_TRUE(std::filesystem::file_size(dir / "fit.png") > 1000);
   std::ifstream csv(dir / "mse.csv");
   std::string header;
