@@ -20,9 +20,13 @@ namespace {
 #define REQUIRE_CUDA() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
 
-// Measured worst cases (H100, see BENCHMARKS.md) times a margin.
-constexpr double kForwardTol = 2e-2;
-constexpr double kGradTol = 5e-2;
+// Measured worst cases on an H200 (2026-11-22) times a margin: forward 6e-4 -> 5e-3.
+// Gradients through smooth activations: 7.4e-4 -> 5e-3. Through ReLU/LeakyReLU the fp16
+// pre-activation flips sign near 0 for some samples, which flips their derivative:
+// 4.7e-2 (b127, ReLU hidden + Tanh output) -> 0.1.
+constexpr double kForwardTol = 5e-3;
+constexpr double kSmoothGradTol = 5e-3;
+constexpr double kKinkGradTol = 0.1;
 
 float to_half_precision(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 
@@ -42,12 +46,23 @@ struct Case {
   size_t batch;
 };
 
+double grad_tolerance(const Case& c) {
+  auto kink = [](Activation a) { return a == Activation::ReLU || a == Activation::LeakyReLU; };
+  return kink(c.act_hidden) || kink(c.act_output) ? kKinkGradTol : kSmoothGradTol;
+}
+
 std::string name_of(const Case& c) {
   return fmt::format("in{}_w{}_h{}_out{}_{}_{}_b{}", c.in, c.width, c.hidden, c.out, to_string(c.act_hidden),
                      to_string(c.act_output), c.batch);
 }
 
-class FusedMlpVsCpu : public ::testing::TestWithParam<Case> {};
+// Each case runs under both kernels: "auto" (the mma kernel where the weights fit in
+// shared memory) and the WMMA fallback, forced through TESSERA_FUSED_MLP_KERNEL.
+class FusedMlpVsCpu : public ::testing::TestWithParam<std::tuple<Case, std::string>> {
+ protected:
+  void SetUp() override { setenv("TESSERA_FUSED_MLP_KERNEL", std::get<1>(GetParam()).c_str(), 1); }
+  void TearDown() override { unsetenv("TESSERA_FUSED_MLP_KERNEL"); }
+};
 
 struct Pair {
   std::unique_ptr<nn::Network> cpu, gpu;
@@ -76,9 +91,10 @@ std::vector<float> random_input(size_t n, uint64_t seed) {
 
 TEST_P(FusedMlpVsCpu, ForwardBackwardAndLossMatchReference) {
   REQUIRE_CUDA();
-  const Case c = GetParam();
+  const Case c = std::get<0>(GetParam());
+  const std::string kernel = std::get<1>(GetParam());
   const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE(::testing::Message() << name_of(c) << " seed " << seed);
+  SCOPED_TRACE(::testing::Message() << name_of(c) << " kernel " << kernel << " seed " << seed);
   Pair p = make_pair(c, seed);
   const size_t B = c.batch;
   const auto x = random_input(B * c.in, seed + 1);
@@ -134,15 +150,16 @@ TEST_P(FusedMlpVsCpu, ForwardBackwardAndLossMatchReference) {
   const float loss_gpu = p.gpu->read_train_state().last_loss;
   const auto state = p.gpu->read_train_state();
 
-  std::printf("[measured] %s fwd %.2e wgrad %.2e dx %.2e acc %.2e | loss-path wgrad %.2e out %.2e dx %.2e loss %.6g/%.6g\n",
-              name_of(c).c_str(), e_fwd, e_wgrad, e_dx, e_acc, e_loss_grad, e_loss_out, e_loss_dx, loss_gpu, loss_cpu);
+  std::printf("[measured] %s %s fwd %.2e wgrad %.2e dx %.2e acc %.2e | loss-path wgrad %.2e out %.2e dx %.2e loss %.6g/%.6g\n",
+              kernel.c_str(), name_of(c).c_str(), e_fwd, e_wgrad, e_dx, e_acc, e_loss_grad, e_loss_out, e_loss_dx, loss_gpu, loss_cpu);
+  const double grad_tol = grad_tolerance(c);
   EXPECT_LT(e_fwd, kForwardTol);
-  EXPECT_LT(e_wgrad, kGradTol);
-  EXPECT_LT(e_dx, kGradTol);
+  EXPECT_LT(e_wgrad, grad_tol);
+  EXPECT_LT(e_dx, grad_tol);
   EXPECT_LT(e_acc, 1e-6);
-  EXPECT_LT(e_loss_grad, kGradTol);
+  EXPECT_LT(e_loss_grad, grad_tol);
   EXPECT_LT(e_loss_out, kForwardTol);
-  EXPECT_LT(e_loss_dx, kGradTol);
+  EXPECT_LT(e_loss_dx, grad_tol);
   EXPECT_NEAR(loss_gpu, loss_cpu, 2 * kForwardTol * std::abs(loss_cpu) + 1e-6);
   EXPECT_EQ(state.skipped_steps, 0u);
 }
@@ -166,8 +183,11 @@ std::vector<Case> cases() {
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, FusedMlpVsCpu, ::testing::ValuesIn(cases()),
-                         [](const auto& info) { return name_of(info.param); });
+INSTANTIATE_TEST_SUITE_P(Configs, FusedMlpVsCpu,
+                         ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Values("auto", "wmma")),
+                         [](const auto& info) {
+                           return name_of(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+                         });
 
 TEST(OptimizersCuda, AdamAndSgdMatchCpu) {
   REQUIRE_CUDA();

@@ -1,0 +1,45 @@
+#pragma once
+// Shared between the fused-MLP launcher (fused_mlp.cu) and its two kernels:
+//  * fused_mlp_mma.cu: register-resident activations on mma.sync m16n8k16 (the fast
+//    path; needs the fp16 weights resident in shared memory),
+//  * fused_mlp_wmma.cu: WMMA 16x16x16 with activations staged in shared memory and
+//    weights/gradients in shared or global memory (any size: the general fallback).
+// Both write one fp32 weight-gradient partial per block, [blocks, n_params], and one loss
+// partial per block; the launcher's reduction sums them in a fixed order.
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/ops/fused_mlp_cuda.h"
+
+namespace tessera::ops::cuda::detail {
+
+struct TrainLaunch {
+  const FusedTrainArgs* args = nullptr;
+  float seed_scale = 1.0f;        // multiplies the backward seed (before the loss scale)
+  float input_grad_scale = 1.0f;  // turns the scaled seed into dL/dinput (before unscaling)
+  float* grad_partials = nullptr; // [blocks, n_params]
+  float* loss_partials = nullptr; // [blocks]
+};
+
+// Which kernel runs: TESSERA_FUSED_MLP_KERNEL=mma|wmma forces one (tests use this to
+// cover both); otherwise mma where it fits, else wmma.
+enum class FusedKernel { mma, wmma };
+FusedKernel choose_kernel(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
+
+FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
+void mma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
+                   size_t batch, float* output);
+void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
+
+FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
+void wmma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
+                    size_t batch, float* output);
+void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
+
+struct DeviceLimits {
+  int sm_count = 0;
+  size_t smem_optin = 0;
+};
+DeviceLimits device_limits();
+
+}  // namespace tessera::ops::cuda::detail

@@ -1,0 +1,690 @@
+// Register-resident fully fused MLP on mma.sync m16n8k16 (fp16 operands, fp32
+// accumulation): the fast path of the fused MLP.
+//
+// Each warp owns 16 rows of a block's tile. A layer's fp32 accumulators (mma C layout)
+// become the next layer's A operand in registers: the C fragments of n-tiles 2j, 2j+1
+// are exactly the A fragment of k-tile j. So the forward pass never moves activations
+// through memory; weights (fp16, loaded into shared memory once per block, rows padded
+// by 8 halves so ldmatrix is conflict-free) are the only operand read per layer.
+// Training keeps each layer's output y (and z for SiLU/Sine) and each layer's dZ in
+// shared memory for the weight gradients, which the whole block computes at the end of a
+// tile (dW_l += dZ_l^T X_l over the tile's rows) into fp32 accumulators that persist
+// across the block's tiles (shared memory when they fit, else the block's global slice).
+// Inputs and targets of the next tile are prefetched with cp.async while the current one
+// computes. The WMMA API cannot express the register hand-off (its fragment layouts are
+// opaque), hence raw mma.sync, the instruction WMMA lowers to.
+#include <algorithm>
+#include <cuda_fp16.h>
+
+#include "fused_mlp_internal.h"
+#include "tessera/core/cuda_check.h"
+
+namespace tessera::ops::cuda::detail {
+namespace {
+
+constexpr int kPad = 8;  // halves added to every fp16 row in shared memory (16 bytes)
+constexpr int kStagePad = 8;  // floats added to every fp32 staging row (bank spread)
+
+struct MmaParams {
+  int in_w, in_pad, out_w, out_pad, width, n_hidden;
+  Activation act_hidden, act_output;
+  bool store_z;
+  const __half* weights;  // global, [n_params] in MlpShape layout
+  size_t n_params;
+  const float* input;     // [batch, in_w]
+  size_t batch;
+  int rows, warps, n_tiles;
+  // inference
+  float* output;          // [batch, out_w]
+  // training
+  const float* target;    // [batch, out_w] (loss in kernel) ...
+  const float* dL_dout;   // ... or [batch, out_w] upstream gradient
+  LossParams loss;
+  float* dL_din;          // [batch, in_w] or null
+  float seed_scale, input_grad_scale;
+  const TrainState* state;
+  float* grad_partials;   // [gridDim.x, n_params]
+  float* loss_partials;   // [gridDim.x]
+  bool grads_in_smem;
+};
+
+__host__ __device__ inline size_t align128(size_t x) { return (x + 127) / 128 * 128; }
+
+// Shared-memory layout in bytes; identical on host and device.
+struct MmaLayout {
+  size_t weights, grads, in_stage, tg_stage, x16, y, z, dz, dz_out, total;
+  int ld_in_stage, ld_tg_stage, ld_x, ld_h, ld_out;
+  __host__ __device__ MmaLayout(const MmaParams& p, bool training) {
+    ld_in_stage = int(round_up(uint32_t(p.in_w), 4)) + kStagePad;
+    ld_tg_stage = int(round_up(uint32_t(p.out_w), 4)) + kStagePad;
+    ld_x = p.in_pad + kPad;
+    ld_h = p.width + kPad;
+    ld_out = p.out_pad + kPad;
+    const size_t R = size_t(p.rows);
+    size_t off = 0;
+    weights = off;
+    off = align128(off + (size_t(p.width) * ld_x + size_t(p.n_hidden - 1) * p.width * ld_h + size_t(p.out_pad) * ld_h) * 2);
+    grads = off;
+    if (training && p.grads_in_smem) off = align128(off + p.n_params * 4);
+    in_stage = off;
+    off = align128(off + 2 * R * ld_in_stage * 4);
+    tg_stage = x16 = y = z = dz = dz_out = off;
+    if (training) {
+      tg_stage = off;
+      off = align128(off + 2 * R * ld_tg_stage * 4);
+      x16 = off;
+      off = align128(off + R * ld_x * 2);
+      y = off;
+      off = align128(off + size_t(p.n_hidden) * R * ld_h * 2);
+      z = off;
+      if (p.store_z) off = align128(off + size_t(p.n_hidden) * R * ld_h * 2);
+      dz = off;
+      off = align128(off + size_t(p.n_hidden) * R * ld_h * 2);
+      dz_out = off;
+      off = align128(off + R * ld_out * 2);
+    }
+    total = off;
+  }
+};
+
+// Where layer l's weights start, in the padded shared-memory layout (halves).
+__device__ __forceinline__ size_t smem_layer_offset(const MmaParams& p, int l, const MmaLayout& lay) {
+  if (l == 0) return 0;
+  return size_t(p.width) * lay.ld_x + size_t(l - 1) * p.width * lay.ld_h;
+}
+__device__ __forceinline__ size_t global_layer_offset(const MmaParams& p, int l) {
+  if (l == 0) return 0;
+  return size_t(p.width) * p.in_pad + size_t(l - 1) * p.width * p.width;
+}
+
+// ---- PTX wrappers -------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const __half* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+__device__ __forceinline__ float2 unpack_half2(uint32_t v) {
+  return __half22float2(*reinterpret_cast<__half2*>(&v));
+}
+
+// Lane offsets for ldmatrix.x4 (see the fragment layouts of mma.m16n8k16):
+// B from W[n][k] (forward): rows n = (lane&7) + 8*(lane>>4), cols k = 8*((lane>>3)&1).
+// B from M[k][n] row-major via .trans (backward, weight grads): rows k = (lane&7) +
+// 8*((lane>>3)&1), cols n = 8*(lane>>4). A = M^T from M[k][m] via .trans (weight
+// grads): rows k = (lane&7) + 8*(lane>>4), cols m = 8*((lane>>3)&1).
+struct LaneOffsets {
+  int fwd_row, fwd_col, tr_row, tr_col, at_row, at_col;
+  __device__ LaneOffsets() {
+    const int lane = threadIdx.x & 31;
+    fwd_row = (lane & 7) + ((lane >> 4) << 3);
+    fwd_col = ((lane >> 3) & 1) << 3;
+    tr_row = (lane & 7) + (((lane >> 3) & 1) << 3);
+    tr_col = (lane >> 4) << 3;
+    at_row = fwd_row;
+    at_col = fwd_col;
+  }
+};
+
+// Copies the tile's input (and target / upstream gradient) rows into a staging buffer.
+__device__ __forceinline__ void stage_rows(const float* src, int width, size_t row0, int valid_rows, float* dst,
+                                           int ld, bool vec16, int n_threads) {
+  if (vec16) {
+    const int chunks_per_row = width / 4, total = valid_rows * chunks_per_row;
+    for (int e = threadIdx.x; e < total; e += n_threads) {
+      const int r = e / chunks_per_row, c = (e - r * chunks_per_row) * 4;
+      cp_async_16(dst + r * ld + c, src + (row0 + r) * width + c);
+    }
+  } else {
+    const int total = valid_rows * width;
+    for (int e = threadIdx.x; e < total; e += n_threads) {
+      const int r = e / width, c = e - r * width;
+      cp_async_4(dst + r * ld + c, src + (row0 + r) * width + c);
+    }
+  }
+}
+
+// One element of the thread's C fragment: (row, col) within the warp's 16 rows.
+__device__ __forceinline__ int frag_row(int e) { return ((threadIdx.x & 31) >> 2) + ((e >> 1) << 3); }
+__device__ __forceinline__ int frag_col(int e) { return (((threadIdx.x & 31) & 3) << 1) + (e & 1); }
+
+// Layer 0: A from the fp32 staging rows (zero outside the input / batch), C = x W0^T.
+// When `x16` is set the fp16 input is also stored there (for the weight gradient).
+template <int W>
+__device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout& lay, const float* stage,
+                                            int valid_rows, const __half* w0, const LaneOffsets& lo,
+                                            __half* x16, float (&c)[W / 8][4]) {
+  const int warp_row = (threadIdx.x >> 5) * 16;
+#pragma unroll
+  for (int j = 0; j < W / 8; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+  for (int kt = 0; kt < p.in_pad / 16; ++kt) {
+    uint32_t a[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {  // q: (row +0/+8) x (col +0/+8)
+      const int r = warp_row + frag_row((q & 1) << 1), col = kt * 16 + ((q >> 1) << 3) + frag_col(0);
+      const bool row_ok = r < valid_rows;
+      const float v0 = row_ok && col < p.in_w ? stage[r * lay.ld_in_stage + col] : 0.0f;
+      const float v1 = row_ok && col + 1 < p.in_w ? stage[r * lay.ld_in_stage + col + 1] : 0.0f;
+      a[q] = pack_half2(v0, v1);
+      if (x16) *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + col) = a[q];
+    }
+#pragma unroll
+    for (int np = 0; np < W / 16; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, w0 + (np * 16 + lo.fwd_row) * lay.ld_x + kt * 16 + lo.fwd_col);
+      mma16816(c[2 * np], a, b[0], b[1]);
+      mma16816(c[2 * np + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+// Applies the hidden activation to C, optionally storing z and y (fp16) to shared
+// memory, and returns y as the next layer's A fragments.
+template <int W>
+__device__ __forceinline__ void activate_to_a(const MmaParams& p, float (&c)[W / 8][4], uint32_t (&a)[W / 16][4],
+                                              __half* y_rows, __half* z_rows, int ld) {
+#pragma unroll
+  for (int j = 0; j < W / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // h: row +0 / +8
+      const float z0 = c[j][2 * h], z1 = c[j][2 * h + 1];
+      const uint32_t y = pack_half2(activation_value(p.act_hidden, z0), activation_value(p.act_hidden, z1));
+      const int off = frag_row(2 * h) * ld + j * 8 + frag_col(0);
+      if (y_rows) *reinterpret_cast<uint32_t*>(y_rows + off) = y;
+      if (z_rows) *reinterpret_cast<uint32_t*>(z_rows + off) = pack_half2(z0, z1);
+      // C of n-tile j, half h -> A of k-tile j/2: reg (h) for even j, (2 + h) for odd j
+      a[j >> 1][(j & 1) * 2 + h] = y;
+    }
+  }
+}
+
+template <int W>
+__device__ __forceinline__ void hidden_layer(const uint32_t (&a)[W / 16][4], const __half* w, int ld,
+                                             const LaneOffsets& lo, float (&c)[W / 8][4]) {
+#pragma unroll
+  for (int j = 0; j < W / 8; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+#pragma unroll
+  for (int kt = 0; kt < W / 16; ++kt) {
+#pragma unroll
+    for (int np = 0; np < W / 16; ++np) {
+      uint32_t b[4];
+      ldsm_x4(b, w + (np * 16 + lo.fwd_row) * ld + kt * 16 + lo.fwd_col);
+      mma16816(c[2 * np], a[kt], b[0], b[1]);
+      mma16816(c[2 * np + 1], a[kt], b[2], b[3]);
+    }
+  }
+}
+
+// Output layer for output columns [16*np, 16*np+16): C = y_H W_H^T.
+template <int W>
+__device__ __forceinline__ void output_pair(const uint32_t (&a)[W / 16][4], const __half* w, int ld, int np,
+                                            const LaneOffsets& lo, float (&c)[2][4]) {
+  c[0][0] = c[0][1] = c[0][2] = c[0][3] = c[1][0] = c[1][1] = c[1][2] = c[1][3] = 0.0f;
+#pragma unroll
+  for (int kt = 0; kt < W / 16; ++kt) {
+    uint32_t b[4];
+    ldsm_x4(b, w + (np * 16 + lo.fwd_row) * ld + kt * 16 + lo.fwd_col);
+    mma16816(c[0], a[kt], b[0], b[1]);
+    mma16816(c[1], a[kt], b[2], b[3]);
+  }
+}
+
+// Loads the fp16 weights into shared memory with padded rows.
+__device__ void load_weights(const MmaParams& p, const MmaLayout& lay, __half* dst) {
+  for (int l = 0; l <= p.n_hidden; ++l) {
+    const int n = l == p.n_hidden ? p.out_pad : p.width, k = l == 0 ? p.in_pad : p.width;
+    const int ld = l == 0 ? lay.ld_x : lay.ld_h;
+    const int4* src = reinterpret_cast<const int4*>(p.weights + global_layer_offset(p, l));
+    __half* d = dst + smem_layer_offset(p, l, lay);
+    const int chunks_per_row = k / 8;
+    for (int e = threadIdx.x; e < n * chunks_per_row; e += blockDim.x) {
+      const int r = e / chunks_per_row, c = e - r * chunks_per_row;
+      *reinterpret_cast<int4*>(d + r * ld + c * 8) = src[e];
+    }
+  }
+}
+
+template <int W>
+__global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const MmaLayout lay(p, false);
+  __half* wts = reinterpret_cast<__half*>(smem + lay.weights);
+  // Two staging buffers; buffer b starts at stage0 + b * stage_size (no pointer arrays:
+  // a run-time index into one would put it in local memory).
+  float* stage0 = reinterpret_cast<float*>(smem + lay.in_stage);
+  const size_t stage_size = size_t(p.rows) * lay.ld_in_stage;
+  const bool vec_in = p.in_w % 4 == 0 && (reinterpret_cast<uintptr_t>(p.input) & 15) == 0;
+  load_weights(p, lay, wts);
+  const LaneOffsets lo;
+  const int warp_row = (threadIdx.x >> 5) * 16;
+  int buf = 0;
+  if (blockIdx.x < p.n_tiles) {
+    const size_t row0 = size_t(blockIdx.x) * p.rows;
+    stage_rows(p.input, p.in_w, row0, int(min(size_t(p.rows), p.batch - row0)), stage0, lay.ld_in_stage, vec_in, blockDim.x);
+  }
+  cp_async_commit();
+  for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
+    const size_t row0 = size_t(tile) * p.rows;
+    const int valid_rows = int(min(size_t(p.rows), p.batch - row0));
+    const int next = tile + gridDim.x;
+    if (next < p.n_tiles) {
+      const size_t nrow0 = size_t(next) * p.rows;
+      stage_rows(p.input, p.in_w, nrow0, int(min(size_t(p.rows), p.batch - nrow0)), stage0 + (buf ^ 1) * stage_size,
+                 lay.ld_in_stage, vec_in, blockDim.x);
+    }
+    cp_async_commit();
+    cp_async_wait_one();
+    __syncthreads();
+
+    float c[W / 8][4];
+    uint32_t a[W / 16][4];
+    first_layer<W>(p, lay, stage0 + buf * stage_size, valid_rows, wts, lo, nullptr, c);
+    activate_to_a<W>(p, c, a, nullptr, nullptr, 0);
+    for (int l = 1; l < p.n_hidden; ++l) {
+      hidden_layer<W>(a, wts + smem_layer_offset(p, l, lay), lay.ld_h, lo, c);
+      activate_to_a<W>(p, c, a, nullptr, nullptr, 0);
+    }
+    const __half* w_out = wts + smem_layer_offset(p, p.n_hidden, lay);
+    for (int np = 0; np < p.out_pad / 16; ++np) {
+      float co[2][4];
+      output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
+          if (r < valid_rows && col < p.out_w)
+            p.output[(row0 + r) * p.out_w + col] = activation_value(p.act_output, co[j][e]);
+        }
+    }
+    __syncthreads();  // the staging buffer is refilled next iteration
+  }
+}
+
+// dW[M x K] (row-major, ld K) += dZ^T X over `rows` rows: dZ [rows x M] (ld ldz),
+// X [rows x K] (ld ldx). Work units are (16 rows of dW) x (16 cols) so any padded
+// width splits evenly; each unit belongs to one warp.
+__device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int ldz, const __half* x, int ldx,
+                                                 float* dw, int K, int mt, int np, const LaneOffsets& lo) {
+  float acc[2][4];
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = dw[(mt * 16 + frag_row(e)) * K + np * 16 + j * 8 + frag_col(e)];
+  for (int rk = 0; rk < rows; rk += 16) {
+    uint32_t a[4], b[4];
+    ldsm_x4_trans(a, dz + (rk + lo.at_row) * ldz + mt * 16 + lo.at_col);
+    ldsm_x4_trans(b, x + (rk + lo.tr_row) * ldx + np * 16 + lo.tr_col);
+    mma16816(acc[0], a, b[0], b[1]);
+    mma16816(acc[1], a, b[2], b[3]);
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dw[(mt * 16 + frag_row(e)) * K + np * 16 + j * 8 + frag_col(e)] = acc[j][e];
+}
+
+template <int W>
+__global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const MmaLayout lay(p, true);
+  __half* wts = reinterpret_cast<__half*>(smem + lay.weights);
+  float* dW = p.grads_in_smem ? reinterpret_cast<float*>(smem + lay.grads)
+                              : p.grad_partials + size_t(blockIdx.x) * p.n_params;
+  const size_t R = size_t(p.rows);
+  float* in_stage0 = reinterpret_cast<float*>(smem + lay.in_stage);
+  float* tg_stage0 = reinterpret_cast<float*>(smem + lay.tg_stage);
+  auto in_stage = [&](int b) { return in_stage0 + b * R * lay.ld_in_stage; };
+  auto tg_stage = [&](int b) { return tg_stage0 + b * R * lay.ld_tg_stage; };
+  __half* x16 = reinterpret_cast<__half*>(smem + lay.x16);
+  __half* ys = reinterpret_cast<__half*>(smem + lay.y);
+  __half* zs = p.store_z ? reinterpret_cast<__half*>(smem + lay.z) : nullptr;
+  __half* dzs = reinterpret_cast<__half*>(smem + lay.dz);
+  __half* dz_out = reinterpret_cast<__half*>(smem + lay.dz_out);
+  const float* tg_src = p.target ? p.target : p.dL_dout;
+  const bool vec_in = p.in_w % 4 == 0 && (reinterpret_cast<uintptr_t>(p.input) & 15) == 0;
+  const bool vec_tg = p.out_w % 4 == 0 && (reinterpret_cast<uintptr_t>(tg_src) & 15) == 0;
+
+  load_weights(p, lay, wts);
+  for (size_t i = threadIdx.x; i < p.n_params / 4; i += blockDim.x)
+    reinterpret_cast<float4*>(dW)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  const LaneOffsets lo;
+  const int warp = threadIdx.x >> 5, warp_row = warp * 16;
+  const float loss_scale = p.state->loss_scale;
+  const float seed_scale = p.seed_scale * loss_scale;
+  float loss_sum = 0.0f;
+  auto Y = [&](int l) { return ys + size_t(l) * R * lay.ld_h; };
+  auto Z = [&](int l) { return zs ? zs + size_t(l) * R * lay.ld_h : nullptr; };
+  auto DZ = [&](int l) { return dzs + size_t(l) * R * lay.ld_h; };
+  auto Wl = [&](int l) { return wts + smem_layer_offset(p, l, lay); };
+
+  auto stage_tile = [&](int tile, int b) {
+    const size_t row0 = size_t(tile) * p.rows;
+    const int valid = int(min(size_t(p.rows), p.batch - row0));
+    stage_rows(p.input, p.in_w, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, blockDim.x);
+    stage_rows(tg_src, p.out_w, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, blockDim.x);
+  };
+  int buf = 0;
+  if (blockIdx.x < p.n_tiles) stage_tile(blockIdx.x, 0);
+  cp_async_commit();
+
+  for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
+    const size_t row0 = size_t(tile) * p.rows;
+    const int valid_rows = int(min(R, p.batch - row0));
+    if (tile + int(gridDim.x) < p.n_tiles) stage_tile(tile + gridDim.x, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait_one();
+    __syncthreads();
+
+    // ---- forward: each warp its own 16 rows, activations in registers ----
+    float c[W / 8][4];
+    uint32_t a[W / 16][4];
+    first_layer<W>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, x16, c);
+    activate_to_a<W>(p, c, a, Y(0) + warp_row * lay.ld_h, Z(0) ? Z(0) + warp_row * lay.ld_h : nullptr, lay.ld_h);
+    for (int l = 1; l < p.n_hidden; ++l) {
+      hidden_layer<W>(a, Wl(l), lay.ld_h, lo, c);
+      activate_to_a<W>(p, c, a, Y(l) + warp_row * lay.ld_h, Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr, lay.ld_h);
+    }
+
+    // ---- output layer, loss and seed; the seed flows straight into dA_{H-1} ----
+    float dA[W / 8][4];
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
+    const __half* w_out = Wl(p.n_hidden);
+    const float* tg = tg_stage(buf);
+    for (int np = 0; np < p.out_pad / 16; ++np) {
+      float co[2][4];
+      output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
+      uint32_t seed_a[4];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float s[2];
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int e = 2 * h + i;
+            const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
+            s[i] = 0.0f;
+            if (r < valid_rows && col < p.out_w) {
+              const float z = co[j][e], y = activation_value(p.act_output, z);
+              if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
+              const float t = tg[r * lay.ld_tg_stage + col];
+              float d;
+              if (p.target) {
+                loss_sum += loss_value(p.loss, y, t);
+                d = loss_gradient(p.loss, y, t);
+              } else {
+                d = t;
+              }
+              s[i] = d * seed_scale * activation_derivative(p.act_output, y, z);
+            }
+          }
+          const uint32_t packed = pack_half2(s[0], s[1]);
+          *reinterpret_cast<uint32_t*>(dz_out + (warp_row + frag_row(2 * h)) * lay.ld_out + np * 16 + j * 8 + frag_col(0)) = packed;
+          seed_a[j * 2 + h] = packed;
+        }
+      }
+      // dA_{H-1} += dZ_H[:, 16np..16np+16) W_H[16np..16np+16, :]
+#pragma unroll
+      for (int q = 0; q < W / 16; ++q) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, w_out + (np * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
+        mma16816(dA[2 * q], seed_a, b[0], b[1]);
+        mma16816(dA[2 * q + 1], seed_a, b[2], b[3]);
+      }
+    }
+
+    // ---- backward through the hidden layers, per warp ----
+    for (int l = p.n_hidden - 1; l >= 0; --l) {
+      const __half* y = Y(l) + warp_row * lay.ld_h;
+      const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
+      __half* dz = DZ(l) + warp_row * lay.ld_h;
+      uint32_t adz[W / 16][4];
+#pragma unroll
+      for (int j = 0; j < W / 8; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int off = frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0);
+          const float2 yv = unpack_half2(*reinterpret_cast<const uint32_t*>(y + off));
+          const float2 zv = z ? unpack_half2(*reinterpret_cast<const uint32_t*>(z + off)) : make_float2(0.f, 0.f);
+          const uint32_t packed = pack_half2(dA[j][2 * h] * activation_derivative(p.act_hidden, yv.x, zv.x),
+                                             dA[j][2 * h + 1] * activation_derivative(p.act_hidden, yv.y, zv.y));
+          *reinterpret_cast<uint32_t*>(dz + off) = packed;
+          adz[j >> 1][(j & 1) * 2 + h] = packed;
+        }
+      }
+      if (l > 0) {
+        // dA_{l-1} = dZ_l W_l
+#pragma unroll
+        for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
+        const __half* w = Wl(l);
+#pragma unroll
+        for (int kt = 0; kt < W / 16; ++kt) {
+#pragma unroll
+          for (int q = 0; q < W / 16; ++q) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
+            mma16816(dA[2 * q], adz[kt], b[0], b[1]);
+            mma16816(dA[2 * q + 1], adz[kt], b[2], b[3]);
+          }
+        }
+      } else if (p.dL_din) {
+        // dL/dx = dZ_0 W_0, unscaled, straight to global memory
+        const float scale = p.input_grad_scale / loss_scale;
+        const __half* w = Wl(0);
+        for (int q = 0; q < p.in_pad / 16; ++q) {
+          float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+          for (int kt = 0; kt < W / 16; ++kt) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_x + q * 16 + lo.tr_col);
+            mma16816(d[0], adz[kt], b[0], b[1]);
+            mma16816(d[1], adz[kt], b[2], b[3]);
+          }
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = warp_row + frag_row(e), col = q * 16 + j * 8 + frag_col(e);
+              if (r < valid_rows && col < p.in_w) p.dL_din[(row0 + r) * p.in_w + col] = d[j][e] * scale;
+            }
+        }
+      }
+    }
+    __syncthreads();
+
+    // ---- weight gradients over the whole tile, split across warps ----
+    const int rows = int(R);
+    const int units_first = (p.width / 16) * (p.in_pad / 16);
+    const int units_hidden = (p.width / 16) * (p.width / 16);
+    const int units_out = (p.out_pad / 16) * (p.width / 16);
+    const int total_units = units_first + (p.n_hidden - 1) * units_hidden + units_out;
+    for (int u = warp; u < total_units; u += p.warps) {
+      int l, rem;
+      if (u < units_first) {
+        l = 0;
+        rem = u;
+      } else if (u < total_units - units_out) {
+        l = 1 + (u - units_first) / units_hidden;
+        rem = (u - units_first) % units_hidden;
+      } else {
+        l = p.n_hidden;
+        rem = u - (total_units - units_out);
+      }
+      const int K = l == 0 ? p.in_pad : p.width;
+      const int mt = rem / (K / 16), np = rem % (K / 16);
+      const __half* dz = l == p.n_hidden ? dz_out : DZ(l);
+      const int ldz = l == p.n_hidden ? lay.ld_out : lay.ld_h;
+      const __half* x = l == 0 ? x16 : Y(l - 1);
+      const int ldx = l == 0 ? lay.ld_x : lay.ld_h;
+      weight_grad_unit(rows, dz, ldz, x, ldx, dW + global_layer_offset(p, l), K, mt, np, lo);
+    }
+    __syncthreads();  // staging, x16, y and dz are reused by the next tile
+  }
+
+  if (p.grads_in_smem) {
+    float4* dst = reinterpret_cast<float4*>(p.grad_partials + size_t(blockIdx.x) * p.n_params);
+    for (size_t i = threadIdx.x; i < p.n_params / 4; i += blockDim.x) dst[i] = reinterpret_cast<const float4*>(dW)[i];
+  }
+  __shared__ float warp_loss[8];
+  for (int o = 16; o > 0; o /= 2) loss_sum += __shfl_down_sync(0xffffffffu, loss_sum, o);
+  if ((threadIdx.x & 31) == 0) warp_loss[warp] = loss_sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int w = 0; w < p.warps; ++w) s += warp_loss[w];
+    p.loss_partials[blockIdx.x] = s;
+  }
+}
+
+template <typename F>
+void dispatch_width(uint32_t width, F&& f) {
+  switch (width) {
+    case 16: f(std::integral_constant<int, 16>{}); return;
+    case 32: f(std::integral_constant<int, 32>{}); return;
+    case 64: f(std::integral_constant<int, 64>{}); return;
+    case 128: f(std::integral_constant<int, 128>{}); return;
+  }
+  throw Error(format_message("FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128", width));
+}
+
+template <typename Kernel>
+const void* as_symbol(Kernel k) { return reinterpret_cast<const void*>(k); }
+
+MmaParams base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
+  MmaParams p{};
+  p.in_w = int(s.input_width);
+  p.in_pad = int(s.input_padded());
+  p.out_w = int(s.output_width);
+  p.out_pad = int(s.output_padded());
+  p.width = int(s.width);
+  p.n_hidden = int(s.n_hidden_layers);
+  p.act_hidden = acts.hidden;
+  p.act_output = acts.output;
+  p.store_z = activation_needs_input(acts.hidden);
+  p.n_params = s.n_params();
+  p.batch = batch;
+  return p;
+}
+
+// Picks rows per block (16 per warp) and whether the gradient accumulators fit in shared
+// memory, maximizing rows resident per SM; blocks = 0 when even 16 rows do not fit
+// (weights must be resident), in which case the WMMA kernel takes over.
+FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
+  const DeviceLimits lim = device_limits();
+  FusedLaunchInfo best;
+  size_t best_rows_per_sm = 0;
+  for (int rows : {128, 64, 32}) {
+    for (bool grads_smem : {true, false}) {
+      if (!training && !grads_smem) continue;
+      p.rows = rows;
+      p.warps = rows / 16;
+      p.grads_in_smem = training && grads_smem;
+      const MmaLayout lay(p, training);
+      if (lay.total > lim.smem_optin) continue;
+      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.total)));
+      int per_sm = 0;
+      TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.warps * 32, lay.total));
+      if (per_sm < 1) continue;
+      if (size_t(per_sm) * rows <= best_rows_per_sm) continue;
+      best_rows_per_sm = size_t(per_sm) * rows;
+      const size_t n_tiles = (p.batch + rows - 1) / rows;
+      best.rows_per_block = rows;
+      best.blocks_per_sm = per_sm;
+      best.blocks = uint32_t(std::min<size_t>(n_tiles, size_t(per_sm) * lim.sm_count));
+      best.shared_bytes = lay.total;
+      best.weights_in_shared = true;
+      best.grads_in_shared = p.grads_in_smem;
+      break;  // shared-memory gradients preferred at this row count
+    }
+  }
+  return best;
+}
+
+void apply_plan(MmaParams& p, const FusedLaunchInfo& plan) {
+  p.rows = int(plan.rows_per_block);
+  p.warps = p.rows / 16;
+  p.grads_in_smem = plan.grads_in_shared;
+  p.n_tiles = int((p.batch + p.rows - 1) / p.rows);
+}
+
+}  // namespace
+
+FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
+  MmaParams p = base_params(shape, acts, std::max<size_t>(batch, 1));
+  FusedLaunchInfo info;
+  dispatch_width(shape.width, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    info = plan_for(p, training ? as_symbol(mma_train_kernel<W>) : as_symbol(mma_inference_kernel<W>), training);
+  });
+  return info;
+}
+
+void mma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
+                   size_t batch, float* output) {
+  MmaParams p = base_params(shape, acts, batch);
+  p.weights = reinterpret_cast<const __half*>(weights);
+  p.input = input;
+  p.output = output;
+  dispatch_width(shape.width, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    const FusedLaunchInfo plan = plan_for(p, as_symbol(mma_inference_kernel<W>), false);
+    TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: the mma kernel cannot hold this network's weights");
+    apply_plan(p, plan);
+    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(mma_inference_kernel<W>),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
+    mma_inference_kernel<W><<<plan.blocks, p.warps * 32, plan.shared_bytes>>>(p);
+    TESSERA_CUDA_CHECK_LAUNCH("mma_inference_kernel");
+  });
+}
+
+void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& l) {
+  const FusedTrainArgs& a = *l.args;
+  MmaParams p = base_params(shape, acts, a.batch);
+  p.weights = reinterpret_cast<const __half*>(a.weights);
+  p.input = a.input;
+  p.output = a.output;
+  p.target = a.target;
+  p.dL_dout = a.dL_doutput;
+  p.loss = a.loss;
+  p.dL_din = a.dL_dinput;
+  p.seed_scale = l.seed_scale;
+  p.input_grad_scale = l.input_grad_scale;
+  p.state = a.state;
+  p.grad_partials = l.grad_partials;
+  p.loss_partials = l.loss_partials;
+  apply_plan(p, plan);
+  dispatch_width(shape.width, [&](auto w) {
+    constexpr int W = decltype(w)::value;
+    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(mma_train_kernel<W>),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
+    mma_train_kernel<W><<<plan.blocks, p.warps * 32, plan.shared_bytes>>>(p);
+    TESSERA_CUDA_CHECK_LAUNCH("mma_train_kernel");
+  });
+}
+
+}  // namespace tessera::ops::cuda::detail
