@@ -5,6 +5,7 @@
 // (SiLU, Sine: the kernels then also keep z).
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "tessera/core/hd.h"
 
@@ -24,8 +25,27 @@ TESSERA_HD constexpr bool activation_needs_input(Activation a) {
   return a == Activation::SiLU || a == Activation::Sine;
 }
 
+// Device code uses the fast intrinsics (the networks run in fp16, so their ~2 ulp
+// error is invisible) and avoids sinf's slow path, which needs local memory.
+namespace act_math {
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ float exp(float x) { return __expf(x); }
+__device__ __forceinline__ float sin(float x) { return __sinf(x); }
+__device__ __forceinline__ float cos(float x) { return __cosf(x); }
+__device__ __forceinline__ float log1p(float x) { return __logf(1.0f + x); }
+__device__ __forceinline__ float tanh(float x) { return tanhf(x); }
+#else
+template <typename T> T exp(T x) { return std::exp(x); }
+template <typename T> T sin(T x) { return std::sin(x); }
+template <typename T> T cos(T x) { return std::cos(x); }
+template <typename T> T log1p(T x) { return std::log1p(x); }
+template <typename T> T tanh(T x) { return std::tanh(x); }
+#endif
+}  // namespace act_math
+
 template <typename T>
 TESSERA_HD T activation_value(Activation a, T z) {
+  using namespace act_math;
   switch (a) {
     case Activation::None: return z;
     case Activation::ReLU: return z > T(0) ? z : T(0);
@@ -44,6 +64,7 @@ TESSERA_HD T activation_value(Activation a, T z) {
 // dy/dz given the output y and (for SiLU/Sine) the input z.
 template <typename T>
 TESSERA_HD T activation_derivative(Activation a, T y, T z) {
+  using namespace act_math;
   switch (a) {
     case Activation::None: return T(1);
     case Activation::ReLU: return y > T(0) ? T(1) : T(0);
@@ -59,6 +80,24 @@ TESSERA_HD T activation_derivative(Activation a, T y, T z) {
     case Activation::Sine: return cos(z);
   }
   return T(1);
+}
+
+// Calls f(std::integral_constant<Activation, a>{}) so that code inside f sees the
+// activation as a constant: a kernel then holds one specialized loop per activation
+// instead of a switch per element (which bloats the hot loop and thrashes the i-cache).
+template <typename F>
+TESSERA_HD void with_activation(Activation a, F&& f) {
+  switch (a) {
+    case Activation::None: f(std::integral_constant<Activation, Activation::None>{}); return;
+    case Activation::ReLU: f(std::integral_constant<Activation, Activation::ReLU>{}); return;
+    case Activation::LeakyReLU: f(std::integral_constant<Activation, Activation::LeakyReLU>{}); return;
+    case Activation::Sigmoid: f(std::integral_constant<Activation, Activation::Sigmoid>{}); return;
+    case Activation::Tanh: f(std::integral_constant<Activation, Activation::Tanh>{}); return;
+    case Activation::Softplus: f(std::integral_constant<Activation, Activation::Softplus>{}); return;
+    case Activation::Exponential: f(std::integral_constant<Activation, Activation::Exponential>{}); return;
+    case Activation::SiLU: f(std::integral_constant<Activation, Activation::SiLU>{}); return;
+    case Activation::Sine: f(std::integral_constant<Activation, Activation::Sine>{}); return;
+  }
 }
 
 }  // namespace tessera

@@ -206,15 +206,26 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
 template <int W>
 __device__ __forceinline__ void activate_to_a(const MmaParams& p, float (&c)[W / 8][4], uint32_t (&a)[W / 16][4],
                                               __half* y_rows, __half* z_rows, int ld) {
+  if (z_rows) {
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(z_rows + frag_row(2 * h) * ld + j * 8 + frag_col(0)) =
+            pack_half2(c[j][2 * h], c[j][2 * h + 1]);
+  }
+  with_activation(p.act_hidden, [&](auto act) {
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) c[j][e] = activation_value(decltype(act)::value, c[j][e]);
+  });
 #pragma unroll
   for (int j = 0; j < W / 8; ++j) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // h: row +0 / +8
-      const float z0 = c[j][2 * h], z1 = c[j][2 * h + 1];
-      const uint32_t y = pack_half2(activation_value(p.act_hidden, z0), activation_value(p.act_hidden, z1));
-      const int off = frag_row(2 * h) * ld + j * 8 + frag_col(0);
-      if (y_rows) *reinterpret_cast<uint32_t*>(y_rows + off) = y;
-      if (z_rows) *reinterpret_cast<uint32_t*>(z_rows + off) = pack_half2(z0, z1);
+      const uint32_t y = pack_half2(c[j][2 * h], c[j][2 * h + 1]);
+      if (y_rows) *reinterpret_cast<uint32_t*>(y_rows + frag_row(2 * h) * ld + j * 8 + frag_col(0)) = y;
       // C of n-tile j, half h -> A of k-tile j/2: reg (h) for even j, (2 + h) for odd j
       a[j >> 1][(j & 1) * 2 + h] = y;
     }
@@ -311,15 +322,16 @@ __global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
     for (int np = 0; np < p.out_pad / 16; ++np) {
       float co[2][4];
       output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
+      with_activation(p.act_output, [&](auto act) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+        for (int j = 0; j < 2; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
-          if (r < valid_rows && col < p.out_w)
-            p.output[(row0 + r) * p.out_w + col] = activation_value(p.act_output, co[j][e]);
-        }
-    }
+          for (int e = 0; e < 4; ++e) {
+            const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
+            if (r < valid_rows && col < p.out_w)
+              p.output[(row0 + r) * p.out_w + col] = activation_value(decltype(act)::value, co[j][e]);
+          }
+      });    }
     __syncthreads();  // the staging buffer is refilled next iteration
   }
 }
@@ -419,35 +431,38 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
       float co[2][4];
       output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
       uint32_t seed_a[4];
+      with_activation(p.act_output, [&](auto act) {
+        constexpr Activation A = decltype(act)::value;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+        for (int j = 0; j < 2; ++j) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float s[2];
+          for (int h = 0; h < 2; ++h) {
+            float s[2];
 #pragma unroll
-          for (int i = 0; i < 2; ++i) {
-            const int e = 2 * h + i;
-            const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
-            s[i] = 0.0f;
-            if (r < valid_rows && col < p.out_w) {
-              const float z = co[j][e], y = activation_value(p.act_output, z);
-              if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
-              const float t = tg[r * lay.ld_tg_stage + col];
-              float d;
-              if (p.target) {
-                loss_sum += loss_value(p.loss, y, t);
-                d = loss_gradient(p.loss, y, t);
-              } else {
-                d = t;
+            for (int i = 0; i < 2; ++i) {
+              const int e = 2 * h + i;
+              const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
+              s[i] = 0.0f;
+              if (r < valid_rows && col < p.out_w) {
+                const float z = co[j][e], y = activation_value(A, z);
+                if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
+                const float t = tg[r * lay.ld_tg_stage + col];
+                float d;
+                if (p.target) {
+                  loss_sum += loss_value(p.loss, y, t);
+                  d = loss_gradient(p.loss, y, t);
+                } else {
+                  d = t;
+                }
+                s[i] = d * seed_scale * activation_derivative(A, y, z);
               }
-              s[i] = d * seed_scale * activation_derivative(p.act_output, y, z);
             }
+            const uint32_t packed = pack_half2(s[0], s[1]);
+            *reinterpret_cast<uint32_t*>(dz_out + (warp_row + frag_row(2 * h)) * lay.ld_out + np * 16 + j * 8 + frag_col(0)) = packed;
+            seed_a[j * 2 + h] = packed;
           }
-          const uint32_t packed = pack_half2(s[0], s[1]);
-          *reinterpret_cast<uint32_t*>(dz_out + (warp_row + frag_row(2 * h)) * lay.ld_out + np * 16 + j * 8 + frag_col(0)) = packed;
-          seed_a[j * 2 + h] = packed;
         }
-      }
+      });
       // dA_{H-1} += dZ_H[:, 16np..16np+16) W_H[16np..16np+16, :]
 #pragma unroll
       for (int q = 0; q < W / 16; ++q) {
@@ -463,17 +478,33 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
       const __half* y = Y(l) + warp_row * lay.ld_h;
       const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
       __half* dz = DZ(l) + warp_row * lay.ld_h;
+      // dZ_l = dA_l * act'(y_l, z_l): load y (and z) first, then one specialized loop.
+      float yv[W / 8][4], zv[W / 8][4];
+#pragma unroll
+      for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int off = frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0);
+          const float2 y2 = unpack_half2(*reinterpret_cast<const uint32_t*>(y + off));
+          const float2 z2 = z ? unpack_half2(*reinterpret_cast<const uint32_t*>(z + off)) : make_float2(0.f, 0.f);
+          yv[j][2 * h] = y2.x;
+          yv[j][2 * h + 1] = y2.y;
+          zv[j][2 * h] = z2.x;
+          zv[j][2 * h + 1] = z2.y;
+        }
+      with_activation(p.act_hidden, [&](auto act) {
+#pragma unroll
+        for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dA[j][e] *= activation_derivative(decltype(act)::value, yv[j][e], zv[j][e]);
+      });
       uint32_t adz[W / 16][4];
 #pragma unroll
       for (int j = 0; j < W / 8; ++j) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int off = frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0);
-          const float2 yv = unpack_half2(*reinterpret_cast<const uint32_t*>(y + off));
-          const float2 zv = z ? unpack_half2(*reinterpret_cast<const uint32_t*>(z + off)) : make_float2(0.f, 0.f);
-          const uint32_t packed = pack_half2(dA[j][2 * h] * activation_derivative(p.act_hidden, yv.x, zv.x),
-                                             dA[j][2 * h + 1] * activation_derivative(p.act_hidden, yv.y, zv.y));
-          *reinterpret_cast<uint32_t*>(dz + off) = packed;
+          const uint32_t packed = pack_half2(dA[j][2 * h], dA[j][2 * h + 1]);
+          *reinterpret_cast<uint32_t*>(dz + frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0)) = packed;
           adz[j >> 1][(j & 1) * 2 + h] = packed;
         }
       }
