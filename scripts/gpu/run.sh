@@ -25,9 +25,9 @@ for step in "${steps[@]}"; do
       summary+=("bench mlp: see bench_mlp.log")
       ;;
     sanitize)
-      compute-sanitizer --tool memcheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in32_w64_h2_out16*:*in1_w16*:*in37*' > "$OUT/memcheck.log" 2>&1
+      compute-sanitizer --tool memcheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*Optimizers*' > "$OUT/memcheck.log" 2>&1
       summary+=("memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)")
-      compute-sanitizer --tool racecheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*' > "$OUT/racecheck.log" 2>&1
+      compute-sanitizer --tool racecheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*' > "$OUT/racecheck.log" 2>&1
       summary+=("racecheck: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)")
       ;;
     fit)

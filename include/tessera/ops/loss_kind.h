@@ -44,6 +44,17 @@ TESSERA_HD float loss_gradient(const LossParams& p, float prediction, float targ
   return 0.0f;
 }
 
+// Calls f(std::integral_constant<LossKind, k>{}): see with_activation.
+template <typename F>
+TESSERA_HD void with_loss(LossKind k, F&& f) {
+  switch (k) {
+    case LossKind::L2: f(std::integral_constant<LossKind, LossKind::L2>{}); return;
+    case LossKind::L1: f(std::integral_constant<LossKind, LossKind::L1>{}); return;
+    case LossKind::Huber: f(std::integral_constant<LossKind, LossKind::Huber>{}); return;
+    case LossKind::RelativeL2: f(std::integral_constant<LossKind, LossKind::RelativeL2>{}); return;
+  }
+}
+
 LossKind parse_loss_kind(const std::string& name);
 const char* to_string(LossKind k);
 

@@ -52,14 +52,14 @@ __host__ __device__ inline size_t align128(size_t x) { return (x + 127) / 128 * 
 
 // Shared-memory layout in bytes; identical on host and device.
 struct MmaLayout {
-  size_t weights, grads, in_stage, tg_stage, x16, y, z, dz, dz_out, total;
-  int ld_in_stage, ld_tg_stage, ld_x, ld_h, ld_out;
+  size_t weights, grads, in_stage, tg_stage, x16, y, z, dz, total;
+  int ld_in_stage, ld_tg_stage, ld_x, ld_h, ld_dz;
   __host__ __device__ MmaLayout(const MmaParams& p, bool training) {
     ld_in_stage = int(round_up(uint32_t(p.in_w), 4)) + kStagePad;
     ld_tg_stage = int(round_up(uint32_t(p.out_w), 4)) + kStagePad;
     ld_x = p.in_pad + kPad;
     ld_h = p.width + kPad;
-    ld_out = p.out_pad + kPad;
+    ld_dz = (p.out_pad > p.width ? p.out_pad : p.width) + kPad;
     const size_t R = size_t(p.rows);
     size_t off = 0;
     weights = off;
@@ -68,7 +68,7 @@ struct MmaLayout {
     if (training && p.grads_in_smem) off = align128(off + p.n_params * 4);
     in_stage = off;
     off = align128(off + 2 * R * ld_in_stage * 4);
-    tg_stage = x16 = y = z = dz = dz_out = off;
+    tg_stage = x16 = y = z = dz = off;
     if (training) {
       tg_stage = off;
       off = align128(off + 2 * R * ld_tg_stage * 4);
@@ -78,10 +78,10 @@ struct MmaLayout {
       off = align128(off + size_t(p.n_hidden) * R * ld_h * 2);
       z = off;
       if (p.store_z) off = align128(off + size_t(p.n_hidden) * R * ld_h * 2);
+      // dZ of two layers at a time: the weight gradient of layer l is taken right after
+      // the block has its dZ, while the warps already write dZ of layer l-1.
       dz = off;
-      off = align128(off + size_t(p.n_hidden) * R * ld_h * 2);
-      dz_out = off;
-      off = align128(off + R * ld_out * 2);
+      off = align128(off + 2 * R * ld_dz * 2);
     }
     total = off;
   }
@@ -359,6 +359,15 @@ __device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int
     for (int e = 0; e < 4; ++e) dw[(mt * 16 + frag_row(e)) * K + np * 16 + j * 8 + frag_col(e)] = acc[j][e];
 }
 
+// The block's weight gradient of layer l over its tile: units split across warps.
+__device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaLayout& lay, int l, const __half* dz,
+                                                  const __half* x, int ldx, float* dW, const LaneOffsets& lo) {
+  const int M = l == p.n_hidden ? p.out_pad : p.width, K = l == 0 ? p.in_pad : p.width;
+  const int k_tiles = K / 16, units = (M / 16) * k_tiles;
+  for (int u = threadIdx.x >> 5; u < units; u += p.warps)
+    weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dW + global_layer_offset(p, l), K, u / k_tiles, u % k_tiles, lo);
+}
+
 template <int W>
 __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
@@ -375,7 +384,6 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
   __half* ys = reinterpret_cast<__half*>(smem + lay.y);
   __half* zs = p.store_z ? reinterpret_cast<__half*>(smem + lay.z) : nullptr;
   __half* dzs = reinterpret_cast<__half*>(smem + lay.dz);
-  __half* dz_out = reinterpret_cast<__half*>(smem + lay.dz_out);
   const float* tg_src = p.target ? p.target : p.dL_dout;
   const bool vec_in = p.in_w % 4 == 0 && (reinterpret_cast<uintptr_t>(p.input) & 15) == 0;
   const bool vec_tg = p.out_w % 4 == 0 && (reinterpret_cast<uintptr_t>(tg_src) & 15) == 0;
@@ -390,7 +398,8 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
   float loss_sum = 0.0f;
   auto Y = [&](int l) { return ys + size_t(l) * R * lay.ld_h; };
   auto Z = [&](int l) { return zs ? zs + size_t(l) * R * lay.ld_h : nullptr; };
-  auto DZ = [&](int l) { return dzs + size_t(l) * R * lay.ld_h; };
+  // dZ of layer l lives in buffer (n_hidden - l) % 2.
+  auto DZ = [&](int l) { return dzs + size_t((p.n_hidden - l) & 1) * R * lay.ld_dz; };
   auto Wl = [&](int l) { return wts + smem_layer_offset(p, l, lay); };
 
   auto stage_tile = [&](int tile, int b) {
@@ -433,6 +442,9 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
       uint32_t seed_a[4];
       with_activation(p.act_output, [&](auto act) {
         constexpr Activation A = decltype(act)::value;
+        with_loss(p.loss.kind, [&](auto kind) {
+        LossParams loss = p.loss;
+        loss.kind = decltype(kind)::value;  // a constant: the loss switch folds away
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
 #pragma unroll
@@ -449,8 +461,8 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
                 const float t = tg[r * lay.ld_tg_stage + col];
                 float d;
                 if (p.target) {
-                  loss_sum += loss_value(p.loss, y, t);
-                  d = loss_gradient(p.loss, y, t);
+                  loss_sum += loss_value(loss, y, t);
+                  d = loss_gradient(loss, y, t);
                 } else {
                   d = t;
                 }
@@ -458,10 +470,11 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
               }
             }
             const uint32_t packed = pack_half2(s[0], s[1]);
-            *reinterpret_cast<uint32_t*>(dz_out + (warp_row + frag_row(2 * h)) * lay.ld_out + np * 16 + j * 8 + frag_col(0)) = packed;
+            *reinterpret_cast<uint32_t*>(DZ(p.n_hidden) + (warp_row + frag_row(2 * h)) * lay.ld_dz + np * 16 + j * 8 + frag_col(0)) = packed;
             seed_a[j * 2 + h] = packed;
           }
         }
+        });
       });
       // dA_{H-1} += dZ_H[:, 16np..16np+16) W_H[16np..16np+16, :]
 #pragma unroll
@@ -473,11 +486,14 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
       }
     }
 
-    // ---- backward through the hidden layers, per warp ----
+    __syncthreads();
+    block_weight_grad(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
+
+    // ---- backward through the hidden layers: per warp, then the block's dW_l ----
     for (int l = p.n_hidden - 1; l >= 0; --l) {
       const __half* y = Y(l) + warp_row * lay.ld_h;
       const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
-      __half* dz = DZ(l) + warp_row * lay.ld_h;
+      __half* dz = DZ(l) + warp_row * lay.ld_dz;
       // dZ_l = dA_l * act'(y_l, z_l): load y (and z) first, then one specialized loop.
       float yv[W / 8][4], zv[W / 8][4];
 #pragma unroll
@@ -504,7 +520,7 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint32_t packed = pack_half2(dA[j][2 * h], dA[j][2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(dz + frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0)) = packed;
+          *reinterpret_cast<uint32_t*>(dz + frag_row(2 * h) * lay.ld_dz + j * 8 + frag_col(0)) = packed;
           adz[j >> 1][(j & 1) * 2 + h] = packed;
         }
       }
@@ -545,37 +561,13 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
             }
         }
       }
+      __syncthreads();
+      block_weight_grad(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
     }
-    __syncthreads();
-
-    // ---- weight gradients over the whole tile, split across warps ----
-    const int rows = int(R);
-    const int units_first = (p.width / 16) * (p.in_pad / 16);
-    const int units_hidden = (p.width / 16) * (p.width / 16);
-    const int units_out = (p.out_pad / 16) * (p.width / 16);
-    const int total_units = units_first + (p.n_hidden - 1) * units_hidden + units_out;
-    for (int u = warp; u < total_units; u += p.warps) {
-      int l, rem;
-      if (u < units_first) {
-        l = 0;
-        rem = u;
-      } else if (u < total_units - units_out) {
-        l = 1 + (u - units_first) / units_hidden;
-        rem = (u - units_first) % units_hidden;
-      } else {
-        l = p.n_hidden;
-        rem = u - (total_units - units_out);
-      }
-      const int K = l == 0 ? p.in_pad : p.width;
-      const int mt = rem / (K / 16), np = rem % (K / 16);
-      const __half* dz = l == p.n_hidden ? dz_out : DZ(l);
-      const int ldz = l == p.n_hidden ? lay.ld_out : lay.ld_h;
-      const __half* x = l == 0 ? x16 : Y(l - 1);
-      const int ldx = l == 0 ? lay.ld_x : lay.ld_h;
-      weight_grad_unit(rows, dz, ldz, x, ldx, dW + global_layer_offset(p, l), K, mt, np, lo);
-    }
-    __syncthreads();  // staging, x16, y and dz are reused by the next tile
+    // No barrier needed here: the next tile writes staging/x16/y/dz only after its own
+    // top-of-loop barrier, which every warp reaches after finishing this dW phase.
   }
+  __syncthreads();  // every warp's last dW units are in before the partial is copied out
 
   if (p.grads_in_smem) {
     float4* dst = reinterpret_cast<float4*>(p.grad_partials + size_t(blockIdx.x) * p.n_params);
@@ -623,12 +615,12 @@ MmaParams base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
 }
 
 // Picks rows per block (16 per warp) and whether the gradient accumulators fit in shared
-// memory, maximizing rows resident per SM; blocks = 0 when even 16 rows do not fit
-// (weights must be resident), in which case the WMMA kernel takes over.
+// memory, maximizing warps per SM; blocks = 0 when even 32 rows do not fit (weights must
+// be resident), in which case the WMMA kernel takes over.
 FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
   const DeviceLimits lim = device_limits();
   FusedLaunchInfo best;
-  size_t best_rows_per_sm = 0;
+  long best_score = 0;
   for (int rows : {128, 64, 32}) {
     for (bool grads_smem : {true, false}) {
       if (!training && !grads_smem) continue;
@@ -641,8 +633,11 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
       int per_sm = 0;
       TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.warps * 32, lay.total));
       if (per_sm < 1) continue;
-      if (size_t(per_sm) * rows <= best_rows_per_sm) continue;
-      best_rows_per_sm = size_t(per_sm) * rows;
+      // Warps per SM first (latency hiding), then rows per block (fewer passes over the
+      // gradient accumulators), then accumulators in shared memory.
+      const long score = (long(per_sm) * p.warps * 1000 + rows) * 2 + (p.grads_in_smem ? 1 : 0);
+      if (score <= best_score) continue;
+      best_score = score;
       const size_t n_tiles = (p.batch + rows - 1) / rows;
       best.rows_per_block = rows;
       best.blocks_per_sm = per_sm;
@@ -650,7 +645,6 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
       best.shared_bytes = lay.total;
       best.weights_in_shared = true;
       best.grads_in_shared = p.grads_in_smem;
-      break;  // shared-memory gradients preferred at this row count
     }
   }
   return best;
