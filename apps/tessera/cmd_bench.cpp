@@ -97,7 +97,7 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
 #ifdef TESSERA_HAS_CUDA
     nn::MlpConfig mc = nn::parse_mlp_config(config["network"], c.in, c.out, dev);
     auto info = ops::cuda::fused_mlp_launch_info(mc.shape, mc.activations, batch, true);
-    r["launch"] = {{"rows_per_block", info.rows_per_block}, {"blocks", info.blocks},
+    r["launch"] = {{"rows_per_block", info.rows_per_block}, {"warps_per_block", info.warps_per_block}, {"blocks", info.blocks},
                    {"blocks_per_sm", info.blocks_per_sm}, {"shared_bytes", info.shared_bytes},
                    {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared}};
 #endif

@@ -20,12 +20,13 @@ namespace {
 #define REQUIRE_CUDA() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
 
-// Measured worst cases on an H200 (2026-11-22) times a margin: forward 6e-4 -> 5e-3.
-// Gradients through smooth activations: 7.4e-4 -> 5e-3. Through ReLU/LeakyReLU the fp16
+// Measured worst cases on an H200/H100 (2026-11-22) times a margin: forward 6e-4 -> 5e-3.
+// Gradients through smooth activations: 7.4e-4 typical, 5.4e-3 for the single-element
+// input gradient at batch 1 (one fp16-rounded sum, no averaging) -> 1.5e-2. Through ReLU/LeakyReLU the fp16
 // pre-activation flips sign near 0 for some samples, which flips their derivative:
 // 4.7e-2 (b127, ReLU hidden + Tanh output) -> 0.1.
 constexpr double kForwardTol = 5e-3;
-constexpr double kSmoothGradTol = 5e-3;
+constexpr double kSmoothGradTol = 1.5e-2;
 constexpr double kKinkGradTol = 0.1;
 
 float to_half_precision(float x) { return static_cast<float>(static_cast<_Float16>(x)); }

@@ -53,7 +53,7 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
 // Describes the launch configuration the kernel would pick (rows per block, where the
 // weights and gradient accumulators live, blocks per SM); for `tessera info`/bench.
 struct FusedLaunchInfo {
-  uint32_t rows_per_block = 0, blocks = 0, blocks_per_sm = 0;
+  uint32_t rows_per_block = 0, warps_per_block = 0, blocks = 0, blocks_per_sm = 0;
   size_t shared_bytes = 0;
   bool weights_in_shared = false, grads_in_shared = false;
 };

@@ -33,7 +33,8 @@ struct MmaParams {
   size_t n_params;
   const float* input;     // [batch, in_w]
   size_t batch;
-  int rows, warps, n_tiles;
+  int rows, warps, n_tiles;  // warps: all warps of the block
+  int row_warps;             // warps that own 16 rows each (rows / 16); the rest only join the dW phases
   // inference
   float* output;          // [batch, out_w]
   // training
@@ -368,8 +369,10 @@ __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaL
     weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dW + global_layer_offset(p, l), K, u / k_tiles, u % k_tiles, lo);
 }
 
+// Up to 16 warps for widths <= 64 (their registers allow 512 threads), 8 for 128.
+constexpr int kMaxTrainWarps = 16;
 template <int W>
-__global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
+__global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const MmaLayout lay(p, true);
   __half* wts = reinterpret_cast<__half*>(smem + lay.weights);
@@ -393,6 +396,7 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
     reinterpret_cast<float4*>(dW)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   const LaneOffsets lo;
   const int warp = threadIdx.x >> 5, warp_row = warp * 16;
+  const bool row_warp = warp < p.row_warps;
   const float loss_scale = p.state->loss_scale;
   const float seed_scale = p.seed_scale * loss_scale;
   float loss_sum = 0.0f;
@@ -420,7 +424,9 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
     cp_async_wait_one();
     __syncthreads();
 
-    // ---- forward: each warp its own 16 rows, activations in registers ----
+    // ---- forward: each row warp its own 16 rows, activations in registers ----
+    float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
+    if (row_warp) {
     float c[W / 8][4];
     uint32_t a[W / 16][4];
     first_layer<W>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, x16, c);
@@ -431,7 +437,6 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
     }
 
     // ---- output layer, loss and seed; the seed flows straight into dA_{H-1} ----
-    float dA[W / 8][4];
 #pragma unroll
     for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
     const __half* w_out = Wl(p.n_hidden);
@@ -486,11 +491,13 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
       }
     }
 
+    }  // row warps
     __syncthreads();
     block_weight_grad(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
 
     // ---- backward through the hidden layers: per warp, then the block's dW_l ----
     for (int l = p.n_hidden - 1; l >= 0; --l) {
+      if (row_warp) {
       const __half* y = Y(l) + warp_row * lay.ld_h;
       const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
       __half* dz = DZ(l) + warp_row * lay.ld_dz;
@@ -561,6 +568,7 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
             }
         }
       }
+      }  // row warps
       __syncthreads();
       block_weight_grad(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
     }
@@ -573,7 +581,7 @@ __global__ void __launch_bounds__(256) mma_train_kernel(MmaParams p) {
     float4* dst = reinterpret_cast<float4*>(p.grad_partials + size_t(blockIdx.x) * p.n_params);
     for (size_t i = threadIdx.x; i < p.n_params / 4; i += blockDim.x) dst[i] = reinterpret_cast<const float4*>(dW)[i];
   }
-  __shared__ float warp_loss[8];
+  __shared__ float warp_loss[kMaxTrainWarps];
   for (int o = 16; o > 0; o /= 2) loss_sum += __shfl_down_sync(0xffffffffu, loss_sum, o);
   if ((threadIdx.x & 31) == 0) warp_loss[warp] = loss_sum;
   __syncthreads();
@@ -622,10 +630,13 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
   FusedLaunchInfo best;
   long best_score = 0;
   for (int rows : {128, 64, 32}) {
+    for (int extra : {2, 1}) {  // dW-only warps: as many as the row warps, or none
     for (bool grads_smem : {true, false}) {
-      if (!training && !grads_smem) continue;
+      if (!training && (!grads_smem || extra > 1)) continue;
       p.rows = rows;
-      p.warps = rows / 16;
+      p.row_warps = rows / 16;
+      p.warps = p.row_warps * extra;
+      if (p.warps > (p.width <= 64 ? 16 : 8)) continue;
       p.grads_in_smem = training && grads_smem;
       const MmaLayout lay(p, training);
       if (lay.total > lim.smem_optin) continue;
@@ -640,11 +651,13 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
       best_score = score;
       const size_t n_tiles = (p.batch + rows - 1) / rows;
       best.rows_per_block = rows;
+      best.warps_per_block = p.warps;
       best.blocks_per_sm = per_sm;
       best.blocks = uint32_t(std::min<size_t>(n_tiles, size_t(per_sm) * lim.sm_count));
       best.shared_bytes = lay.total;
       best.weights_in_shared = true;
       best.grads_in_shared = p.grads_in_smem;
+    }
     }
   }
   return best;
@@ -652,7 +665,8 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
 
 void apply_plan(MmaParams& p, const FusedLaunchInfo& plan) {
   p.rows = int(plan.rows_per_block);
-  p.warps = p.rows / 16;
+  p.row_warps = p.rows / 16;
+  p.warps = int(plan.warps_per_block);
   p.grads_in_smem = plan.grads_in_shared;
   p.n_tiles = int((p.batch + p.rows - 1) / p.rows);
 }

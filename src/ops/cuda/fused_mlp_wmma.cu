@@ -425,6 +425,7 @@ FusedLaunchInfo configure(Params& p, const void* kernel, bool training) {
       p.n_tiles = int((p.batch + rows - 1) / rows);
       FusedLaunchInfo info;
       info.rows_per_block = rows;
+      info.warps_per_block = kThreads / 32;
       info.blocks_per_sm = per_sm;
       info.blocks = uint32_t(std::min<size_t>(size_t(p.n_tiles), size_t(per_sm) * lim.sm_count));
       info.shared_bytes = lay.total;
