@@ -1,19 +1,13 @@
 #include <gtest/gtest.h>
 
+#include "support/errors.h"
 #include "tessera/core/error.h"
 #include "tessera/nn/trainer.h"
 
 namespace tessera {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(NetworkFactory, UnknownOtypeListsValidChoices) {
   auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLPX"}}, 3, 1, DeviceKind::cpu); });

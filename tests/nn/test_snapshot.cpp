@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/errors.h"
 #include "tessera/core/error.h"
 #include "tessera/nn/trainer.h"
 
@@ -14,14 +15,7 @@ std::unique_ptr<nn::Network> make_net(uint32_t width = 32) {
                             DeviceKind::cpu);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
   const auto dir = std::filesystem::temp_directory_path() / "tessera_snapshot";

@@ -8,6 +8,9 @@
 // partial per block; the launcher's reduction sums them in a fixed order.
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
+
+#include "tessera/core/error.h"
 
 #include "tessera/ops/fused_mlp_cuda.h"
 
@@ -35,6 +38,23 @@ FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t bat
 void wmma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
                     size_t batch, float* output);
 void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
+
+// Maps a run-time hidden width to the kernels' compile-time width: f(integral_constant).
+template <typename F>
+void dispatch_width(uint32_t width, F&& f) {
+  switch (width) {
+    case 16: f(std::integral_constant<int, 16>{}); return;
+    case 32: f(std::integral_constant<int, 32>{}); return;
+    case 64: f(std::integral_constant<int, 64>{}); return;
+    case 128: f(std::integral_constant<int, 128>{}); return;
+  }
+  throw Error(format_message("FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128", width));
+}
+
+template <typename Kernel>
+const void* as_symbol(Kernel k) {
+  return reinterpret_cast<const void*>(k);
+}
 
 struct DeviceLimits {
   int sm_count = 0;

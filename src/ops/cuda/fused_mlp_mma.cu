@@ -592,19 +592,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   }
 }
 
-template <typename F>
-void dispatch_width(uint32_t width, F&& f) {
-  switch (width) {
-    case 16: f(std::integral_constant<int, 16>{}); return;
-    case 32: f(std::integral_constant<int, 32>{}); return;
-    case 64: f(std::integral_constant<int, 64>{}); return;
-    case 128: f(std::integral_constant<int, 128>{}); return;
-  }
-  throw Error(format_message("FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128", width));
-}
 
-template <typename Kernel>
-const void* as_symbol(Kernel k) { return reinterpret_cast<const void*>(k); }
 
 MmaParams base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
   MmaParams p{};

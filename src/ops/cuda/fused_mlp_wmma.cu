@@ -377,16 +377,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_train_kernel(Params p) 
   }
 }
 
-template <typename F>
-void dispatch_width(uint32_t width, F&& f) {
-  switch (width) {
-    case 16: f(std::integral_constant<int, 16>{}); return;
-    case 32: f(std::integral_constant<int, 32>{}); return;
-    case 64: f(std::integral_constant<int, 64>{}); return;
-    case 128: f(std::integral_constant<int, 128>{}); return;
-  }
-  throw Error(format_message("FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128", width));
-}
 
 Params base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
   Params p{};
@@ -438,8 +428,6 @@ FusedLaunchInfo configure(Params& p, const void* kernel, bool training) {
                           "device's {} bytes of shared memory per block", p.width, p.in_w, p.out_w, lim.smem_optin));
 }
 
-template <typename Kernel>
-const void* as_symbol(Kernel k) { return reinterpret_cast<const void*>(k); }
 
 }  // namespace
 
