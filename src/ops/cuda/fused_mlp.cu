@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 #include <cuda_fp16.h>
 
@@ -63,23 +66,55 @@ __global__ void __launch_bounds__(kReduceWarps * 32)
 DeviceLimits device_limits() {
   int dev = 0;
   TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
+  static std::mutex mutex;
+  static std::map<int, DeviceLimits> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(dev);
+  if (it != known.end()) return it->second;
   DeviceLimits d;
   TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, dev));
   int optin = 0;
   TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   d.smem_optin = size_t(optin);
+  known.emplace(dev, d);
   return d;
 }
 
+namespace {
 
+// Plans depend only on these, and computing one takes a dozen occupancy queries: a
+// training loop asks for the same plan every step, so it is computed once.
+FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivations acts, size_t batch, bool training) {
+  int dev = 0;
+  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
+  using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, size_t, bool>;
+  const Key key{dev, int(kernel), s.input_width, s.width, s.n_hidden_layers, s.output_width,
+                int(acts.hidden), int(acts.output), batch, training};
+  static std::mutex mutex;
+  static std::map<Key, FusedLaunchInfo> plans;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+  }
+  const FusedLaunchInfo plan =
+      kernel == FusedKernel::mma ? mma_plan(s, acts, batch, training) : wmma_plan(s, acts, batch, training);
+  std::lock_guard<std::mutex> lock(mutex);
+  plans.emplace(key, plan);
+  return plan;
+}
+
+// TESSERA_FUSED_MLP_KERNEL=mma|wmma forces a kernel; otherwise mma where it fits.
 FusedKernel choose_kernel(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
   if (const char* forced = std::getenv("TESSERA_FUSED_MLP_KERNEL")) {
     if (std::strcmp(forced, "wmma") == 0) return FusedKernel::wmma;
     if (std::strcmp(forced, "mma") == 0) return FusedKernel::mma;
   }
-  return mma_plan(shape, acts, batch, training).blocks > 0 ? FusedKernel::mma : FusedKernel::wmma;
+  return cached_plan(FusedKernel::mma, shape, acts, batch, training).blocks > 0 ? FusedKernel::mma
+                                                                                : FusedKernel::wmma;
 }
 
+}  // namespace
 }  // namespace detail
 
 namespace {
@@ -102,9 +137,7 @@ FusedMlpWorkspace::~FusedMlpWorkspace() {
 
 FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
   check_shape(shape);
-  if (detail::choose_kernel(shape, acts, batch, training) == detail::FusedKernel::mma)
-    return detail::mma_plan(shape, acts, batch, training);
-  return detail::wmma_plan(shape, acts, batch, training);
+  return detail::cached_plan(detail::choose_kernel(shape, acts, batch, training), shape, acts, batch, training);
 }
 
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
@@ -112,10 +145,12 @@ void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint1
   check_shape(shape);
   if (batch == 0) return;
   TESSERA_CHECK(weights && input && output, "fused_mlp_inference: null pointer argument");
-  if (detail::choose_kernel(shape, acts, batch, false) == detail::FusedKernel::mma)
-    detail::mma_inference(shape, acts, weights, input, batch, output);
+  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, batch, false);
+  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, batch, false);
+  if (kernel == detail::FusedKernel::mma)
+    detail::mma_inference(shape, acts, plan, weights, input, batch, output);
   else
-    detail::wmma_inference(shape, acts, weights, input, batch, output);
+    detail::wmma_inference(shape, acts, plan, weights, input, batch, output);
 }
 
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& a, FusedMlpWorkspace& ws) {
@@ -128,9 +163,9 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
       TESSERA_CUDA_CHECK(cudaMemset(a.dL_dparams, 0, shape.n_params() * sizeof(float)));
     return;
   }
-  const bool use_mma = detail::choose_kernel(shape, acts, a.batch, true) == detail::FusedKernel::mma;
-  const FusedLaunchInfo plan = use_mma ? detail::mma_plan(shape, acts, a.batch, true)
-                                       : detail::wmma_plan(shape, acts, a.batch, true);
+  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, a.batch, true);
+  const bool use_mma = kernel == detail::FusedKernel::mma;
+  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, a.batch, true);
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: no kernel configuration fits this network on this device");
   const size_t n_params = shape.n_params();
   const size_t partial_floats = size_t(plan.blocks) * n_params;
@@ -154,7 +189,6 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   const float norm = a.target ? 1.0f / (float(a.batch) * float(shape.output_width)) : 1.0f;
   detail::TrainLaunch launch;
   launch.args = &a;
-  launch.seed_scale = 1.0f;
   launch.input_grad_scale = norm;
   launch.grad_partials = ws.grad_partials;
   launch.loss_partials = ws.loss_partials;

@@ -18,25 +18,25 @@ namespace tessera::ops::cuda::detail {
 
 struct TrainLaunch {
   const FusedTrainArgs* args = nullptr;
-  float seed_scale = 1.0f;        // multiplies the backward seed (before the loss scale)
   float input_grad_scale = 1.0f;  // turns the scaled seed into dL/dinput (before unscaling)
   float* grad_partials = nullptr; // [blocks, n_params]
   float* loss_partials = nullptr; // [blocks]
 };
 
 // Which kernel runs: TESSERA_FUSED_MLP_KERNEL=mma|wmma forces one (tests use this to
-// cover both); otherwise mma where it fits, else wmma.
+// cover both); otherwise mma where it fits, else wmma (the launcher decides).
 enum class FusedKernel { mma, wmma };
-FusedKernel choose_kernel(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
 
+// *_plan compute a launch configuration (occupancy queries: not for every step; the
+// launcher caches them). The launch functions take a plan from the same kernel.
 FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
-void mma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
-                   size_t batch, float* output);
+void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
+                   const float* input, size_t batch, float* output);
 void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
-void wmma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
-                    size_t batch, float* output);
+void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
+                    const float* input, size_t batch, float* output);
 void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 // Maps a run-time hidden width to the kernels' compile-time width: f(integral_constant).

@@ -42,7 +42,7 @@ struct MmaParams {
   const float* dL_dout;   // ... or [batch, out_w] upstream gradient
   LossParams loss;
   float* dL_din;          // [batch, in_w] or null
-  float seed_scale, input_grad_scale;
+  float input_grad_scale;
   const TrainState* state;
   float* grad_partials;   // [gridDim.x, n_params]
   float* loss_partials;   // [gridDim.x]
@@ -398,7 +398,6 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   const int warp = threadIdx.x >> 5, warp_row = warp * 16;
   const bool row_warp = warp < p.row_warps;
   const float loss_scale = p.state->loss_scale;
-  const float seed_scale = p.seed_scale * loss_scale;
   float loss_sum = 0.0f;
   auto Y = [&](int l) { return ys + size_t(l) * R * lay.ld_h; };
   auto Z = [&](int l) { return zs ? zs + size_t(l) * R * lay.ld_h : nullptr; };
@@ -427,69 +426,69 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     // ---- forward: each row warp its own 16 rows, activations in registers ----
     float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
     if (row_warp) {
-    float c[W / 8][4];
-    uint32_t a[W / 16][4];
-    first_layer<W>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, x16, c);
-    activate_to_a<W>(p, c, a, Y(0) + warp_row * lay.ld_h, Z(0) ? Z(0) + warp_row * lay.ld_h : nullptr, lay.ld_h);
-    for (int l = 1; l < p.n_hidden; ++l) {
-      hidden_layer<W>(a, Wl(l), lay.ld_h, lo, c);
-      activate_to_a<W>(p, c, a, Y(l) + warp_row * lay.ld_h, Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr, lay.ld_h);
-    }
+      float c[W / 8][4];
+      uint32_t a[W / 16][4];
+      first_layer<W>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, x16, c);
+      activate_to_a<W>(p, c, a, Y(0) + warp_row * lay.ld_h, Z(0) ? Z(0) + warp_row * lay.ld_h : nullptr, lay.ld_h);
+      for (int l = 1; l < p.n_hidden; ++l) {
+        hidden_layer<W>(a, Wl(l), lay.ld_h, lo, c);
+        activate_to_a<W>(p, c, a, Y(l) + warp_row * lay.ld_h, Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr, lay.ld_h);
+      }
 
-    // ---- output layer, loss and seed; the seed flows straight into dA_{H-1} ----
+      // ---- output layer, loss and seed; the seed flows straight into dA_{H-1} ----
 #pragma unroll
-    for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
-    const __half* w_out = Wl(p.n_hidden);
-    const float* tg = tg_stage(buf);
-    for (int np = 0; np < p.out_pad / 16; ++np) {
-      float co[2][4];
-      output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
-      uint32_t seed_a[4];
-      with_activation(p.act_output, [&](auto act) {
-        constexpr Activation A = decltype(act)::value;
-        with_loss(p.loss.kind, [&](auto kind) {
-        LossParams loss = p.loss;
-        loss.kind = decltype(kind)::value;  // a constant: the loss switch folds away
+      for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
+      const __half* w_out = Wl(p.n_hidden);
+      const float* tg = tg_stage(buf);
+      for (int np = 0; np < p.out_pad / 16; ++np) {
+        float co[2][4];
+        output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
+        uint32_t seed_a[4];
+        with_activation(p.act_output, [&](auto act) {
+          constexpr Activation A = decltype(act)::value;
+          with_loss(p.loss.kind, [&](auto kind) {
+            LossParams loss = p.loss;
+            loss.kind = decltype(kind)::value;  // a constant: the loss switch folds away
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
+            for (int j = 0; j < 2; ++j) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float s[2];
+              for (int h = 0; h < 2; ++h) {
+                float s[2];
 #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              const int e = 2 * h + i;
-              const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
-              s[i] = 0.0f;
-              if (r < valid_rows && col < p.out_w) {
-                const float z = co[j][e], y = activation_value(A, z);
-                if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
-                const float t = tg[r * lay.ld_tg_stage + col];
-                float d;
-                if (p.target) {
-                  loss_sum += loss_value(loss, y, t);
-                  d = loss_gradient(loss, y, t);
-                } else {
-                  d = t;
+                for (int i = 0; i < 2; ++i) {
+                  const int e = 2 * h + i;
+                  const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
+                  s[i] = 0.0f;
+                  if (r < valid_rows && col < p.out_w) {
+                    const float z = co[j][e], y = activation_value(A, z);
+                    if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
+                    const float t = tg[r * lay.ld_tg_stage + col];
+                    float d;
+                    if (p.target) {
+                      loss_sum += loss_value(loss, y, t);
+                      d = loss_gradient(loss, y, t);
+                    } else {
+                      d = t;
+                    }
+                    s[i] = d * loss_scale * activation_derivative(A, y, z);
+                  }
                 }
-                s[i] = d * seed_scale * activation_derivative(A, y, z);
+                const uint32_t packed = pack_half2(s[0], s[1]);
+                *reinterpret_cast<uint32_t*>(DZ(p.n_hidden) + (warp_row + frag_row(2 * h)) * lay.ld_dz + np * 16 + j * 8 + frag_col(0)) = packed;
+                seed_a[j * 2 + h] = packed;
               }
             }
-            const uint32_t packed = pack_half2(s[0], s[1]);
-            *reinterpret_cast<uint32_t*>(DZ(p.n_hidden) + (warp_row + frag_row(2 * h)) * lay.ld_dz + np * 16 + j * 8 + frag_col(0)) = packed;
-            seed_a[j * 2 + h] = packed;
-          }
-        }
+          });
         });
-      });
-      // dA_{H-1} += dZ_H[:, 16np..16np+16) W_H[16np..16np+16, :]
+        // dA_{H-1} += dZ_H[:, 16np..16np+16) W_H[16np..16np+16, :]
 #pragma unroll
-      for (int q = 0; q < W / 16; ++q) {
-        uint32_t b[4];
-        ldsm_x4_trans(b, w_out + (np * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
-        mma16816(dA[2 * q], seed_a, b[0], b[1]);
-        mma16816(dA[2 * q + 1], seed_a, b[2], b[3]);
+        for (int q = 0; q < W / 16; ++q) {
+          uint32_t b[4];
+          ldsm_x4_trans(b, w_out + (np * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
+          mma16816(dA[2 * q], seed_a, b[0], b[1]);
+          mma16816(dA[2 * q + 1], seed_a, b[2], b[3]);
+        }
       }
-    }
 
     }  // row warps
     __syncthreads();
@@ -498,76 +497,76 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     // ---- backward through the hidden layers: per warp, then the block's dW_l ----
     for (int l = p.n_hidden - 1; l >= 0; --l) {
       if (row_warp) {
-      const __half* y = Y(l) + warp_row * lay.ld_h;
-      const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
-      __half* dz = DZ(l) + warp_row * lay.ld_dz;
-      // dZ_l = dA_l * act'(y_l, z_l): load y (and z) first, then one specialized loop.
-      float yv[W / 8][4], zv[W / 8][4];
-#pragma unroll
-      for (int j = 0; j < W / 8; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int off = frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0);
-          const float2 y2 = unpack_half2(*reinterpret_cast<const uint32_t*>(y + off));
-          const float2 z2 = z ? unpack_half2(*reinterpret_cast<const uint32_t*>(z + off)) : make_float2(0.f, 0.f);
-          yv[j][2 * h] = y2.x;
-          yv[j][2 * h + 1] = y2.y;
-          zv[j][2 * h] = z2.x;
-          zv[j][2 * h + 1] = z2.y;
-        }
-      with_activation(p.act_hidden, [&](auto act) {
+        const __half* y = Y(l) + warp_row * lay.ld_h;
+        const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
+        __half* dz = DZ(l) + warp_row * lay.ld_dz;
+        // dZ_l = dA_l * act'(y_l, z_l): load y (and z) first, then one specialized loop.
+        float yv[W / 8][4], zv[W / 8][4];
 #pragma unroll
         for (int j = 0; j < W / 8; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) dA[j][e] *= activation_derivative(decltype(act)::value, yv[j][e], zv[j][e]);
-      });
-      uint32_t adz[W / 16][4];
+          for (int h = 0; h < 2; ++h) {
+            const int off = frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0);
+            const float2 y2 = unpack_half2(*reinterpret_cast<const uint32_t*>(y + off));
+            const float2 z2 = z ? unpack_half2(*reinterpret_cast<const uint32_t*>(z + off)) : make_float2(0.f, 0.f);
+            yv[j][2 * h] = y2.x;
+            yv[j][2 * h + 1] = y2.y;
+            zv[j][2 * h] = z2.x;
+            zv[j][2 * h + 1] = z2.y;
+          }
+        with_activation(p.act_hidden, [&](auto act) {
 #pragma unroll
-      for (int j = 0; j < W / 8; ++j) {
+          for (int j = 0; j < W / 8; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t packed = pack_half2(dA[j][2 * h], dA[j][2 * h + 1]);
-          *reinterpret_cast<uint32_t*>(dz + frag_row(2 * h) * lay.ld_dz + j * 8 + frag_col(0)) = packed;
-          adz[j >> 1][(j & 1) * 2 + h] = packed;
-        }
-      }
-      if (l > 0) {
-        // dA_{l-1} = dZ_l W_l
+            for (int e = 0; e < 4; ++e) dA[j][e] *= activation_derivative(decltype(act)::value, yv[j][e], zv[j][e]);
+        });
+        uint32_t adz[W / 16][4];
 #pragma unroll
-        for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
-        const __half* w = Wl(l);
+        for (int j = 0; j < W / 8; ++j) {
 #pragma unroll
-        for (int kt = 0; kt < W / 16; ++kt) {
-#pragma unroll
-          for (int q = 0; q < W / 16; ++q) {
-            uint32_t b[4];
-            ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
-            mma16816(dA[2 * q], adz[kt], b[0], b[1]);
-            mma16816(dA[2 * q + 1], adz[kt], b[2], b[3]);
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t packed = pack_half2(dA[j][2 * h], dA[j][2 * h + 1]);
+            *reinterpret_cast<uint32_t*>(dz + frag_row(2 * h) * lay.ld_dz + j * 8 + frag_col(0)) = packed;
+            adz[j >> 1][(j & 1) * 2 + h] = packed;
           }
         }
-      } else if (p.dL_din) {
-        // dL/dx = dZ_0 W_0, unscaled, straight to global memory
-        const float scale = p.input_grad_scale / loss_scale;
-        const __half* w = Wl(0);
-        for (int q = 0; q < p.in_pad / 16; ++q) {
-          float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        if (l > 0) {
+          // dA_{l-1} = dZ_l W_l
+#pragma unroll
+          for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
+          const __half* w = Wl(l);
 #pragma unroll
           for (int kt = 0; kt < W / 16; ++kt) {
-            uint32_t b[4];
-            ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_x + q * 16 + lo.tr_col);
-            mma16816(d[0], adz[kt], b[0], b[1]);
-            mma16816(d[1], adz[kt], b[2], b[3]);
-          }
 #pragma unroll
-          for (int j = 0; j < 2; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int r = warp_row + frag_row(e), col = q * 16 + j * 8 + frag_col(e);
-              if (r < valid_rows && col < p.in_w) p.dL_din[(row0 + r) * p.in_w + col] = d[j][e] * scale;
+            for (int q = 0; q < W / 16; ++q) {
+              uint32_t b[4];
+              ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
+              mma16816(dA[2 * q], adz[kt], b[0], b[1]);
+              mma16816(dA[2 * q + 1], adz[kt], b[2], b[3]);
             }
+          }
+        } else if (p.dL_din) {
+          // dL/dx = dZ_0 W_0, unscaled, straight to global memory
+          const float scale = p.input_grad_scale / loss_scale;
+          const __half* w = Wl(0);
+          for (int q = 0; q < p.in_pad / 16; ++q) {
+            float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+            for (int kt = 0; kt < W / 16; ++kt) {
+              uint32_t b[4];
+              ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_x + q * 16 + lo.tr_col);
+              mma16816(d[0], adz[kt], b[0], b[1]);
+              mma16816(d[1], adz[kt], b[2], b[3]);
+            }
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+#pragma unroll
+              for (int e = 0; e < 4; ++e) {
+                const int r = warp_row + frag_row(e), col = q * 16 + j * 8 + frag_col(e);
+                if (r < valid_rows && col < p.in_w) p.dL_din[(row0 + r) * p.in_w + col] = d[j][e] * scale;
+              }
+          }
         }
-      }
       }  // row warps
       __syncthreads();
       block_weight_grad(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
@@ -671,17 +670,16 @@ FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batc
   return info;
 }
 
-void mma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
-                   size_t batch, float* output) {
+void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
+                   const float* input, size_t batch, float* output) {
+  TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: the mma kernel cannot hold this network's weights");
   MmaParams p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
   p.input = input;
   p.output = output;
+  apply_plan(p, plan);
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
-    const FusedLaunchInfo plan = plan_for(p, as_symbol(mma_inference_kernel<W>), false);
-    TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: the mma kernel cannot hold this network's weights");
-    apply_plan(p, plan);
     TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(mma_inference_kernel<W>),
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
     mma_inference_kernel<W><<<plan.blocks, p.warps * 32, plan.shared_bytes>>>(p);
@@ -699,7 +697,6 @@ void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo
   p.dL_dout = a.dL_doutput;
   p.loss = a.loss;
   p.dL_din = a.dL_dinput;
-  p.seed_scale = l.seed_scale;
   p.input_grad_scale = l.input_grad_scale;
   p.state = a.state;
   p.grad_partials = l.grad_partials;

@@ -48,7 +48,6 @@ struct Params {
   LossParams loss;
   const float* dL_dout;   // [batch, out_w] or null
   float* dL_din;          // [batch, in_w] or null
-  float seed_scale;       // multiplies the per-element seed (before the loss scale)
   float input_grad_scale; // turns the scaled seed back into dL/dinput (without loss scale)
   const TrainState* state;
   float* grad_partials;   // [gridDim.x, n_params]
@@ -285,7 +284,6 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_train_kernel(Params p) 
                   reinterpret_cast<__half*>(smem + lay.gbuf) + size_t(p.rows) * lay.ld_grad};
   float* staging = reinterpret_cast<float*>(smem + lay.staging);
   const float loss_scale = p.state->loss_scale;
-  const float seed_scale = p.seed_scale * loss_scale;
   float loss_sum = 0.0f;
   __syncthreads();
 
@@ -327,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_train_kernel(Params p) 
         } else {
           d = p.dL_dout[gi];
         }
-        seed = d * seed_scale * activation_derivative(p.act_output, y, z);
+        seed = d * loss_scale * activation_derivative(p.act_output, y, z);
       }
       g[0][r * lay.ld_grad + c] = __float2half(seed);
     }
@@ -441,16 +439,26 @@ FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t bat
   return info;
 }
 
-void wmma_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
-                    size_t batch, float* output) {
+// Takes a plan's configuration into the kernel parameters.
+void apply_plan(Params& p, const FusedLaunchInfo& plan) {
+  p.rows = int(plan.rows_per_block);
+  p.weights_in_smem = plan.weights_in_shared;
+  p.grads_in_smem = plan.grads_in_shared;
+  p.n_tiles = int((p.batch + p.rows - 1) / p.rows);
+}
+
+void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
+                    const float* input, size_t batch, float* output) {
   Params p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
   p.input = input;
   p.output = output;
+  apply_plan(p, plan);
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
-    const FusedLaunchInfo info = configure(p, as_symbol(fused_mlp_inference_kernel<W>), false);
-    fused_mlp_inference_kernel<W><<<info.blocks, kThreads, info.shared_bytes>>>(p);
+    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(fused_mlp_inference_kernel<W>),
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
+    fused_mlp_inference_kernel<W><<<plan.blocks, kThreads, plan.shared_bytes>>>(p);
     TESSERA_CUDA_CHECK_LAUNCH("fused_mlp_inference_kernel (wmma)");
   });
 }
@@ -466,17 +474,12 @@ void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInf
   p.dL_dout = a.dL_doutput;
   p.dL_din = a.dL_dinput;
   p.state = a.state;
-  p.seed_scale = l.seed_scale;
   p.input_grad_scale = l.input_grad_scale;
   p.grad_partials = l.grad_partials;
   p.loss_partials = l.loss_partials;
-  p.rows = int(plan.rows_per_block);
-  p.weights_in_smem = plan.weights_in_shared;
-  p.grads_in_smem = plan.grads_in_shared;
-  p.n_tiles = int((a.batch + p.rows - 1) / p.rows);
+  apply_plan(p, plan);
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
-    // The attribute was set by wmma_plan's configure() for this size.
     TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(fused_mlp_train_kernel<W>),
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
     fused_mlp_train_kernel<W><<<plan.blocks, kThreads, plan.shared_bytes>>>(p);
