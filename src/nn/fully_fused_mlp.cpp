@@ -77,13 +77,22 @@ struct CudaContext final : ForwardContext {
 };
 }  // namespace
 
-FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device)
-    : cfg_(config), device_(device), params_(device, config.shape.n_params()), grads_(device, config.shape.n_params()),
-      state_(device, 1), cuda_(std::make_unique<CudaWorkspace>()) {
-  if (device_ == DeviceKind::cuda) params_half_ = Buffer<uint16_t>(device, config.shape.n_params());
+FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamStorage* storage)
+    : cfg_(config), device_(device), state_(device, 1), cuda_(std::make_unique<CudaWorkspace>()) {
+  const size_t n = config.shape.n_params();
+  if (storage) {
+    TESSERA_CHECK(storage->params && storage->gradients && (device != DeviceKind::cuda || storage->params_half),
+                  "FullyFusedMLP: external parameter storage is incomplete");
+    p_ = *storage;
+  } else {
+    params_ = Buffer<float>(device, n);
+    grads_ = Buffer<float>(device, n);
+    if (device_ == DeviceKind::cuda) params_half_ = Buffer<uint16_t>(device, n);
+    p_ = {params_.data(), grads_.data(), params_half_.size() ? params_half_.data() : nullptr};
+  }
   ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);
-  grads_.zero();
+  detail::fill_bytes(device_, p_.gradients, 0, n * sizeof(float));
   initialize(1337);
 }
 
@@ -111,13 +120,13 @@ void FullyFusedMlp::initialize(uint64_t seed) {
         w[size_t(o) * s.layer_in(l) + i] =
             cfg_.init == Initialization::He ? he_std * rng.normal() : rng.uniform(-xavier, xavier);
   }
-  params_.copy_from_host(host);
+  detail::copy_bytes(device_, p_.params, host.data(), host.size() * sizeof(float), device_ == DeviceKind::cuda, false);
   params_changed();
 }
 
 void FullyFusedMlp::params_changed() {
 #ifdef TESSERA_HAS_CUDA
-  if (device_ == DeviceKind::cuda) ops::cuda::convert_to_half(params_.data(), params_half_.data(), n_params());
+  if (device_ == DeviceKind::cuda) ops::cuda::convert_to_half(p_.params, p_.params_half, n_params());
 #endif
 }
 
@@ -129,11 +138,11 @@ ops::TrainState FullyFusedMlp::read_train_state() {
 
 void FullyFusedMlp::inference_impl(const float* input, size_t batch, float* output) {
   if (device_ == DeviceKind::cpu) {
-    ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, params_.data(), input, batch, output, nullptr);
+    ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, nullptr);
     return;
   }
 #ifdef TESSERA_HAS_CUDA
-  ops::cuda::fused_mlp_inference(cfg_.shape, cfg_.activations, params_half_.data(), input, batch, output);
+  ops::cuda::fused_mlp_inference(cfg_.shape, cfg_.activations, p_.params_half, input, batch, output);
 #endif
 }
 
@@ -147,7 +156,7 @@ std::unique_ptr<ForwardContext> FullyFusedMlp::forward_impl(const float* input, 
       scratch.resize(batch * output_width());
       output = scratch.data();
     }
-    ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, params_.data(), input, batch, output, &ctx->tape);
+    ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, &ctx->tape);
     return ctx;
   }
   auto ctx = std::make_unique<CudaContext>();
@@ -161,21 +170,21 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
   if (device_ == DeviceKind::cpu) {
     auto* ctx = dynamic_cast<CpuContext*>(&base);
     TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
-    ops::cpu::mlp_backward<float>(cfg_.shape, cfg_.activations, params_.data(), ctx->input, ctx->batch, ctx->tape,
-                           dL_doutput, grads_.data(), mode, dL_dinput);
-    ops::finish_step(*state_.data(), all_finite(grads_.data(), n_params()));
+    ops::cpu::mlp_backward<float>(cfg_.shape, cfg_.activations, p_.params, ctx->input, ctx->batch, ctx->tape,
+                           dL_doutput, p_.gradients, mode, dL_dinput);
+    ops::finish_step(*state_.data(), all_finite(p_.gradients, n_params()));
     return;
   }
 #ifdef TESSERA_HAS_CUDA
   auto* ctx = dynamic_cast<CudaContext*>(&base);
   TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
   ops::cuda::FusedTrainArgs a;
-  a.weights = params_half_.data();
+  a.weights = p_.params_half;
   a.input = ctx->input;
   a.batch = ctx->batch;
   a.dL_doutput = dL_doutput;
   a.dL_dinput = dL_dinput;
-  a.dL_dparams = grads_.data();
+  a.dL_dparams = p_.gradients;
   a.mode = mode;
   a.state = state_.data();
   ops::cuda::fused_mlp_train(cfg_.shape, cfg_.activations, a, cuda_->fused);
@@ -201,14 +210,14 @@ void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* 
   }
 #ifdef TESSERA_HAS_CUDA
   ops::cuda::FusedTrainArgs a;
-  a.weights = params_half_.data();
+  a.weights = p_.params_half;
   a.input = input;
   a.batch = batch;
   a.target = target;
   a.loss = loss;
   a.output = output;
   a.dL_dinput = dL_dinput;
-  a.dL_dparams = grads_.data();
+  a.dL_dparams = p_.gradients;
   a.mode = GradientMode::overwrite;
   a.state = state_.data();
   ops::cuda::fused_mlp_train(cfg_.shape, cfg_.activations, a, cuda_->fused);

@@ -16,15 +16,20 @@ void Adam::step(Network& net) {
   }
   ++steps_;
   if (net.device() == DeviceKind::cpu) {
-    ops::cpu::adam_step(h_, n, net.gradients(), net.params(), m_.data(), v_.data(), *net.train_state());
+    ops::cpu::adam_step(h_, n, net.n_matrix_params(), net.gradients(), net.params(), m_.data(), v_.data(), *net.train_state());
   } else {
-    ops::cuda::adam_step(h_, n, net.gradients(), net.params(), net.params_half(), m_.data(), v_.data(), net.train_state());
+    ops::cuda::adam_step(h_, n, net.n_matrix_params(), net.gradients(), net.params(), net.params_half(), m_.data(), v_.data(), net.train_state());
   }
 }
 
 Json Adam::config() const {
-  return Json{{"otype", "Adam"}, {"learning_rate", h_.learning_rate}, {"beta1", h_.beta1},
-              {"beta2", h_.beta2}, {"epsilon", h_.epsilon}, {"l2_reg", h_.l2_reg}};
+  Json c{{"otype", "Adam"}, {"learning_rate", h_.learning_rate}, {"beta1", h_.beta1},
+         {"beta2", h_.beta2}, {"epsilon", h_.epsilon}, {"l2_reg", h_.l2_reg}};
+  if (h_.non_matrix_learning_rate_factor != 1.0f)
+    c["non_matrix_learning_rate_factor"] = h_.non_matrix_learning_rate_factor;
+  if (!h_.optimize_matrix) c["optimize_matrix_params"] = false;
+  if (!h_.optimize_non_matrix) c["optimize_non_matrix_params"] = false;
+  return c;
 }
 
 void Sgd::step(Network& net) {
@@ -65,13 +70,18 @@ std::unique_ptr<Optimizer> create_optimizer(const Json& c) {
                 "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay");
   const std::string otype = c.at("otype").get<std::string>();
   if (otype == "Adam") {
-    check_known_keys(c, "Adam config", {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg"});
+    check_known_keys(c, "Adam config",
+                     {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg", "non_matrix_learning_rate_factor",
+                      "optimize_matrix_params", "optimize_non_matrix_params"});
     ops::AdamHyper h;
     h.learning_rate = json_get<float>(c, "learning_rate", 1e-3f);
     h.beta1 = json_get<float>(c, "beta1", 0.9f);
     h.beta2 = json_get<float>(c, "beta2", 0.999f);
     h.epsilon = json_get<float>(c, "epsilon", 1e-8f);
     h.l2_reg = json_get<float>(c, "l2_reg", 1e-8f);
+    h.non_matrix_learning_rate_factor = json_get<float>(c, "non_matrix_learning_rate_factor", 1.0f);
+    h.optimize_matrix = json_get<bool>(c, "optimize_matrix_params", true);
+    h.optimize_non_matrix = json_get<bool>(c, "optimize_non_matrix_params", true);
     TESSERA_CHECK(h.learning_rate > 0 && h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1 && h.epsilon >= 0,
                   "Adam: need learning_rate > 0, 0 <= beta1, beta2 < 1, epsilon >= 0");
     return std::make_unique<Adam>(h);

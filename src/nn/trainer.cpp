@@ -1,6 +1,7 @@
 #include "tessera/nn/trainer.h"
 
 #include "tessera/core/error.h"
+#include "tessera/nn/network_with_input_encoding.h"
 
 namespace tessera::nn {
 
@@ -12,11 +13,11 @@ Trainer::Trainer(std::unique_ptr<Network> network, LossParams loss, std::unique_
 std::unique_ptr<Trainer> Trainer::from_config(const Json& c, uint32_t input_width, uint32_t output_width,
                                               DeviceKind device) {
   check_known_keys(c, "trainer config", {"network", "loss", "optimizer", "encoding"});
-  TESSERA_CHECK(!c.contains("encoding"), "config has an \"encoding\": input encodings are not built yet");
   TESSERA_CHECK(c.contains("network"), "trainer config needs a \"network\" section");
   LossParams loss = c.contains("loss") ? parse_loss(c.at("loss")) : LossParams{};
   auto opt = create_optimizer(c.contains("optimizer") ? c.at("optimizer") : Json{{"otype", "Adam"}});
-  return std::make_unique<Trainer>(create_network(c.at("network"), input_width, output_width, device), loss,
+  const Json encoding = c.contains("encoding") ? c.at("encoding") : Json();
+  return std::make_unique<Trainer>(create_model(encoding, c.at("network"), input_width, output_width, device), loss,
                                    std::move(opt));
 }
 
@@ -32,7 +33,15 @@ float Trainer::training_step(const float* input, const float* target, size_t bat
 }
 
 Json Trainer::config() const {
-  return Json{{"network", net_->config()}, {"loss", loss_config(loss_)}, {"optimizer", opt_->config()}};
+  Json c{{"loss", loss_config(loss_)}, {"optimizer", opt_->config()}};
+  const Json model = net_->config();
+  if (model.contains("encoding")) {  // tiny-cuda-nn's layout: encoding and network side by side
+    c["encoding"] = model.at("encoding");
+    c["network"] = model.at("network");
+  } else {
+    c["network"] = model;
+  }
+  return c;
 }
 
 }  // namespace tessera::nn

@@ -212,8 +212,11 @@ TEST(OptimizersCuda, AdamAndSgdMatchCpu) {
   Buffer<uint16_t> dh(DeviceKind::cuda, n);
   Buffer<ops::TrainState> ds(DeviceKind::cuda, 1);
   ds.copy_from_host(&s, 1);
-  ops::cuda::adam_step(h, n, dg.data(), dp.data(), dh.data(), dm.data(), dv.data(), ds.data());
-  ops::cpu::adam_step(h, n, g.data(), p.data(), m.data(), v.data(), s);
+  for (size_t i = n / 2; i < n; i += 3) g[i] = 0.0f;  // untouched table entries
+  dg.copy_from_host(g);
+  h.non_matrix_learning_rate_factor = 0.5f;
+  ops::cuda::adam_step(h, n, n / 2, dg.data(), dp.data(), dh.data(), dm.data(), dv.data(), ds.data());
+  ops::cpu::adam_step(h, n, n / 2, g.data(), p.data(), m.data(), v.data(), s);
   EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
   EXPECT_LT(rel_error(dm.to_host(), m), 1e-6);
   EXPECT_LT(rel_error(dv.to_host(), v), 1e-6);

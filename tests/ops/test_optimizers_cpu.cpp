@@ -16,7 +16,7 @@ TEST(AdamCpu, MatchesTextbookUpdateAndSkipsFlaggedSteps) {
   std::vector<float> m(n, 0.0f), v(n, 0.0f), p0 = p;
   ops::TrainState s;
   s.optimizer_steps = 1;
-  ops::cpu::adam_step(h, n, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, n, n, g.data(), p.data(), m.data(), v.data(), s);
   for (size_t i = 0; i < n; ++i) {
     const double gi = g[i] + 1e-3 * p0[i];
     const double mh = (0.1 * gi) / 0.1, vh = (0.01 * gi * gi) / 0.01;
@@ -24,8 +24,29 @@ TEST(AdamCpu, MatchesTextbookUpdateAndSkipsFlaggedSteps) {
   }
   auto before = p;
   s.skip_this_step = 1;
-  ops::cpu::adam_step(h, n, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, n, n, g.data(), p.data(), m.data(), v.data(), s);
   EXPECT_EQ(p, before);
+}
+
+TEST(AdamCpu, NonMatrixParamsFollowTinyCudaNn) {
+  // Past n_matrix: no L2 term, their own learning-rate factor, zero gradients leave the
+  // parameter and its moments alone.
+  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 0.5f};
+  h.non_matrix_learning_rate_factor = 3.0f;
+  const size_t n = 6, n_matrix = 2;
+  std::vector<float> g = {0.5f, -0.25f, 0.5f, 0.0f, -0.25f, 0.0f}, p = {1, 1, 1, 1, 1, 1};
+  std::vector<float> m(n, 0.0f), v(n, 0.0f);
+  ops::TrainState s;
+  s.optimizer_steps = 1;
+  ops::cpu::adam_step(h, n, n_matrix, g.data(), p.data(), m.data(), v.data(), s);
+  // step 1 with bias correction: p -= lr * sign(g_eff)
+  EXPECT_NEAR(p[0], 1.0f - 0.01f, 1e-6);   // matrix: g + 0.5 * p = 1.0 > 0
+  EXPECT_NEAR(p[1], 1.0f - 0.01f, 1e-6);   // matrix: -0.25 + 0.5 = 0.25 > 0
+  EXPECT_NEAR(p[2], 1.0f - 0.03f, 1e-6);   // non-matrix: lr x 3, no L2
+  EXPECT_NEAR(p[4], 1.0f + 0.03f, 1e-6);
+  EXPECT_EQ(p[3], 1.0f);
+  EXPECT_EQ(m[3], 0.0f);
+  EXPECT_EQ(v[5], 0.0f);
 }
 
 TEST(TrainState, LossScaleHalvesOnOverflowAndGrows) {

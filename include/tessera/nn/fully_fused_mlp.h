@@ -20,9 +20,18 @@ struct MlpConfig {
 // output_activation, initialization ("Xavier" | "He").
 MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, DeviceKind device);
 
+// Parameter storage owned by a larger model (NetworkWithInputEncoding keeps network and
+// encoding parameters in one array so one optimizer pass updates both).
+struct ParamStorage {
+  float* params = nullptr;       // [n_params]
+  float* gradients = nullptr;    // [n_params]
+  uint16_t* params_half = nullptr;  // [n_params] on CUDA, else null
+};
+
 class FullyFusedMlp final : public Network {
  public:
-  FullyFusedMlp(const MlpConfig& config, DeviceKind device);
+  // Without `storage` the network allocates its own parameters.
+  FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamStorage* storage = nullptr);
   ~FullyFusedMlp() override;
 
   uint32_t input_width() const override { return cfg_.shape.input_width; }
@@ -32,9 +41,9 @@ class FullyFusedMlp final : public Network {
   Json config() const override;
   const MlpConfig& mlp_config() const { return cfg_; }
 
-  float* params() override { return params_.data(); }
-  float* gradients() override { return grads_.data(); }
-  uint16_t* params_half() override { return params_half_.size() ? params_half_.data() : nullptr; }
+  float* params() override { return p_.params; }
+  float* gradients() override { return p_.gradients; }
+  uint16_t* params_half() override { return p_.params_half; }
   void params_changed() override;
   void initialize(uint64_t seed) override;
 
@@ -53,6 +62,7 @@ class FullyFusedMlp final : public Network {
   DeviceKind device_;
   Buffer<float> params_, grads_;
   Buffer<uint16_t> params_half_;
+  ParamStorage p_;  // points into the buffers above or into the owner's storage
   Buffer<ops::TrainState> state_;
   struct CudaWorkspace;
   std::unique_ptr<CudaWorkspace> cuda_;

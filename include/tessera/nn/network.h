@@ -28,6 +28,9 @@ class Network {
   virtual uint32_t input_width() const = 0;
   virtual uint32_t output_width() const = 0;
   virtual size_t n_params() const = 0;
+  // The leading params() that are network weights; the rest (encoding tables) get
+  // tiny-cuda-nn's non-matrix treatment in Adam.
+  virtual size_t n_matrix_params() const { return n_params(); }
   virtual DeviceKind device() const = 0;
   // The config this network was made from (round-trips through the factory).
   virtual Json config() const = 0;

@@ -7,14 +7,21 @@
 
 namespace tessera::ops {
 
-// t: 1-based count of applied steps (bias correction).
-TESSERA_HD void adam_update(const AdamHyper& h, float bias1, float bias2, float g, float& p, float& m,
+// bias1/bias2: 1 - beta^t with t the 1-based count of applied steps. `matrix` marks
+// network weights; the rest (encoding tables) follow tiny-cuda-nn: no L2 term, their own
+// learning-rate factor, and entries with a zero gradient (untouched by the batch) keep
+// their moments, which is what makes sparse hash-table updates work. Returns whether p
+// changed.
+TESSERA_HD bool adam_update(const AdamHyper& h, bool matrix, float bias1, float bias2, float g, float& p, float& m,
                             float& v) {
-  g += h.l2_reg * p;
+  if (matrix ? !h.optimize_matrix : (!h.optimize_non_matrix || g == 0.0f)) return false;
+  if (matrix) g += h.l2_reg * p;
+  const float lr = matrix ? h.learning_rate : h.learning_rate * h.non_matrix_learning_rate_factor;
   m = h.beta1 * m + (1.0f - h.beta1) * g;
   v = h.beta2 * v + (1.0f - h.beta2) * g * g;
   const float m_hat = m / bias1, v_hat = v / bias2;
-  p -= h.learning_rate * m_hat / (sqrtf(v_hat) + h.epsilon);
+  p -= lr * m_hat / (sqrtf(v_hat) + h.epsilon);
+  return true;
 }
 
 }  // namespace tessera::ops

@@ -12,10 +12,14 @@ struct AdamHyper {
   float learning_rate = 1e-3f;
   float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
   float l2_reg = 0.0f;  // added to the gradient as l2_reg * param (tiny-cuda-nn's meaning)
+  // Parameters past the network's matrices (encoding tables): see adam_update.
+  float non_matrix_learning_rate_factor = 1.0f;
+  bool optimize_matrix = true, optimize_non_matrix = true;
 };
 
 namespace cpu {
-void adam_step(const AdamHyper& h, size_t n, const float* grad, float* params, float* m, float* v,
+// The first n_matrix of the n parameters are network weights (see adam_update).
+void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params, float* m, float* v,
                const TrainState& state);
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
               const TrainState& state);
@@ -23,8 +27,8 @@ void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, fl
 
 namespace cuda {
 // params_fp16 (optional): fp16 copy refreshed in the same pass, for the tensor-core kernels.
-void adam_step(const AdamHyper& h, size_t n, const float* grad, float* params, uint16_t* params_fp16,
-               float* m, float* v, const TrainState* state);
+void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
+               uint16_t* params_fp16, float* m, float* v, const TrainState* state);
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
               uint16_t* params_fp16, const TrainState* state);
 void convert_to_half(const float* src, uint16_t* dst, size_t n);

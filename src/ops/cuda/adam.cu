@@ -7,7 +7,7 @@
 namespace tessera::ops::cuda {
 namespace {
 
-__global__ void adam_kernel(AdamHyper h, size_t n, const float* __restrict__ grad, float* __restrict__ params,
+__global__ void adam_kernel(AdamHyper h, size_t n, size_t n_matrix, const float* __restrict__ grad, float* __restrict__ params,
                             __half* __restrict__ params_fp16, float* __restrict__ m, float* __restrict__ v,
                             const TrainState* __restrict__ state) {
   if (state->skip_this_step) return;
@@ -15,7 +15,7 @@ __global__ void adam_kernel(AdamHyper h, size_t n, const float* __restrict__ gra
   const float bias1 = 1.0f - powf(h.beta1, t), bias2 = 1.0f - powf(h.beta2, t);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     float p = params[i], mi = m[i], vi = v[i];
-    adam_update(h, bias1, bias2, grad[i], p, mi, vi);
+    if (!adam_update(h, i < n_matrix, bias1, bias2, grad[i], p, mi, vi)) continue;
     params[i] = p;
     m[i] = mi;
     v[i] = vi;
@@ -25,12 +25,12 @@ __global__ void adam_kernel(AdamHyper h, size_t n, const float* __restrict__ gra
 
 }  // namespace
 
-void adam_step(const AdamHyper& h, size_t n, const float* grad, float* params, uint16_t* params_fp16,
-               float* m, float* v, const TrainState* state) {
+void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
+               uint16_t* params_fp16, float* m, float* v, const TrainState* state) {
   if (n == 0) return;
   TESSERA_CHECK(grad && params && m && v && state, "adam_step: null pointer argument");
   const unsigned blocks = unsigned(std::min<size_t>((n + 255) / 256, 4096));
-  adam_kernel<<<blocks, 256>>>(h, n, grad, params, reinterpret_cast<__half*>(params_fp16), m, v, state);
+  adam_kernel<<<blocks, 256>>>(h, n, n_matrix, grad, params, reinterpret_cast<__half*>(params_fp16), m, v, state);
   TESSERA_CUDA_CHECK_LAUNCH("adam_kernel");
 }
 

@@ -1,0 +1,53 @@
+#pragma once
+// Input encodings with tiny-cuda-nn config names: HashGrid, DenseGrid, Frequency,
+// SphericalHarmonics, OneBlob, TriangleWave, Identity, Composite.
+// An encoding maps [batch, input_width] -> [batch, output_width]. Inputs and outputs are
+// column slices of row-major matrices (pointer + row stride). Trainable encodings (the
+// grids) do not own their parameters: the model holding them binds a slice of its
+// parameter array, so one optimizer pass updates network and encoding together.
+#include <cstdint>
+#include <memory>
+
+#include "tessera/core/config.h"
+#include "tessera/core/device.h"
+#include "tessera/core/rng.h"
+
+namespace tessera::nn {
+
+struct EncodingParams {
+  float* params = nullptr;             // [n_params] fp32 master copy
+  float* gradients = nullptr;          // [n_params]
+  const uint16_t* params_half = nullptr;  // [n_params] fp16 bits (CUDA)
+};
+
+class Encoding {
+ public:
+  virtual ~Encoding() = default;
+  virtual uint32_t input_width() const = 0;
+  virtual uint32_t output_width() const = 0;
+  virtual size_t n_params() const { return 0; }
+  virtual Json config() const = 0;
+  DeviceKind device() const { return device_; }
+
+  virtual void bind_params(const EncodingParams& p) { p_ = p; }
+  // Fills host_params [n_params] with the initial values.
+  virtual void initialize(float* host_params, Pcg32& rng) { (void)host_params, (void)rng; }
+
+  // in: [batch, >= input_width] with row stride in_stride; out likewise.
+  virtual void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) = 0;
+  // Adds parameter gradients into the bound gradients; writes dL_din [batch, input_width]
+  // (overwrite) when non-null.
+  virtual void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout,
+                        uint32_t dout_stride, float* dL_din, uint32_t din_stride) = 0;
+
+ protected:
+  explicit Encoding(DeviceKind device) : device_(device) {}
+  DeviceKind device_;
+  EncodingParams p_;
+};
+
+// Builds an encoding of n_input_dims from a tiny-cuda-nn style config. Unknown otype or
+// key is an error listing the valid choices.
+std::unique_ptr<Encoding> create_encoding(const Json& config, uint32_t n_input_dims, DeviceKind device);
+
+}  // namespace tessera::nn

@@ -1,0 +1,63 @@
+#pragma once
+// An input encoding followed by a FullyFusedMLP, trained as one model. Parameters live
+// in one array, network weights first (the "matrix" parameters) then the encoding's
+// tables, so one optimizer pass updates both and snapshots hold both.
+#include <memory>
+
+#include "tessera/core/buffer.h"
+#include "tessera/nn/encoding.h"
+#include "tessera/nn/fully_fused_mlp.h"
+
+namespace tessera::nn {
+
+class NetworkWithInputEncoding final : public Network {
+ public:
+  NetworkWithInputEncoding(std::unique_ptr<Encoding> encoding, const Json& network_config, uint32_t output_width,
+                           DeviceKind device);
+  ~NetworkWithInputEncoding() override;
+
+  uint32_t input_width() const override { return encoding_->input_width(); }
+  uint32_t output_width() const override { return mlp_->output_width(); }
+  size_t n_params() const override { return params_.size(); }
+  size_t n_matrix_params() const override { return mlp_->n_params(); }
+  DeviceKind device() const override { return device_; }
+  // {"encoding": ..., "network": ...}
+  Json config() const override;
+
+  float* params() override { return params_.data(); }
+  float* gradients() override { return grads_.data(); }
+  uint16_t* params_half() override { return params_half_.size() ? params_half_.data() : nullptr; }
+  void params_changed() override;
+  void initialize(uint64_t seed) override;
+
+  ops::TrainState* train_state() override { return mlp_->train_state(); }
+  ops::TrainState read_train_state() override { return mlp_->read_train_state(); }
+
+  Encoding& encoding() { return *encoding_; }
+  FullyFusedMlp& mlp() { return *mlp_; }
+
+ protected:
+  void inference_impl(const float* input, size_t batch, float* output) override;
+  std::unique_ptr<ForwardContext> forward_impl(const float* input, size_t batch, float* output) override;
+  void backward_impl(ForwardContext& ctx, const float* dL_doutput, float* dL_dinput, GradientMode mode) override;
+  void forward_backward_loss_impl(const float* input, const float* target, size_t batch, const LossParams& loss,
+                                  float* output, float* dL_dinput) override;
+
+ private:
+  // Encoding backward from dL/d(encoded) (in encoded_grad_), honoring the gradient mode.
+  void encoding_backward(const float* input, size_t batch, float* dL_dinput, GradientMode mode);
+
+  std::unique_ptr<Encoding> encoding_;
+  DeviceKind device_;
+  Buffer<float> params_, grads_;
+  Buffer<uint16_t> params_half_;
+  std::unique_ptr<FullyFusedMlp> mlp_;
+  Buffer<float> encoded_, encoded_grad_;  // [batch, encoding width] scratch, grown on demand
+};
+
+// Builds the model of a tiny-cuda-nn config: with an "encoding" section, the encoding
+// feeding the network; without one, the network alone.
+std::unique_ptr<Network> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,
+                                      uint32_t output_width, DeviceKind device);
+
+}  // namespace tessera::nn

@@ -1,0 +1,98 @@
+#pragma once
+// Input-encoding ops. Inputs and outputs are column slices of row-major matrices
+// (pointer to the slice's first column + the matrix's row stride), so a Composite
+// encoding can hand each nested encoding its slice without copies.
+// The CPU functions are the reference; CUDA reads the fp16 copy of grid parameters.
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/ops/encoding_math.h"
+
+namespace tessera::ops {
+
+// Encodings without parameters, applied per input dimension (SphericalHarmonics: per
+// 3-vector).
+enum class ElementwiseKind { Identity, Frequency, TriangleWave, OneBlob, SphericalHarmonics };
+
+struct ElementwiseEncoding {
+  ElementwiseKind kind = ElementwiseKind::Identity;
+  uint32_t n_dims = 1;
+  uint32_t order = 1;  // n_frequencies (Frequency, TriangleWave), n_bins (OneBlob), degree (SH)
+  float scale = 1.0f, offset = 0.0f;  // Identity
+  TESSERA_HD uint32_t outputs_per_dim() const {
+    switch (kind) {
+      case ElementwiseKind::Identity: return 1;
+      case ElementwiseKind::Frequency: return 2 * order;
+      case ElementwiseKind::TriangleWave: return order;
+      case ElementwiseKind::OneBlob: return order;
+      case ElementwiseKind::SphericalHarmonics: return 0;
+    }
+    return 0;
+  }
+  TESSERA_HD uint32_t output_width() const {
+    return kind == ElementwiseKind::SphericalHarmonics ? order * order : n_dims * outputs_per_dim();
+  }
+};
+
+// Output j of one input dim x of a per-dimension encoding (not SphericalHarmonics), and
+// its derivative when dvalue_dx is non-null.
+template <typename T>
+TESSERA_HD T elementwise_value(const ElementwiseEncoding& e, T x, uint32_t j, T* dvalue_dx) {
+  switch (e.kind) {
+    case ElementwiseKind::Identity:
+      if (dvalue_dx) *dvalue_dx = T(e.scale);
+      return x * T(e.scale) + T(e.offset);
+    case ElementwiseKind::Frequency: return frequency_value(x, j, dvalue_dx);
+    case ElementwiseKind::TriangleWave: return triangle_wave_value(x, j, dvalue_dx);
+    case ElementwiseKind::OneBlob: return one_blob_value(x, j, e.order, dvalue_dx);
+    case ElementwiseKind::SphericalHarmonics: break;
+  }
+  return T(0);
+}
+
+// Uniform initialization of grid parameters as tiny-cuda-nn does: U(-1e-4, 1e-4).
+constexpr float kGridInitRange = 1e-4f;
+
+// Builds the per-level table layout: levels whose dense grid (rounded up to 8 entries)
+// fits in 2^log2_hashmap_size entries are stored densely, others are hashed.
+GridLayout make_grid_layout(uint32_t n_dims, uint32_t n_levels, uint32_t n_features, uint32_t log2_hashmap_size,
+                            float base_resolution, float per_level_scale, bool hashed, GridInterpolation interpolation);
+
+namespace cpu {
+
+// in: [batch, >= n_dims] (stride in_stride); out: [batch, output_width] (stride out_stride).
+template <typename T>
+void elementwise_encode(const ElementwiseEncoding& e, const T* in, uint32_t in_stride, size_t batch, T* out,
+                        uint32_t out_stride);
+// Writes dL_din [batch, n_dims] (overwrite).
+template <typename T>
+void elementwise_encode_backward(const ElementwiseEncoding& e, const T* in, uint32_t in_stride, size_t batch,
+                                 const T* dL_dout, uint32_t dout_stride, T* dL_din, uint32_t din_stride);
+
+// params: [n_params] (entry-major, features innermost).
+template <typename T>
+void grid_encode(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch, T* out,
+                 uint32_t out_stride);
+// Adds into dL_dparams [n_params]; writes dL_din [batch, n_dims] (overwrite) when non-null.
+template <typename T>
+void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
+                          const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride);
+
+}  // namespace cpu
+
+namespace cuda {
+
+void elementwise_encode(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch, float* out,
+                        uint32_t out_stride);
+void elementwise_encode_backward(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
+                                 const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride);
+// params_half: fp16 bits [n_params].
+void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride, size_t batch,
+                 float* out, uint32_t out_stride);
+// Adds into dL_dparams [n_params] (fp32 atomics); writes dL_din when non-null.
+void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
+                          size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams, float* dL_din,
+                          uint32_t din_stride);
+
+}  // namespace cuda
+}  // namespace tessera::ops

@@ -1,0 +1,267 @@
+#include "tessera/nn/encoding.h"
+
+#include <string>
+#include <vector>
+
+#include "tessera/core/error.h"
+#include "tessera/ops/encodings.h"
+
+namespace tessera::nn {
+
+namespace {
+
+constexpr const char* kEncodingChoices =
+    "HashGrid, DenseGrid, Grid, Frequency, SphericalHarmonics, OneBlob, TriangleWave, Identity, Composite";
+
+bool on_cuda(DeviceKind d) { return d == DeviceKind::cuda; }
+
+#ifndef TESSERA_HAS_CUDA
+[[noreturn]] void no_cuda() { throw Error("this build has no CUDA backend"); }
+#endif
+
+// Frequency, TriangleWave, OneBlob, SphericalHarmonics, Identity: no parameters.
+class ElementwiseEncodingModule final : public Encoding {
+ public:
+  ElementwiseEncodingModule(const ops::ElementwiseEncoding& e, DeviceKind device) : Encoding(device), e_(e) {}
+  uint32_t input_width() const override { return e_.n_dims; }
+  uint32_t output_width() const override { return e_.output_width(); }
+  Json config() const override {
+    switch (e_.kind) {
+      case ops::ElementwiseKind::Identity:
+        return Json{{"otype", "Identity"}, {"scale", e_.scale}, {"offset", e_.offset}};
+      case ops::ElementwiseKind::Frequency: return Json{{"otype", "Frequency"}, {"n_frequencies", e_.order}};
+      case ops::ElementwiseKind::TriangleWave: return Json{{"otype", "TriangleWave"}, {"n_frequencies", e_.order}};
+      case ops::ElementwiseKind::OneBlob: return Json{{"otype", "OneBlob"}, {"n_bins", e_.order}};
+      case ops::ElementwiseKind::SphericalHarmonics: return Json{{"otype", "SphericalHarmonics"}, {"degree", e_.order}};
+    }
+    return {};
+  }
+  void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
+    if (batch == 0) return;
+    if (!on_cuda(device_)) return ops::cpu::elementwise_encode<float>(e_, in, in_stride, batch, out, out_stride);
+#ifdef TESSERA_HAS_CUDA
+    ops::cuda::elementwise_encode(e_, in, in_stride, batch, out, out_stride);
+#else
+    no_cuda();
+#endif
+  }
+  void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
+                float* dL_din, uint32_t din_stride) override {
+    if (batch == 0 || !dL_din) return;
+    if (!on_cuda(device_))
+      return ops::cpu::elementwise_encode_backward<float>(e_, in, in_stride, batch, dL_dout, dout_stride, dL_din,
+                                                          din_stride);
+#ifdef TESSERA_HAS_CUDA
+    ops::cuda::elementwise_encode_backward(e_, in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride);
+#else
+    no_cuda();
+#endif
+  }
+
+ private:
+  ops::ElementwiseEncoding e_;
+};
+
+// HashGrid / DenseGrid: trainable tables, fp16 copy on CUDA.
+class GridEncodingModule final : public Encoding {
+ public:
+  GridEncodingModule(const ops::GridLayout& g, Json config, DeviceKind device)
+      : Encoding(device), g_(g), config_(std::move(config)) {}
+  uint32_t input_width() const override { return g_.n_dims; }
+  uint32_t output_width() const override { return g_.output_width(); }
+  size_t n_params() const override { return size_t(g_.n_params()); }
+  Json config() const override { return config_; }
+  const ops::GridLayout& layout() const { return g_; }
+
+  void initialize(float* host, Pcg32& rng) override {
+    for (size_t i = 0; i < n_params(); ++i) host[i] = rng.uniform(-ops::kGridInitRange, ops::kGridInitRange);
+  }
+  void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
+    if (batch == 0) return;
+    TESSERA_CHECK(p_.params, "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
+    if (!on_cuda(device_)) return ops::cpu::grid_encode<float>(g_, p_.params, in, in_stride, batch, out, out_stride);
+#ifdef TESSERA_HAS_CUDA
+    ops::cuda::grid_encode(g_, p_.params_half, in, in_stride, batch, out, out_stride);
+#else
+    no_cuda();
+#endif
+  }
+  void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
+                float* dL_din, uint32_t din_stride) override {
+    if (batch == 0) return;
+    TESSERA_CHECK(p_.gradients, "grid encoding: parameters are not bound");
+    if (!on_cuda(device_))
+      return ops::cpu::grid_encode_backward<float>(g_, p_.params, in, in_stride, batch, dL_dout, dout_stride,
+                                                   p_.gradients, dL_din, din_stride);
+#ifdef TESSERA_HAS_CUDA
+    ops::cuda::grid_encode_backward(g_, p_.params_half, in, in_stride, batch, dL_dout, dout_stride, p_.gradients,
+                                    dL_din, din_stride);
+#else
+    no_cuda();
+#endif
+  }
+
+ private:
+  ops::GridLayout g_;
+  Json config_;
+};
+
+// Nested encodings on consecutive slices of the input dims; outputs concatenated.
+class CompositeEncoding final : public Encoding {
+ public:
+  CompositeEncoding(std::vector<std::unique_ptr<Encoding>> parts, DeviceKind device)
+      : Encoding(device), parts_(std::move(parts)) {}
+  uint32_t input_width() const override {
+    uint32_t n = 0;
+    for (auto& p : parts_) n += p->input_width();
+    return n;
+  }
+  uint32_t output_width() const override {
+    uint32_t n = 0;
+    for (auto& p : parts_) n += p->output_width();
+    return n;
+  }
+  size_t n_params() const override {
+    size_t n = 0;
+    for (auto& p : parts_) n += p->n_params();
+    return n;
+  }
+  Json config() const override {
+    Json nested = Json::array();
+    for (auto& p : parts_) {
+      Json c = p->config();
+      c["n_dims_to_encode"] = p->input_width();
+      nested.push_back(c);
+    }
+    return Json{{"otype", "Composite"}, {"nested", nested}};
+  }
+  void bind_params(const EncodingParams& b) override {
+    p_ = b;
+    size_t off = 0;
+    for (auto& p : parts_) {
+      EncodingParams s;
+      if (b.params) s.params = b.params + off;
+      if (b.gradients) s.gradients = b.gradients + off;
+      if (b.params_half) s.params_half = b.params_half + off;
+      p->bind_params(s);
+      off += p->n_params();
+    }
+  }
+  void initialize(float* host, Pcg32& rng) override {
+    for (auto& p : parts_) {
+      p->initialize(host, rng);
+      host += p->n_params();
+    }
+  }
+  void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
+    for (auto& p : parts_) {
+      p->encode(in, in_stride, batch, out, out_stride);
+      in += p->input_width();
+      out += p->output_width();
+    }
+  }
+  void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
+                float* dL_din, uint32_t din_stride) override {
+    for (auto& p : parts_) {
+      p->backward(in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride);
+      in += p->input_width();
+      dL_dout += p->output_width();
+      if (dL_din) dL_din += p->input_width();
+    }
+  }
+
+ private:
+  std::vector<std::unique_ptr<Encoding>> parts_;
+};
+
+uint32_t positive(const Json& c, const char* key, uint32_t def, const std::string& otype) {
+  const uint32_t v = json_get<uint32_t>(c, key, def);
+  TESSERA_CHECK(v >= 1, "{}: {} must be at least 1", otype, key);
+  return v;
+}
+
+std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, uint32_t n_dims, DeviceKind device) {
+  check_known_keys(c, otype + " config",
+                   {"otype", "type", "n_levels", "n_features_per_level", "log2_hashmap_size", "base_resolution",
+                    "per_level_scale", "interpolation", "fixed_point_pos", "n_dims_to_encode"});
+  std::string type = otype == "DenseGrid" ? "Dense" : "Hash";
+  if (otype == "Grid") type = json_get<std::string>(c, "type", "Hash");
+  TESSERA_CHECK(type == "Hash" || type == "Dense", "{}: grid type '{}' is not supported; valid choices: Hash, Dense",
+                otype, type);
+  TESSERA_CHECK(!json_get<bool>(c, "fixed_point_pos", false), "{}: fixed_point_pos = true is not supported", otype);
+  const std::string interp = json_get<std::string>(c, "interpolation", "Linear");
+  ops::GridInterpolation gi;
+  if (interp == "Linear") gi = ops::GridInterpolation::Linear;
+  else if (interp == "Smoothstep") gi = ops::GridInterpolation::Smoothstep;
+  else throw Error(format_message("{}: interpolation '{}' is not supported; valid choices: Linear, Smoothstep", otype, interp));
+  const uint32_t n_levels = json_get<uint32_t>(c, "n_levels", 16);
+  const uint32_t n_features = json_get<uint32_t>(c, "n_features_per_level", 2);
+  const uint32_t log2_size = json_get<uint32_t>(c, "log2_hashmap_size", 19);
+  const float base = json_get<float>(c, "base_resolution", 16.0f);
+  const float scale = json_get<float>(c, "per_level_scale", 2.0f);
+  const ops::GridLayout g =
+      ops::make_grid_layout(n_dims, n_levels, n_features, log2_size, base, scale, type == "Hash", gi);
+  Json cfg{{"otype", type == "Hash" ? "HashGrid" : "DenseGrid"}, {"n_levels", n_levels},
+           {"n_features_per_level", n_features}, {"base_resolution", base}, {"per_level_scale", scale},
+           {"interpolation", interp}};
+  if (type == "Hash") cfg["log2_hashmap_size"] = log2_size;
+  return std::make_unique<GridEncodingModule>(g, cfg, device);
+}
+
+}  // namespace
+
+std::unique_ptr<Encoding> create_encoding(const Json& c, uint32_t n_dims, DeviceKind device) {
+  TESSERA_CHECK(c.is_object() && c.contains("otype"), "encoding config needs an \"otype\"; valid choices: {}",
+                kEncodingChoices);
+  TESSERA_CHECK(n_dims >= 1, "an encoding needs at least one input dimension");
+  const std::string otype = c.at("otype").get<std::string>();
+  if (otype == "HashGrid" || otype == "DenseGrid" || otype == "Grid") return create_grid(c, otype, n_dims, device);
+  if (otype == "Composite") {
+    check_known_keys(c, "Composite config", {"otype", "nested", "n_dims_to_encode"});
+    TESSERA_CHECK(c.contains("nested") && c.at("nested").is_array() && !c.at("nested").empty(),
+                  "Composite needs a non-empty \"nested\" array of encodings");
+    std::vector<std::unique_ptr<Encoding>> parts;
+    uint32_t used = 0;
+    const auto& nested = c.at("nested");
+    for (size_t i = 0; i < nested.size(); ++i) {
+      const uint32_t left = n_dims - used;
+      TESSERA_CHECK(left > 0, "Composite: nested encoding {} has no input dims left ({} in total)", i, n_dims);
+      const uint32_t dims = json_get<uint32_t>(nested[i], "n_dims_to_encode", left);
+      TESSERA_CHECK(dims >= 1 && dims <= left, "Composite: nested encoding {} wants {} dims but {} are left", i, dims,
+                    left);
+      parts.push_back(create_encoding(nested[i], dims, device));
+      used += dims;
+    }
+    TESSERA_CHECK(used == n_dims, "Composite: nested encodings cover {} of the {} input dims", used, n_dims);
+    return std::make_unique<CompositeEncoding>(std::move(parts), device);
+  }
+  ops::ElementwiseEncoding e;
+  e.n_dims = n_dims;
+  if (otype == "Identity") {
+    check_known_keys(c, "Identity config", {"otype", "scale", "offset", "n_dims_to_encode"});
+    e.kind = ops::ElementwiseKind::Identity;
+    e.scale = json_get<float>(c, "scale", 1.0f);
+    e.offset = json_get<float>(c, "offset", 0.0f);
+  } else if (otype == "Frequency" || otype == "TriangleWave") {
+    check_known_keys(c, otype + " config", {"otype", "n_frequencies", "n_dims_to_encode"});
+    e.kind = otype == "Frequency" ? ops::ElementwiseKind::Frequency : ops::ElementwiseKind::TriangleWave;
+    e.order = positive(c, "n_frequencies", 12, otype);
+    TESSERA_CHECK(e.order <= 32, "{}: n_frequencies {} is too large (at most 32)", otype, e.order);
+  } else if (otype == "OneBlob") {
+    check_known_keys(c, "OneBlob config", {"otype", "n_bins", "n_dims_to_encode"});
+    e.kind = ops::ElementwiseKind::OneBlob;
+    e.order = positive(c, "n_bins", 16, otype);
+  } else if (otype == "SphericalHarmonics") {
+    check_known_keys(c, "SphericalHarmonics config", {"otype", "degree", "n_dims_to_encode"});
+    e.kind = ops::ElementwiseKind::SphericalHarmonics;
+    e.order = json_get<uint32_t>(c, "degree", 4);
+    TESSERA_CHECK(e.order >= 1 && e.order <= ops::kMaxShDegree,
+                  "SphericalHarmonics: degree {} is not supported; valid: 1 to {}", e.order, ops::kMaxShDegree);
+    TESSERA_CHECK(n_dims == 3, "SphericalHarmonics encodes 3-D directions but gets {} input dims", n_dims);
+  } else {
+    throw Error(format_message("unknown encoding otype '{}'; valid choices: {}", otype, kEncodingChoices));
+  }
+  return std::make_unique<ElementwiseEncodingModule>(e, device);
+}
+
+}  // namespace tessera::nn

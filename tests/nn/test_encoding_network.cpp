@@ -1,0 +1,179 @@
+// Encodings as nn modules and NetworkWithInputEncoding on the CPU: configs (tiny-cuda-nn
+// files load unchanged), errors that list choices, Composite slicing, end-to-end
+// gradients against finite differences, snapshots, and learning.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "support/errors.h"
+#include "support/random.h"
+#include "tessera/nn/network_with_input_encoding.h"
+#include "tessera/nn/trainer.h"
+#include "tessera/ops/encodings.h"
+
+namespace tessera {
+namespace {
+
+using test::error_of;
+
+TEST(EncodingConfig, TinyCudaNnHashConfigLoadsUnchanged) {
+  const Json cfg = load_json_file(std::string(TESSERA_SOURCE_DIR) + "/configs/config_hash.json");
+  auto t = nn::Trainer::from_config(cfg, 2, 3, DeviceKind::cpu);
+  auto* model = dynamic_cast<nn::NetworkWithInputEncoding*>(&t->network());
+  ASSERT_NE(model, nullptr);
+  EXPECT_EQ(model->encoding().output_width(), 32u);
+  const auto g = ops::make_grid_layout(2, 16, 2, 15, 16, 1.5f, true, ops::GridInterpolation::Linear);
+  EXPECT_EQ(model->n_params(), model->mlp().n_params() + g.n_params());
+  EXPECT_EQ(model->n_matrix_params(), model->mlp().n_params());
+  // The config round-trips in tiny-cuda-nn's layout.
+  const Json back = t->config();
+  EXPECT_EQ(back.at("encoding").at("otype"), "HashGrid");
+  EXPECT_EQ(back.at("encoding").at("log2_hashmap_size"), 15);
+  EXPECT_EQ(back.at("network").at("n_neurons"), 64);
+  auto again = nn::Trainer::from_config(back, 2, 3, DeviceKind::cpu);
+  EXPECT_EQ(again->network().n_params(), model->n_params());
+}
+
+TEST(EncodingConfig, BadConfigsNameTheProblemAndTheChoices) {
+  auto make = [](const Json& c, uint32_t dims = 2) { return nn::create_encoding(c, dims, DeviceKind::cpu); };
+  EXPECT_NE(error_of([&] { make({{"otype", "Fourier"}}); }).find("valid choices: HashGrid"), std::string::npos);
+  EXPECT_NE(error_of([&] { make({{"otype", "HashGrid"}, {"n_features_per_level", 3}}); }).find("1, 2, 4, 8"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { make({{"otype", "HashGrid"}, {"log2_hashmap_size", 30}}); }).find("14 to 24"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { make({{"otype", "HashGrid"}, {"n_level", 8}}); }).find("n_level"), std::string::npos);
+  EXPECT_NE(error_of([&] { make({{"otype", "HashGrid"}, {"interpolation", "Cubic"}}); }).find("Smoothstep"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { make({{"otype", "SphericalHarmonics"}, {"degree", 4}}); }).find("3-D directions"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { make({{"otype", "SphericalHarmonics"}, {"degree", 9}}, 3); }).find("1 to 8"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { make({{"otype", "HashGrid"}}, 5); }).find("valid: 1 to 4"), std::string::npos);
+  EXPECT_NE(error_of([&] {
+              make({{"otype", "Composite"}, {"nested", {{{"otype", "Identity"}, {"n_dims_to_encode", 1}}}}}, 3);
+            }).find("cover 1 of the 3"),
+            std::string::npos);
+}
+
+TEST(CompositeEncoding, EncodesSlicesAndConcatenates) {
+  const Json cfg{{"otype", "Composite"},
+                 {"nested",
+                  {{{"n_dims_to_encode", 3}, {"otype", "HashGrid"}, {"n_levels", 4}, {"log2_hashmap_size", 14}},
+                   {{"otype", "SphericalHarmonics"}, {"degree", 4}}}}};
+  nn::NetworkWithInputEncoding net(nn::create_encoding(cfg, 6, DeviceKind::cpu),
+                                   {{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}, 4,
+                                   DeviceKind::cpu);
+  auto& enc = net.encoding();
+  ASSERT_EQ(enc.input_width(), 6u);
+  ASSERT_EQ(enc.output_width(), 4u * 2 + 16);
+  const size_t batch = 5;
+  auto x = test::random_floats(batch * 6, 0, 1, test::fresh_seed());
+  std::vector<float> out(batch * enc.output_width());
+  enc.encode(x.data(), 6, batch, out.data(), enc.output_width());
+  // the SH part equals SH of the last three inputs alone
+  auto sh = nn::create_encoding({{"otype", "SphericalHarmonics"}, {"degree", 4}}, 3, DeviceKind::cpu);
+  std::vector<float> sh_out(batch * 16);
+  sh->encode(x.data() + 3, 6, batch, sh_out.data(), 16);
+  for (size_t i = 0; i < batch; ++i)
+    for (int j = 0; j < 16; ++j) ASSERT_EQ(out[i * 24 + 8 + j], sh_out[i * 16 + j]);
+}
+
+// Loss of the whole model as a function of its parameters, for finite differences.
+double model_loss(nn::Network& net, const std::vector<float>& x, const std::vector<float>& r, size_t batch) {
+  std::vector<float> out(batch * net.output_width());
+  net.inference(x.data(), batch, out.data());
+  double s = 0;
+  for (size_t i = 0; i < out.size(); ++i) s += double(out[i]) * r[i];
+  return s;
+}
+
+TEST(NetworkWithInputEncoding, GradientsReachTheEncodingTables) {
+  const Json enc{{"otype", "HashGrid"}, {"n_levels", 3}, {"n_features_per_level", 2}, {"log2_hashmap_size", 14},
+                 {"base_resolution", 4}, {"per_level_scale", 2.0}};
+  const Json mlp{{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}, {"activation", "Tanh"}};
+  auto net = nn::create_model(enc, mlp, 2, 2, DeviceKind::cpu);
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  // Table entries of order 1 so the encoding's influence is measurable in float.
+  const size_t n_mlp = net->n_matrix_params(), n = net->n_params();
+  auto table = test::random_floats(n - n_mlp, -1, 1, seed);
+  std::copy(table.begin(), table.end(), net->params() + n_mlp);
+  net->params_changed();
+  const size_t batch = 16;
+  auto x = test::random_floats(batch * 2, 0.05f, 0.95f, seed + 1);
+  auto r = test::random_floats(batch * 2, -1, 1, seed + 2);
+  auto ctx = net->forward(x.data(), batch, nullptr);
+  std::vector<float> dx(batch * 2);
+  net->backward(*ctx, r.data(), dx.data(), nn::GradientMode::overwrite);
+  std::vector<float> grad(net->gradients(), net->gradients() + n);
+  // Compare on the coarsest level's entries (each touched by several samples).
+  int compared = 0;
+  for (size_t k = n_mlp; k < n_mlp + 2 * 16; ++k) {
+    const float keep = net->params()[k], eps = 1e-2f;
+    net->params()[k] = keep + eps;
+    const double up = model_loss(*net, x, r, batch);
+    net->params()[k] = keep - eps;
+    const double down = model_loss(*net, x, r, batch);
+    net->params()[k] = keep;
+    const double fd = (up - down) / (2 * eps);
+    if (std::abs(fd) < 1e-3 && grad[k] == 0.0f) continue;  // entry not touched
+    ++compared;
+    EXPECT_NEAR(grad[k], fd, 2e-3 + 2e-2 * std::abs(fd)) << "table entry " << k - n_mlp;
+  }
+  EXPECT_GT(compared, 8);
+  // Input gradients flow through the encoding too.
+  for (size_t k = 0; k < 6; ++k) {
+    auto xp = x;
+    const float h = 1e-3f;
+    xp[k] += h;
+    const double up = model_loss(*net, xp, r, batch);
+    xp[k] -= 2 * h;
+    const double fd = (up - model_loss(*net, xp, r, batch)) / (2 * h);
+    EXPECT_NEAR(dx[k], fd, 0.05 + 0.05 * std::abs(fd)) << "input " << k;
+  }
+}
+
+TEST(NetworkWithInputEncoding, SnapshotsHoldNetworkAndTables) {
+  const Json cfg = load_json_file(std::string(TESSERA_SOURCE_DIR) + "/configs/config_hash.json");
+  auto a = nn::Trainer::from_config(cfg, 2, 3, DeviceKind::cpu);
+  auto b = nn::Trainer::from_config(cfg, 2, 3, DeviceKind::cpu);
+  a->network().initialize(5);
+  b->network().initialize(6);
+  const auto path = (std::filesystem::temp_directory_path() / "tessera_encoded.tsp").string();
+  nn::save_parameters(a->network(), path);
+  nn::load_parameters(b->network(), path);
+  const size_t n = a->network().n_params();
+  EXPECT_TRUE(std::equal(a->network().params(), a->network().params() + n, b->network().params()));
+}
+
+TEST(NetworkWithInputEncoding, LearnsA2DFunctionFasterThanWithoutEncoding) {
+  // A high-frequency 2-D pattern: the hash grid fits it, a plain MLP on (x, y) cannot in
+  // the same steps.
+  auto f = [](float x, float y) { return 0.5f + 0.4f * std::sin(20 * x) * std::cos(17 * y); };
+  Json cfg = load_json_file(std::string(TESSERA_SOURCE_DIR) + "/configs/config_hash.json");
+  cfg["loss"] = {{"otype", "L2"}};
+  Json plain = cfg;
+  plain.erase("encoding");
+  const size_t batch = 1024;
+  auto run = [&](const Json& c) {
+    auto t = nn::Trainer::from_config(c, 2, 1, DeviceKind::cpu);
+    Pcg32 rng(7);
+    std::vector<float> x(batch * 2), y(batch);
+    float loss = 0;
+    for (int step = 0; step < 150; ++step) {
+      for (size_t i = 0; i < batch; ++i) {
+        x[2 * i] = rng.next_float(), x[2 * i + 1] = rng.next_float();
+        y[i] = f(x[2 * i], x[2 * i + 1]);
+      }
+      loss = t->training_step(x.data(), y.data(), batch);
+    }
+    return loss;
+  };
+  const float with = run(cfg), without = run(plain);
+  EXPECT_LT(with, 2e-3f);
+  EXPECT_LT(with, 0.25f * without);
+}
+
+}  // namespace
+}  // namespace tessera
