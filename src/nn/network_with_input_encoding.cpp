@@ -22,7 +22,7 @@ struct EncodedContext final : ForwardContext {
 
 NetworkWithInputEncoding::NetworkWithInputEncoding(std::unique_ptr<Encoding> encoding, const Json& network_config,
                                                    uint32_t output_width, DeviceKind device)
-    : encoding_(std::move(encoding)), device_(device) {
+    : encoding_(std::move(encoding)), device_(device), encoded_(device, 0), encoded_grad_(device, 0) {
   TESSERA_CHECK(encoding_, "NetworkWithInputEncoding needs an encoding");
   const MlpConfig mlp_cfg = parse_mlp_config(network_config, encoding_->output_width(), output_width, device);
   const size_t n_mlp = mlp_cfg.shape.n_params(), n_total = n_mlp + encoding_->n_params();

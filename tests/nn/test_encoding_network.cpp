@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "support/errors.h"
+#include "support/paths.h"
 #include "support/random.h"
 #include "tessera/nn/network_with_input_encoding.h"
 #include "tessera/nn/trainer.h"
@@ -18,7 +19,7 @@ namespace {
 using test::error_of;
 
 TEST(EncodingConfig, TinyCudaNnHashConfigLoadsUnchanged) {
-  const Json cfg = load_json_file(std::string(TESSERA_SOURCE_DIR) + "/configs/config_hash.json");
+  const Json cfg = load_json_file(test::source_path("configs/config_hash.json"));
   auto t = nn::Trainer::from_config(cfg, 2, 3, DeviceKind::cpu);
   auto* model = dynamic_cast<nn::NetworkWithInputEncoding*>(&t->network());
   ASSERT_NE(model, nullptr);
@@ -136,7 +137,7 @@ TEST(NetworkWithInputEncoding, GradientsReachTheEncodingTables) {
 }
 
 TEST(NetworkWithInputEncoding, SnapshotsHoldNetworkAndTables) {
-  const Json cfg = load_json_file(std::string(TESSERA_SOURCE_DIR) + "/configs/config_hash.json");
+  const Json cfg = load_json_file(test::source_path("configs/config_hash.json"));
   auto a = nn::Trainer::from_config(cfg, 2, 3, DeviceKind::cpu);
   auto b = nn::Trainer::from_config(cfg, 2, 3, DeviceKind::cpu);
   a->network().initialize(5);
@@ -152,7 +153,7 @@ TEST(NetworkWithInputEncoding, LearnsA2DFunctionFasterThanWithoutEncoding) {
   // A high-frequency 2-D pattern: the hash grid fits it, a plain MLP on (x, y) cannot in
   // the same steps.
   auto f = [](float x, float y) { return 0.5f + 0.4f * std::sin(20 * x) * std::cos(17 * y); };
-  Json cfg = load_json_file(std::string(TESSERA_SOURCE_DIR) + "/configs/config_hash.json");
+  Json cfg = load_json_file(test::source_path("configs/config_hash.json"));
   cfg["loss"] = {{"otype", "L2"}};
   Json plain = cfg;
   plain.erase("encoding");
