@@ -10,6 +10,7 @@ namespace tessera::app {
 
 void register_info(CLI::App& root);
 void register_fit_function(CLI::App& fit);
+void register_fit_image(CLI::App& fit);
 void register_bench(CLI::App& root);
 
 // Adds --device to a subcommand (auto | cpu | cuda).

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   CLI::App* fit = app.add_subcommand("fit", "train a network on a built-in or given task");
   fit->require_subcommand(1);
   tessera::app::register_fit_function(*fit);
+  tessera::app::register_fit_image(*fit);
   tessera::app::register_bench(app);
 
   app.parse_complete_callback([&] {

@@ -23,7 +23,8 @@ Result run(const std::string& args) {
 }
 
 TEST(Cli, HelpEverywhere) {
-  for (const char* sub : {"--help", "info --help", "fit --help", "fit function --help", "bench mlp --help"}) {
+  for (const char* sub :
+       {"--help", "info --help", "fit --help", "fit function --help", "fit image --help", "bench mlp --help"}) {
     const Result r = run(sub);
     EXPECT_EQ(r.code, 0) << sub << ": " << r.output;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;

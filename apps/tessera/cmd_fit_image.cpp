@@ -1,0 +1,215 @@
+// `tessera fit image IMAGE`: learns an image as (x, y) -> RGB. Each step draws fresh random
+// coordinates with bilinear targets on the device; PSNR is measured on every pixel centre
+// at training-time milestones (evaluation time is not counted as training time).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "image_io.h"
+#include "plot.h"
+#include "tessera/core/buffer.h"
+#include "tessera/core/error.h"
+#include "tessera/core/progress.h"
+#include "tessera/core/timer.h"
+#include "tessera/nn/trainer.h"
+#include "tessera/ops/image_sample.h"
+
+namespace tessera::app {
+
+namespace {
+
+// tiny-cuda-nn's data/config_hash.json (configs/config_hash.json), built in so the command
+// works from any folder.
+constexpr const char* kDefaultConfig = R"({
+  "loss": {"otype": "RelativeL2"},
+  "optimizer": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15, "l2_reg": 1e-6},
+  "encoding": {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 15,
+               "base_resolution": 16, "per_level_scale": 1.5, "fixed_point_pos": false},
+  "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
+              "n_hidden_layers": 2}
+})";
+
+// Training-time marks (s) at which PSNR is measured and the reconstruction written.
+const std::vector<double> kMilestones = {0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600};
+
+struct FitImageOptions {
+  std::string image_path, config_path, device = "auto", out_dir = "fit_image_out", json_path;
+  uint64_t steps = 0;      // 0: until --seconds
+  double seconds = 0;      // 0: until --steps
+  uint32_t log2_batch = 0; // 0: 2^18 on CUDA, 2^12 on the CPU
+  uint32_t eval_every = 0; // extra evaluations every N steps
+  uint64_t seed = 1337;
+  bool no_progress = false;
+};
+
+struct Evaluation {
+  uint64_t step;
+  double seconds, loss, psnr;
+};
+
+double psnr_from_mse(double mse) { return mse > 0 ? -10.0 * std::log10(mse) : std::numeric_limits<double>::infinity(); }
+
+class ImageEvaluator {
+ public:
+  ImageEvaluator(const ImageRgb& img, DeviceKind dev) : img_(img), dev_(dev) {
+    const size_t n = size_t(img.width) * img.height;
+    chunk_ = std::min<size_t>(n, size_t(1) << 20);
+    std::vector<float> xy(chunk_ * 2);
+    in_ = Buffer<float>(dev, chunk_ * 2);
+    out_ = Buffer<float>(dev, chunk_ * 3);
+    prediction_.resize(n * 3);
+  }
+  // PSNR of the network's (clamped) prediction on every pixel centre; keeps the prediction.
+  double psnr(nn::Trainer& t) {
+    const size_t n = size_t(img_.width) * img_.height;
+    std::vector<float> xy(chunk_ * 2);
+    double se = 0;
+    for (size_t start = 0; start < n; start += chunk_) {
+      const size_t m = std::min(chunk_, n - start);
+      for (size_t i = 0; i < m; ++i) {
+        const size_t p = start + i;
+        xy[2 * i] = (float(p % img_.width) + 0.5f) / float(img_.width);
+        xy[2 * i + 1] = (float(p / img_.width) + 0.5f) / float(img_.height);
+      }
+      in_.copy_from_host(xy.data(), m * 2);
+      t.inference(in_.data(), m, out_.data());
+      out_.copy_to_host(prediction_.data() + start * 3, m * 3);
+      for (size_t k = start * 3; k < (start + m) * 3; ++k) {
+        const double d = std::clamp(prediction_[k], 0.0f, 1.0f) - std::clamp(img_.rgb[k], 0.0f, 1.0f);
+        se += d * d;
+      }
+    }
+    return psnr_from_mse(se / double(n * 3));
+  }
+  const std::vector<float>& prediction() const { return prediction_; }
+
+ private:
+  const ImageRgb& img_;
+  DeviceKind dev_;
+  size_t chunk_ = 0;
+  Buffer<float> in_, out_;
+  std::vector<float> prediction_;
+};
+
+void run(const FitImageOptions& o) {
+  const DeviceKind dev = select_device(o.device);
+  const ImageRgb img = load_image_rgb(o.image_path);
+  const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
+  auto trainer = nn::Trainer::from_config(config, 2, 3, dev);
+  trainer->network().initialize(o.seed);
+  ensure_output_folder(o.out_dir);
+  const uint64_t steps = o.steps ? o.steps : (o.seconds > 0 ? std::numeric_limits<uint64_t>::max() : 2000);
+  const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev == DeviceKind::cuda ? 18 : 12));
+
+  Buffer<float> image = make_buffer(dev, img.rgb), xy(dev, batch * 2), target(dev, batch * 3);
+  ImageEvaluator evaluator(img, dev);
+  std::vector<Evaluation> evals;
+  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
+  auto evaluate = [&](uint64_t step, double seconds, double loss, bool write_png) {
+    const double psnr = evaluator.psnr(*trainer);
+    evals.push_back({step, seconds, loss, psnr});
+    if (write_png)
+      write_image_png(out_path(fmt::format("reconstruction_{:07.2f}s.png", seconds)), img.width, img.height,
+                      evaluator.prediction());
+    return psnr;
+  };
+
+  fmt::print("fit image: {} ({}x{}, {} channels) on {}, batch {}, {} params ({} in the encoding)\n", o.image_path,
+             img.width, img.height, img.source_channels, to_string(dev), batch, trainer->network().n_params(),
+             trainer->network().n_params() - trainer->network().n_matrix_params());
+  const uint64_t bar_total = o.steps ? steps : uint64_t(std::ceil(o.seconds * 10));
+  ProgressBar bar(fmt::format("fit image ({})", to_string(dev)), bar_total, !o.no_progress);
+  double train_seconds = 0, last_psnr = 0;
+  float loss = 0;
+  size_t next_milestone = 0;
+  uint64_t step = 0;
+  while (step < steps && (o.seconds <= 0 || train_seconds < o.seconds)) {
+    Stopwatch clock;
+    const uint64_t sample_seed = o.seed * 0x9e3779b97f4a7c15ULL + step;
+    if (dev == DeviceKind::cpu) {
+      ops::cpu::sample_image(image.data(), img.width, img.height, sample_seed, batch, xy.data(), target.data());
+    } else {
+#ifdef TESSERA_HAS_CUDA
+      ops::cuda::sample_image(image.data(), img.width, img.height, sample_seed, batch, xy.data(), target.data());
+#endif
+    }
+    loss = trainer->training_step(xy.data(), target.data(), batch);  // waits for the step
+    train_seconds += clock.seconds();
+    ++step;
+    TESSERA_CHECK(std::isfinite(loss), "training diverged at step {} (loss {})", step, loss);
+    bool milestone = false;
+    while (next_milestone < kMilestones.size() && train_seconds >= kMilestones[next_milestone]) {
+      ++next_milestone;
+      milestone = true;
+    }
+    if (milestone || (o.eval_every && step % o.eval_every == 0)) last_psnr = evaluate(step, train_seconds, loss, milestone);
+    bar.update(o.steps ? step : std::min<uint64_t>(bar_total, uint64_t(train_seconds * 10)),
+               fmt::format("loss {:.3e} psnr {:.2f} dB", loss, last_psnr));
+  }
+  if (evals.empty() || evals.back().step != step) last_psnr = evaluate(step, train_seconds, loss, true);
+  bar.finish(fmt::format("psnr {:.2f} dB", last_psnr));
+  write_image_png(out_path("reconstruction.png"), img.width, img.height, evaluator.prediction());
+
+  std::string csv = "step,train_seconds,loss,psnr_db\n";
+  Series curve{"PSNR", {}, {}, {220, 50, 40}};
+  for (const auto& e : evals) {
+    csv += fmt::format("{},{:.4f},{:.6e},{:.4f}\n", e.step, e.seconds, e.loss, e.psnr);
+    curve.x.push_back(e.seconds);
+    curve.y.push_back(e.psnr);
+  }
+  write_file_atomic(out_path("psnr.csv"), csv);
+  write_line_plot_png(out_path("psnr.png"), {curve},
+                      {fmt::format("fit image {}x{} on {}", img.width, img.height, to_string(dev)), "training time (s)",
+                       "PSNR (dB)"});
+
+  const uint32_t skipped = trainer->skipped_steps();
+  fmt::print("fit image: {} steps in {:.2f} s of training ({:.0f} steps/s), final PSNR {:.2f} dB\n", step,
+             train_seconds, step / std::max(train_seconds, 1e-9), last_psnr);
+  Json at = Json::array();
+  for (const auto& e : evals) {
+    at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"psnr_db", e.psnr}});
+    fmt::print("  {:>8.2f} s  step {:>7}  PSNR {:6.2f} dB\n", e.seconds, e.step, e.psnr);
+  }
+  if (skipped) fmt::print("  {} steps skipped for non-finite gradients\n", skipped);
+  fmt::print("  wrote {}, {}, {}\n", out_path("reconstruction.png"), out_path("psnr.csv"), out_path("psnr.png"));
+  write_json_result(o.json_path, Json{{"command", "fit image"},
+                                      {"image", o.image_path},
+                                      {"width", img.width},
+                                      {"height", img.height},
+                                      {"device", to_string(dev)},
+                                      {"batch", batch},
+                                      {"steps", step},
+                                      {"train_seconds", train_seconds},
+                                      {"final_psnr_db", last_psnr},
+                                      {"skipped_steps", skipped},
+                                      {"evaluations", at},
+                                      {"config", trainer->config()}});
+}
+
+}  // namespace
+
+void register_fit_image(CLI::App& fit) {
+  static FitImageOptions o;
+  auto* cmd = fit.add_subcommand("image", "learn an image as (x, y) -> RGB with a hash grid + fully fused MLP");
+  cmd->add_option("image", o.image_path, "PNG, JPEG, BMP, TGA or HDR file")->required();
+  cmd->add_option("--config", o.config_path,
+                  "tiny-cuda-nn style JSON (encoding, network, loss, optimizer); default: configs/config_hash.json");
+  cmd->add_option("--steps", o.steps, "training steps (default 2000 unless --seconds is given)");
+  cmd->add_option("--seconds", o.seconds, "stop after this much training time")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--log2-batch", o.log2_batch, "samples per step = 2^N (default 18 on CUDA, 12 on the CPU)")
+      ->check(CLI::Range(4, 24));
+  cmd->add_option("--eval-every", o.eval_every, "also measure PSNR every N steps");
+  cmd->add_option("--seed", o.seed, "random seed (initialization and samples)")->capture_default_str();
+  add_device_option(*cmd, o.device);
+  cmd->add_option("--out", o.out_dir, "folder for reconstruction PNGs, psnr.csv, psnr.png")->capture_default_str();
+  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
+  cmd->callback([] { run(o); });
+}
+
+}  // namespace tessera::app

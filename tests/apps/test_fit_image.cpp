@@ -1,0 +1,105 @@
+// End to end: `tessera fit image` learns a generated image on the CPU, and bad images are
+// clear errors.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <stb/stb_image_write.h>
+
+#include "tessera/core/config.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int code;
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(TESSERA_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A 64x64 test card: smooth colour ramps, a disc with a sharp edge, and stripes.
+void write_test_card(const fs::path& path) {
+  const int n = 64;
+  std::vector<unsigned char> rgb(n * n * 3);
+  for (int y = 0; y < n; ++y)
+    for (int x = 0; x < n; ++x) {
+      const float u = (x + 0.5f) / n, v = (y + 0.5f) / n;
+      float r = u, g = v, b = 0.5f + 0.5f * std::sin(10.0f * u) * std::cos(7.0f * v);
+      if ((u - 0.6f) * (u - 0.6f) + (v - 0.4f) * (v - 0.4f) < 0.04f) r = 1.0f, g = 0.9f, b = 0.1f;
+      if (v > 0.8f && int(u * 16) % 2 == 0) r = g = b = 0.05f;
+      const float c[3] = {r, g, b};
+      for (int k = 0; k < 3; ++k) rgb[(y * n + x) * 3 + k] = static_cast<unsigned char>(std::lround(c[k] * 255));
+    }
+  ASSERT_NE(stbi_write_png(path.string().c_str(), n, n, 3, rgb.data(), n * 3), 0);
+}
+
+TEST(FitImage, LearnsAGeneratedImageOnCpu) {
+  const auto dir = fresh_dir("tessera_fit_image_test");
+  write_test_card(dir / "card.png");
+  const std::string json = (dir / "result.json").string();
+  const Result r = run("fit image " + (dir / "card.png").string() + " --device cpu --steps 300 --log2-batch 12" +
+                       " --eval-every 100 --no-progress --out " + (dir / "out").string() + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = tessera::load_json_file(json);
+  // Measured here (2 cores, 300 steps of 4096 samples, 10 s): 27.1 dB at step 100, 34.7 dB
+  // at step 300; the untrained network scores ~9 dB.
+  EXPECT_GT(j["final_psnr_db"].get<double>(), 28.0) << j.dump(2);
+  EXPECT_EQ(j["steps"].get<int>(), 300);
+  EXPECT_GT(fs::file_size(dir / "out" / "reconstruction.png"), 1000u);
+  EXPECT_GT(fs::file_size(dir / "out" / "psnr.png"), 1000u);
+  std::ifstream csv(dir / "out" / "psnr.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_EQ(header, "step,train_seconds,loss,psnr_db");
+}
+
+TEST(FitImage, BadImagesAreClearErrors) {
+  const auto dir = fresh_dir("tessera_fit_image_errors");
+  Result r = run("fit image " + (dir / "missing.png").string() + " --device cpu --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("no such file"), std::string::npos) << r.output;
+
+  std::ofstream(dir / "corrupt.png") << "\x89PNG\r\n this is not really a png";
+  r = run("fit image " + (dir / "corrupt.png").string() + " --device cpu --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("cannot decode image"), std::string::npos) << r.output;
+
+  const unsigned char gray_alpha[4 * 4 * 2] = {10, 255, 20, 255, 30, 255, 40, 255};
+  ASSERT_NE(stbi_write_png((dir / "ga.png").string().c_str(), 4, 4, 2, gray_alpha, 8), 0);
+  r = run("fit image " + (dir / "ga.png").string() + " --device cpu --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("2 channels"), std::string::npos) << r.output;
+
+  write_test_card(dir / "card.png");
+  std::ofstream(dir / "bad.json") << R"({"network": {"otype": "FullyFusedMLP"}, "encoding": {"otype": "Wavelet"}})";
+  r = run("fit image " + (dir / "card.png").string() + " --config " + (dir / "bad.json").string() +
+          " --device cpu --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("Wavelet"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("HashGrid"), std::string::npos) << r.output;
+}
+
+}  // namespace
