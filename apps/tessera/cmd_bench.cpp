@@ -156,6 +156,7 @@ void register_bench(CLI::App& root) {
   mlp->add_option("--log2-batch", o.log2_batch, "override every case's batch size (2^N)")->check(CLI::Range(4, 24));
   mlp->add_option("--json", o.json_path, "also write the results as JSON to this file");
   mlp->callback([] { run_mlp(o); });
+  register_bench_encoding(*bench);
 }
 
 }  // namespace tessera::app

@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [sanitize] [fit]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [fit] [fit-image] [sanitize]   (default: tests bench)
 set -uo pipefail
 BUILD=${BUILD:-build}
 OUT=${OUT:-gpu_out}
@@ -29,6 +29,16 @@ for step in "${steps[@]}"; do
     bench)
       "$BUILD/tessera" bench mlp --device cuda --json "$OUT/bench_mlp.json" 2>&1 | tee "$OUT/bench_mlp.log"
       summary+=("bench mlp: see bench_mlp.log")
+      ;;
+    bench-encoding)
+      "$BUILD/tessera" bench encoding --device cuda --json "$OUT/bench_encoding.json" 2>&1 | tee "$OUT/bench_encoding.log"
+      summary+=("bench encoding: see bench_encoding.log")
+      ;;
+    fit-image)
+      # IMAGE: a 1024x1024 photo carried along (see BENCHMARKS.md for how it was made)
+      "$BUILD/tessera" fit image "${IMAGE:-.data/lego_mosaic_1024.png}" --device cuda --seconds 30 --out "$OUT/fit_image" \
+        --json "$OUT/fit_image.json" --no-progress 2>&1 | tee "$OUT/fit_image.log"
+      summary+=("fit image: $(grep -E 'final PSNR' "$OUT/fit_image.log")")
       ;;
     sanitize)
       compute-sanitizer --tool memcheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*Optimizers*:*CudaVsCpu*:*NetworkWithInputEncodingCuda*' > "$OUT/memcheck.log" 2>&1

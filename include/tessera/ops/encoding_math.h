@@ -97,7 +97,10 @@ TESSERA_HD uint32_t grid_vertex_index(const GridLayout& g, uint32_t level, const
   } else {
     for (uint32_t d = 0; d < TESSERA_GRID_DIMS(g); ++d) index ^= pos[d] * hash_prime(d);
   }
-  return index % g.size[level];
+  // Hashed tables are powers of two (a mask); dense indices only wrap at the far edge.
+  const uint32_t size = g.size[level];
+  if ((size & (size - 1)) == 0) return index & (size - 1);
+  return index < size ? index : index % size;
 }
 
 template <typename T>

@@ -1,0 +1,93 @@
+// Measures the GPU's throughput for the scatter the hash-grid backward does: N atomic
+// additions to uniformly random entries of a table, as fp32 scalar pairs, fp32 float2
+// vector atomics and fp16 half2 atomics, for tables that fit in L2 and ones that do not.
+// This is the floor the encoding backward is compared with (BENCHMARKS.md).
+//   atomic_scatter_floor [n_ops_log2=24]
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CHECK(x)                                                                  \
+  do {                                                                            \
+    cudaError_t e = (x);                                                          \
+    if (e != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s failed: %s\n", #x, cudaGetErrorString(e));         \
+      std::exit(1);                                                               \
+    }                                                                             \
+  } while (0)
+
+__device__ __forceinline__ uint32_t mix(uint32_t v) {
+  v ^= v >> 16;
+  v *= 0x7feb352du;
+  v ^= v >> 15;
+  v *= 0x846ca68bu;
+  v ^= v >> 16;
+  return v;
+}
+
+enum Kind { kScalarPair, kFloat2, kHalf2 };
+
+template <Kind K>
+__global__ void scatter(void* table, uint32_t mask, uint64_t n, uint32_t salt) {
+  const uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const uint32_t e = mix(uint32_t(i) ^ salt) & mask;  // entry of 2 features
+  if constexpr (K == kScalarPair) {
+    float* t = static_cast<float*>(table) + 2 * size_t(e);
+    atomicAdd(t, 1e-3f);
+    atomicAdd(t + 1, 1e-3f);
+  } else if constexpr (K == kFloat2) {
+    atomicAdd(reinterpret_cast<float2*>(table) + e, make_float2(1e-3f, 1e-3f));
+  } else {
+    atomicAdd(reinterpret_cast<__half2*>(table) + e, __floats2half2_rn(1e-3f, 1e-3f));
+  }
+}
+
+template <Kind K>
+float time_scatter(void* table, uint32_t entries, uint64_t n) {
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = 0; r < 25; ++r) {
+    CHECK(cudaEventRecord(a));
+    scatter<K><<<unsigned((n + 255) / 256), 256>>>(table, entries - 1, n, 0x9e3779b9u * r);
+    CHECK(cudaEventRecord(b));
+    CHECK(cudaEventSynchronize(b));
+    float t;
+    CHECK(cudaEventElapsedTime(&t, a, b));
+    if (r >= 5) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  const int log2_n = argc > 1 ? std::atoi(argv[1]) : 24;
+  const uint64_t n = uint64_t(1) << log2_n;
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s, L2 %d MB; %llu random 2-feature updates per run (median of 20)\n", prop.name,
+              prop.l2CacheSize >> 20, (unsigned long long)n);
+  std::printf("%-12s %-22s %10s %14s\n", "table", "kind", "ms", "G updates/s");
+  for (int log2_entries : {15, 19, 22, 24}) {
+    const uint32_t entries = 1u << log2_entries;
+    void* table;
+    CHECK(cudaMalloc(&table, size_t(entries) * 8));
+    CHECK(cudaMemset(table, 0, size_t(entries) * 8));
+    const float s = time_scatter<kScalarPair>(table, entries, n);
+    const float v = time_scatter<kFloat2>(table, entries, n);
+    const float h = time_scatter<kHalf2>(table, entries, n);
+    char label[32];
+    std::snprintf(label, sizeof label, "2^%d x 2", log2_entries);
+    std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp32 2x scalar", s, n / (s * 1e6));
+    std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp32 float2 vector", v, n / (v * 1e6));
+    std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp16 half2", h, n / (h * 1e6));
+    CHECK(cudaFree(table));
+  }
+  return 0;
+}
