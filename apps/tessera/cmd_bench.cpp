@@ -157,6 +157,7 @@ void register_bench(CLI::App& root) {
   mlp->add_option("--json", o.json_path, "also write the results as JSON to this file");
   mlp->callback([] { run_mlp(o); });
   register_bench_encoding(*bench);
+  register_bench_gemv(*bench);
 }
 
 }  // namespace tessera::app

@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [fit] [fit-image] [sanitize]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [fit] [fit-image] [sanitize]   (default: tests bench)
 set -uo pipefail
 BUILD=${BUILD:-build}
 OUT=${OUT:-gpu_out}
@@ -33,6 +33,10 @@ for step in "${steps[@]}"; do
     bench-encoding)
       "$BUILD/tessera" bench encoding --device cuda --json "$OUT/bench_encoding.json" 2>&1 | tee "$OUT/bench_encoding.log"
       summary+=("bench encoding: see bench_encoding.log")
+      ;;
+    bench-gemv)
+      LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" "$BUILD/tessera" bench gemv --json "$OUT/bench_gemv.json" 2>&1 | tee "$OUT/bench_gemv.log"
+      summary+=("bench gemv: see bench_gemv.log")
       ;;
     fit-image)
       # IMAGE: a 1024x1024 photo carried along (see BENCHMARKS.md for how it was made)

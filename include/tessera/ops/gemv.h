@@ -1,0 +1,43 @@
+#pragma once
+// Matrix-vector products y = act(alpha * op(A) x + beta * y), A row-major [rows, cols]
+// with leading dimension lda (>= cols). op N: y[rows] = A x[cols]; op T: y[cols] = A^T
+// x[rows]. (A column-major matrix is the row-major transpose: swap the op.) beta = 0 never
+// reads y, as in BLAS. fp32, and fp16 storage with fp32 accumulation.
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::ops {
+
+enum class GemvOp { N, T };
+// Optional activation applied to the output (neural-network layer updates, e.g. an RBM's
+// hidden/visible probabilities).
+enum class GemvActivation { None, ReLU, Sigmoid };
+
+struct GemvShape {
+  GemvOp op = GemvOp::N;
+  size_t rows = 0, cols = 0, lda = 0;
+  size_t x_size() const { return op == GemvOp::N ? cols : rows; }
+  size_t y_size() const { return op == GemvOp::N ? rows : cols; }
+};
+
+namespace cpu {
+// Reference: double accumulation. T = float, or uint16_t for fp16 bits.
+template <typename T>
+void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, GemvActivation act);
+}  // namespace cpu
+
+namespace cuda {
+// Device scratch for the op-T split reduction; grown on demand.
+struct GemvWorkspace {
+  float* partials = nullptr;
+  size_t capacity = 0;
+  ~GemvWorkspace();
+};
+void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, GemvActivation act,
+          GemvWorkspace& ws);
+// fp16 bits for A, x, y.
+void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
+          GemvActivation act, GemvWorkspace& ws);
+}  // namespace cuda
+
+}  // namespace tessera::ops
