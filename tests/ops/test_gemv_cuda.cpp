@@ -12,6 +12,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
 #include "tessera/ops/gemv.h"
+#include "tessera/ops/ger.h"
 
 namespace tessera {
 namespace {
@@ -123,6 +124,25 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemvCudaVsCpu, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name_of(info.param); });
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(GerCuda, MatchesCpu) {
+  REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  const size_t rows = 333, cols = 1001, lda = 1003;
+  auto a = test::random_floats(rows * lda, -1, 1, seed);
+  auto x = test::random_floats(rows, -1, 1, seed + 1), y = test::random_floats(cols, -1, 1, seed + 2);
+  Buffer<float> da = make_buffer(DeviceKind::cuda, a), dx = make_buffer(DeviceKind::cuda, x),
+                dy = make_buffer(DeviceKind::cuda, y);
+  ops::cpu::ger(rows, cols, 0.3f, x.data(), y.data(), a.data(), lda);
+  ops::cuda::ger(rows, cols, 0.3f, dx.data(), dy.data(), da.data(), lda);
+  EXPECT_LT(rel_error(da.to_host(), a), 1e-6);
+}
 
 }  // namespace
 }  // namespace tessera

@@ -1,0 +1,16 @@
+#pragma once
+// Rank-1 update A += alpha * x y^T (BLAS ger), A row-major [rows, cols] with leading
+// dimension lda: the weight update of contrastive divergence and other outer-product
+// learning rules. fp32.
+#include <cstddef>
+
+namespace tessera::ops {
+
+namespace cpu {
+void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda);
+}
+namespace cuda {
+void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda);
+}
+
+}  // namespace tessera::ops
