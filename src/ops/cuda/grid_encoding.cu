@@ -35,6 +35,20 @@ __device__ __forceinline__ void load_features(const __half* __restrict__ p, floa
   }
 }
 
+// Entry k of a 16-byte group of fp16 features (F = 1: 8 entries, F = 2: 4 entries).
+template <uint32_t F>
+__device__ __forceinline__ void pick_entry(uint4 u, uint32_t k, float* f) {
+  const uint32_t word = F == 2 ? k : k / 2;
+  const uint32_t w = word == 0 ? u.x : word == 1 ? u.y : word == 2 ? u.z : u.w;
+  if constexpr (F == 2) {
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
+    f[0] = v.x, f[1] = v.y;
+  } else {
+    const uint16_t h = (k & 1u) ? uint16_t(w >> 16) : uint16_t(w & 0xffffu);
+    f[0] = __half2float(__ushort_as_half(h));
+  }
+}
+
 template <uint32_t F>
 __device__ __forceinline__ void add_features(float* __restrict__ dst, const float* v, bool vector_ok) {
 #if __CUDA_ARCH__ >= 900
@@ -102,13 +116,15 @@ __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ tab
     const uint32_t i0 = grid_vertex_index<D>(g, l, vertex);
     const float w1 = grid_corner<D>(g, c | 1u, cell, frac, vertex);
     const uint32_t i1 = grid_vertex_index<D>(g, l, vertex);
-    float f0[2 * F], f1[F];
+    float f0[F], f1[F];
     bool paired = false;
     if constexpr (F <= 2) {
-      if (i1 == i0 + 1 && (i0 & 1u) == 0) {
-        load_features<2 * F>(level_table + size_t(i0) * F, f0);  // both entries into f0
-#pragma unroll
-        for (uint32_t k = 0; k < F; ++k) f1[k] = f0[F + k];
+      // Both entries inside one 16-byte group of the fp16 table (8 / F entries): one load.
+      constexpr uint32_t group = 8 / F;
+      if ((i0 / group) == (i1 / group)) {
+        const uint4 u = *reinterpret_cast<const uint4*>(level_table + size_t(i0 / group) * group * F);
+        pick_entry<F>(u, i0 % group, f0);
+        pick_entry<F>(u, i1 % group, f1);
         paired = true;
       }
     }
@@ -153,8 +169,9 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
   grid_cell<D>(g, l, s_in + lane * D, cell, frac);
   float* level_grads = dL_dparams + size_t(g.offset[l]) * F;
   // Corners come in pairs along x (bit 0). The x prime is 1, so for an even cell
-  // coordinate the pair's two entries are usually neighbours (2j, 2j+1) in the table: one
-  // 16-byte atomic then updates both (fewer atomic transactions, the scatter's bottleneck).
+  // coordinate the pair's two entries are neighbours (2j, 2j+1, in either order) in the
+  // table: one 16-byte atomic then updates both (fewer atomic transactions, the scatter's
+  // bottleneck).
 #pragma unroll
   for (uint32_t c = 0; c < (1u << D); c += 2) {
     const float w0 = grid_corner<D>(g, c, cell, frac, vertex);
@@ -166,11 +183,15 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
     for (uint32_t k = 0; k < F; ++k) v0[k] = w0 * dout[k], v1[k] = w1 * dout[k];
 #if __CUDA_ARCH__ >= 900
     if constexpr (F <= 2) {
-      if (vector_atomics && i1 == i0 + 1 && (i0 & 1u) == 0) {
+      if (vector_atomics && (i0 ^ i1) == 1u) {
+        const bool swap = i0 & 1u;  // the even entry goes first
+        const uint32_t base = i0 & ~1u;
         if constexpr (F == 2)
-          atomicAdd(reinterpret_cast<float4*>(level_grads + size_t(i0) * 2), make_float4(v0[0], v0[1], v1[0], v1[1]));
+          atomicAdd(reinterpret_cast<float4*>(level_grads + size_t(base) * 2),
+                    swap ? make_float4(v1[0], v1[1], v0[0], v0[1]) : make_float4(v0[0], v0[1], v1[0], v1[1]));
         else
-          atomicAdd(reinterpret_cast<float2*>(level_grads + i0), make_float2(v0[0], v1[0]));
+          atomicAdd(reinterpret_cast<float2*>(level_grads + base),
+                    swap ? make_float2(v1[0], v0[0]) : make_float2(v0[0], v1[0]));
         continue;
       }
     }
