@@ -8,6 +8,10 @@
 
 namespace tessera::nn {
 
+void Encoding::encode_half(const float*, uint32_t, size_t, uint16_t*, uint32_t) {
+  throw Error("this encoding has no fp16 output (check can_encode_half)");
+}
+
 namespace {
 
 constexpr const char* kEncodingChoices =
@@ -84,6 +88,15 @@ class GridEncodingModule final : public Encoding {
     ops::cuda::grid_encode(g_, p_.params_half, in, in_stride, batch, out, out_stride);
 #else
     no_cuda();
+#endif
+  }
+  bool can_encode_half() const override { return on_cuda(device_); }
+  void encode_half(const float* in, uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride) override {
+    TESSERA_CHECK(on_cuda(device_) && p_.params_half, "grid encoding: fp16 output is a CUDA path with bound parameters");
+#ifdef TESSERA_HAS_CUDA
+    ops::cuda::grid_encode_half(g_, p_.params_half, in, in_stride, batch, out, out_stride);
+#else
+    (void)in, (void)in_stride, (void)batch, (void)out, (void)out_stride;
 #endif
   }
   void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,

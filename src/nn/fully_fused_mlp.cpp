@@ -191,6 +191,45 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
 #endif
 }
 
+bool FullyFusedMlp::accepts_half_input(size_t batch, bool training) const {
+#ifdef TESSERA_HAS_CUDA
+  return device_ == DeviceKind::cuda && ops::cuda::fused_mlp_accepts_half_input(cfg_.shape, cfg_.activations, batch, training);
+#else
+  (void)batch, (void)training;
+  return false;
+#endif
+}
+
+void FullyFusedMlp::inference_half_input(const uint16_t* input, size_t batch, float* output) {
+  TESSERA_CHECK(device_ == DeviceKind::cuda, "FullyFusedMLP: fp16 input is a CUDA path");
+#ifdef TESSERA_HAS_CUDA
+  ops::cuda::fused_mlp_inference_half_input(cfg_.shape, cfg_.activations, p_.params_half, input, batch, output);
+#else
+  (void)input, (void)batch, (void)output;
+#endif
+}
+
+void FullyFusedMlp::forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
+                                                     const LossParams& loss, float* output, float* dL_dinput) {
+  TESSERA_CHECK(device_ == DeviceKind::cuda, "FullyFusedMLP: fp16 input is a CUDA path");
+#ifdef TESSERA_HAS_CUDA
+  ops::cuda::FusedTrainArgs a;
+  a.weights = p_.params_half;
+  a.input_half = input;
+  a.batch = batch;
+  a.target = target;
+  a.loss = loss;
+  a.output = output;
+  a.dL_dinput = dL_dinput;
+  a.dL_dparams = p_.gradients;
+  a.mode = GradientMode::overwrite;
+  a.state = state_.data();
+  ops::cuda::fused_mlp_train(cfg_.shape, cfg_.activations, a, cuda_->fused);
+#else
+  (void)input, (void)target, (void)batch, (void)loss, (void)output, (void)dL_dinput;
+#endif
+}
+
 void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* target, size_t batch,
                                                const LossParams& loss, float* output, float* dL_dinput) {
   if (device_ == DeviceKind::cpu) {

@@ -22,7 +22,8 @@ struct EncodedContext final : ForwardContext {
 
 NetworkWithInputEncoding::NetworkWithInputEncoding(std::unique_ptr<Encoding> encoding, const Json& network_config,
                                                    uint32_t output_width, DeviceKind device)
-    : encoding_(std::move(encoding)), device_(device), encoded_(device, 0), encoded_grad_(device, 0) {
+    : encoding_(std::move(encoding)), device_(device), encoded_(device, 0), encoded_grad_(device, 0),
+      encoded_half_(device, 0) {
   TESSERA_CHECK(encoding_, "NetworkWithInputEncoding needs an encoding");
   const MlpConfig mlp_cfg = parse_mlp_config(network_config, encoding_->output_width(), output_width, device);
   const size_t n_mlp = mlp_cfg.shape.n_params(), n_total = n_mlp + encoding_->n_params();
@@ -62,8 +63,18 @@ void NetworkWithInputEncoding::params_changed() {
 #endif
 }
 
+bool NetworkWithInputEncoding::half_handover(size_t batch, bool training) const {
+  return device_ == DeviceKind::cuda && encoding_->can_encode_half() && mlp_->accepts_half_input(batch, training);
+}
+
 void NetworkWithInputEncoding::inference_impl(const float* input, size_t batch, float* output) {
   const uint32_t w = encoding_->output_width();
+  if (half_handover(batch, false)) {
+    encoded_half_.ensure(batch * w);
+    encoding_->encode_half(input, input_width(), batch, encoded_half_.data(), w);
+    mlp_->inference_half_input(encoded_half_.data(), batch, output);
+    return;
+  }
   encoded_.ensure(batch * w);
   encoding_->encode(input, input_width(), batch, encoded_.data(), w);
   mlp_->inference(encoded_.data(), batch, output);
@@ -103,12 +114,18 @@ void NetworkWithInputEncoding::backward_impl(ForwardContext& base, const float* 
 void NetworkWithInputEncoding::forward_backward_loss_impl(const float* input, const float* target, size_t batch,
                                                           const LossParams& loss, float* output, float* dL_dinput) {
   const uint32_t w = encoding_->output_width();
-  encoded_.ensure(batch * w);
-  encoding_->encode(input, input_width(), batch, encoded_.data(), w);
   const bool need_encoded_grad = encoding_->n_params() > 0 || dL_dinput;
   if (need_encoded_grad) encoded_grad_.ensure(batch * w);
-  mlp_->forward_backward_loss(encoded_.data(), target, batch, loss, output,
-                              need_encoded_grad ? encoded_grad_.data() : nullptr);
+  float* encoded_grad = need_encoded_grad ? encoded_grad_.data() : nullptr;
+  if (half_handover(batch, true)) {
+    encoded_half_.ensure(batch * w);
+    encoding_->encode_half(input, input_width(), batch, encoded_half_.data(), w);
+    mlp_->forward_backward_loss_half_input(encoded_half_.data(), target, batch, loss, output, encoded_grad);
+  } else {
+    encoded_.ensure(batch * w);
+    encoding_->encode(input, input_width(), batch, encoded_.data(), w);
+    mlp_->forward_backward_loss(encoded_.data(), target, batch, loss, output, encoded_grad);
+  }
   if (need_encoded_grad) encoding_backward(input, batch, dL_dinput, GradientMode::overwrite);
 }
 

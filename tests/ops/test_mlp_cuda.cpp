@@ -7,10 +7,12 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "support/random.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
+#include "tessera/nn/fully_fused_mlp.h"
 #include "tessera/nn/trainer.h"
 #include "tessera/ops/optimizers.h"
 
@@ -305,6 +307,51 @@ TEST(FusedMlpCuda, TrainingLearnsLikeTheCpuReferenceAndSkipsNonFiniteSteps) {
   std::vector<float> after(before.size());
   detail::copy_bytes(DeviceKind::cuda, after.data(), t->network().params(), after.size() * 4, false, true);
   EXPECT_EQ(before, after);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// fp16 input straight into the kernel must compute exactly what fp32 input rounded to
+// fp16 computes (the kernel rounds fp32 input the same way), for inference and training.
+TEST(FusedMlpCuda, HalfInputMatchesRoundedFloatInputExactly) {
+  REQUIRE_CUDA();
+  for (uint32_t width : {32u, 64u, 128u}) {
+    const Json cfg{{"otype", "FullyFusedMLP"}, {"n_neurons", width}, {"n_hidden_layers", 2}};
+    nn::MlpConfig mc = nn::parse_mlp_config(cfg, 32, 5, DeviceKind::cuda);
+    nn::FullyFusedMlp net(mc, DeviceKind::cuda);
+    const size_t batch = 3001;
+    if (!net.accepts_half_input(batch, true)) continue;  // forced wmma kernel
+    const uint64_t seed = test::fresh_seed();
+    auto x = test::random_floats(batch * 32, -1, 1, seed);
+    std::vector<uint16_t> xh(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const _Float16 h = static_cast<_Float16>(x[i]);
+      std::memcpy(&xh[i], &h, 2);
+      x[i] = float(h);
+    }
+    auto target = test::random_floats(batch * 5, -1, 1, seed + 1);
+    Buffer<float> dx = make_buffer(DeviceKind::cuda, x), dt = make_buffer(DeviceKind::cuda, target);
+    Buffer<uint16_t> dxh = make_buffer(DeviceKind::cuda, xh);
+    Buffer<float> y1(DeviceKind::cuda, batch * 5), y2(DeviceKind::cuda, batch * 5);
+    net.inference(dx.data(), batch, y1.data());
+    net.inference_half_input(dxh.data(), batch, y2.data());
+    EXPECT_EQ(y1.to_host(), y2.to_host()) << "width " << width;
+    const LossParams loss{LossKind::L2, 0.1f};
+    Buffer<float> g1(DeviceKind::cuda, batch * 32), g2(DeviceKind::cuda, batch * 32);
+    net.forward_backward_loss(dx.data(), dt.data(), batch, loss, nullptr, g1.data());
+    Buffer<float> grads1(DeviceKind::cuda, net.n_params());
+    detail::copy_bytes(DeviceKind::cuda, grads1.data(), net.gradients(), net.n_params() * 4, true, true);
+    net.forward_backward_loss_half_input(dxh.data(), dt.data(), batch, loss, nullptr, g2.data());
+    std::vector<float> a(net.n_params()), b(net.n_params());
+    detail::copy_bytes(DeviceKind::cuda, a.data(), grads1.data(), a.size() * 4, false, true);
+    detail::copy_bytes(DeviceKind::cuda, b.data(), net.gradients(), b.size() * 4, false, true);
+    EXPECT_EQ(a, b) << "width " << width;
+    EXPECT_EQ(g1.to_host(), g2.to_host()) << "width " << width;
+  }
 }
 
 }  // namespace

@@ -35,6 +35,9 @@ class Encoding {
 
   // in: [batch, >= input_width] with row stride in_stride; out likewise.
   virtual void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) = 0;
+  // fp16 output (fp16 bits) for a consumer that reads fp16; only where can_encode_half().
+  virtual bool can_encode_half() const { return false; }
+  virtual void encode_half(const float* in, uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride);
   // Adds parameter gradients into the bound gradients; writes dL_din [batch, input_width]
   // (overwrite) when non-null.
   virtual void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout,

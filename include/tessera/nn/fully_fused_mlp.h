@@ -47,6 +47,13 @@ class FullyFusedMlp final : public Network {
   void params_changed() override;
   void initialize(uint64_t seed) override;
 
+  // CUDA: fp16 input straight into the kernel (no fp32 round trip) where
+  // accepts_half_input says the kernel takes it (input width % 8 == 0, mma kernel).
+  bool accepts_half_input(size_t batch, bool training) const;
+  void inference_half_input(const uint16_t* input, size_t batch, float* output);
+  void forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
+                                        const LossParams& loss, float* output, float* dL_dinput);
+
   ops::TrainState* train_state() override { return state_.data(); }
   ops::TrainState read_train_state() override;
 

@@ -52,7 +52,12 @@ class NetworkWithInputEncoding final : public Network {
   Buffer<float> params_, grads_;
   Buffer<uint16_t> params_half_;
   std::unique_ptr<FullyFusedMlp> mlp_;
+  // The encoding writes fp16 straight into the MLP's input when both sides can (CUDA,
+  // grid encodings, encoding width % 8 == 0): half the bytes of the fp32 hand-over.
+  bool half_handover(size_t batch, bool training) const;
+
   Buffer<float> encoded_, encoded_grad_;  // [batch, encoding width] scratch, grown on demand
+  Buffer<uint16_t> encoded_half_;
 };
 
 // Builds the model of a tiny-cuda-nn config: with an "encoding" section, the encoding

@@ -31,9 +31,18 @@ struct FusedMlpWorkspace {
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
                          const float* input, size_t batch, float* output);
 
+// fp16 input ([batch, input_width] fp16 bits) skips the fp32 round trip when a producer
+// (e.g. an encoding) can write fp16: the mma kernel reads it directly. It needs
+// input_width % 8 == 0, a 16-byte aligned pointer and the mma kernel for this call, which
+// fused_mlp_accepts_half_input tells.
+bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
+void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
+                                    const uint16_t* input, size_t batch, float* output);
+
 struct FusedTrainArgs {
   const uint16_t* weights = nullptr;   // fp16 bits, n_params
-  const float* input = nullptr;        // [batch, input_width]
+  const float* input = nullptr;        // [batch, input_width] ...
+  const uint16_t* input_half = nullptr;  // ... or fp16 bits (see fused_mlp_accepts_half_input)
   size_t batch = 0;
   // Either a target with a loss (loss computed in the kernel) ...
   const float* target = nullptr;       // [batch, output_width]

@@ -148,14 +148,41 @@ void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint1
   const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, batch, false);
   const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, batch, false);
   if (kernel == detail::FusedKernel::mma)
-    detail::mma_inference(shape, acts, plan, weights, input, batch, output);
+    detail::mma_inference(shape, acts, plan, weights, input, nullptr, batch, output);
   else
     detail::wmma_inference(shape, acts, plan, weights, input, batch, output);
 }
 
+bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
+  check_shape(shape);
+  return shape.input_width % 8 == 0 &&
+         detail::choose_kernel(shape, acts, std::max<size_t>(batch, 1), training) == detail::FusedKernel::mma;
+}
+
+namespace {
+void check_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training, const uint16_t* input) {
+  TESSERA_CHECK(fused_mlp_accepts_half_input(shape, acts, batch, training) &&
+                    (reinterpret_cast<uintptr_t>(input) & 15) == 0,
+                "FullyFusedMLP: fp16 input needs input_width % 8 == 0 (got {}), a 16-byte aligned pointer and the "
+                "mma kernel; check fused_mlp_accepts_half_input first", shape.input_width);
+}
+}  // namespace
+
+void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
+                                    const uint16_t* input, size_t batch, float* output) {
+  check_shape(shape);
+  if (batch == 0) return;
+  TESSERA_CHECK(weights && input && output, "fused_mlp_inference_half_input: null pointer argument");
+  check_half_input(shape, acts, batch, false, input);
+  const FusedLaunchInfo plan = detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, false);
+  detail::mma_inference(shape, acts, plan, weights, nullptr, input, batch, output);
+}
+
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& a, FusedMlpWorkspace& ws) {
   check_shape(shape);
-  TESSERA_CHECK(a.weights && a.input && a.dL_dparams && a.state, "fused_mlp_train: null pointer argument");
+  TESSERA_CHECK(a.weights && (a.input != nullptr) != (a.input_half != nullptr) && a.dL_dparams && a.state,
+                "fused_mlp_train: null pointer argument (or both an fp32 and an fp16 input)");
+  if (a.input_half && a.batch > 0) check_half_input(shape, acts, a.batch, true, a.input_half);
   TESSERA_CHECK((a.target != nullptr) != (a.dL_doutput != nullptr),
                 "fused_mlp_train: give exactly one of a target (with a loss) or dL/doutput");
   if (a.batch == 0) {

@@ -30,8 +30,9 @@ enum class FusedKernel { mma, wmma };
 // *_plan compute a launch configuration (occupancy queries: not for every step; the
 // launcher caches them). The launch functions take a plan from the same kernel.
 FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
+// input or input_half (fp16 bits; in_w % 8 == 0, 16-byte aligned) is null.
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, size_t batch, float* output);
+                   const float* input, const uint16_t* input_half, size_t batch, float* output);
 void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);

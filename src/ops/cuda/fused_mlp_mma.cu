@@ -31,7 +31,8 @@ struct MmaParams {
   bool store_z;
   const __half* weights;  // global, [n_params] in MlpShape layout
   size_t n_params;
-  const float* input;     // [batch, in_w]
+  const float* input;     // [batch, in_w] fp32 ...
+  const __half* input_h;  // ... or fp16 (in_w % 8 == 0, 16-byte aligned); null for fp32
   size_t batch;
   int rows, warps, n_tiles;  // warps: all warps of the block
   int row_warps;             // warps that own 16 rows each (rows / 16); the rest only join the dW phases
@@ -168,6 +169,25 @@ __device__ __forceinline__ void stage_rows(const float* src, int width, size_t r
   }
 }
 
+// The fp16-input variant: rows of halves in the same staging bytes (row pitch 2 * ld
+// halves), 16-byte chunks (the launcher admits fp16 input only when in_w % 8 == 0).
+__device__ __forceinline__ void stage_rows_half(const __half* src, int width, size_t row0, int valid_rows, float* dst,
+                                                int ld, int n_threads) {
+  __half* hdst = reinterpret_cast<__half*>(dst);
+  const int chunks_per_row = width / 8, total = valid_rows * chunks_per_row;
+  for (int e = threadIdx.x; e < total; e += n_threads) {
+    const int r = e / chunks_per_row, c = (e - r * chunks_per_row) * 8;
+    cp_async_16(hdst + r * 2 * ld + c, src + (row0 + r) * width + c);
+  }
+}
+
+// Stages a tile's input rows, fp32 or fp16.
+__device__ __forceinline__ void stage_input(const MmaParams& p, size_t row0, int valid_rows, float* dst, int ld,
+                                            bool vec_in, int n_threads) {
+  if (p.input_h) stage_rows_half(p.input_h, p.in_w, row0, valid_rows, dst, ld, n_threads);
+  else stage_rows(p.input, p.in_w, row0, valid_rows, dst, ld, vec_in, n_threads);
+}
+
 // One element of the thread's C fragment: (row, col) within the warp's 16 rows.
 __device__ __forceinline__ int frag_row(int e) { return ((threadIdx.x & 31) >> 2) + ((e >> 1) << 3); }
 __device__ __forceinline__ int frag_col(int e) { return (((threadIdx.x & 31) & 3) << 1) + (e & 1); }
@@ -187,9 +207,16 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
     for (int q = 0; q < 4; ++q) {  // q: (row +0/+8) x (col +0/+8)
       const int r = warp_row + frag_row((q & 1) << 1), col = kt * 16 + ((q >> 1) << 3) + frag_col(0);
       const bool row_ok = r < valid_rows;
-      const float v0 = row_ok && col < p.in_w ? stage[r * lay.ld_in_stage + col] : 0.0f;
-      const float v1 = row_ok && col + 1 < p.in_w ? stage[r * lay.ld_in_stage + col + 1] : 0.0f;
-      a[q] = pack_half2(v0, v1);
+      if (p.input_h) {  // in_w % 8 == 0: col and col + 1 are both in or both out
+        a[q] = row_ok && col < p.in_w
+                   ? *reinterpret_cast<const uint32_t*>(reinterpret_cast<const __half*>(stage) +
+                                                        r * 2 * lay.ld_in_stage + col)
+                   : 0u;
+      } else {
+        const float v0 = row_ok && col < p.in_w ? stage[r * lay.ld_in_stage + col] : 0.0f;
+        const float v1 = row_ok && col + 1 < p.in_w ? stage[r * lay.ld_in_stage + col + 1] : 0.0f;
+        a[q] = pack_half2(v0, v1);
+      }
       if (x16) *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + col) = a[q];
     }
 #pragma unroll
@@ -295,7 +322,7 @@ __global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
   int buf = 0;
   if (blockIdx.x < p.n_tiles) {
     const size_t row0 = size_t(blockIdx.x) * p.rows;
-    stage_rows(p.input, p.in_w, row0, int(min(size_t(p.rows), p.batch - row0)), stage0, lay.ld_in_stage, vec_in, blockDim.x);
+    stage_input(p, row0, int(min(size_t(p.rows), p.batch - row0)), stage0, lay.ld_in_stage, vec_in, blockDim.x);
   }
   cp_async_commit();
   for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
@@ -304,8 +331,8 @@ __global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
     const int next = tile + gridDim.x;
     if (next < p.n_tiles) {
       const size_t nrow0 = size_t(next) * p.rows;
-      stage_rows(p.input, p.in_w, nrow0, int(min(size_t(p.rows), p.batch - nrow0)), stage0 + (buf ^ 1) * stage_size,
-                 lay.ld_in_stage, vec_in, blockDim.x);
+      stage_input(p, nrow0, int(min(size_t(p.rows), p.batch - nrow0)), stage0 + (buf ^ 1) * stage_size,
+                  lay.ld_in_stage, vec_in, blockDim.x);
     }
     cp_async_commit();
     cp_async_wait_one();
@@ -408,7 +435,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   auto stage_tile = [&](int tile, int b) {
     const size_t row0 = size_t(tile) * p.rows;
     const int valid = int(min(size_t(p.rows), p.batch - row0));
-    stage_rows(p.input, p.in_w, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, blockDim.x);
+    stage_input(p, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, blockDim.x);
     stage_rows(tg_src, p.out_w, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, blockDim.x);
   };
   int buf = 0;
@@ -671,11 +698,12 @@ FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batc
 }
 
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, size_t batch, float* output) {
+                   const float* input, const uint16_t* input_half, size_t batch, float* output) {
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: the mma kernel cannot hold this network's weights");
   MmaParams p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
   p.input = input;
+  p.input_h = reinterpret_cast<const __half*>(input_half);
   p.output = output;
   apply_plan(p, plan);
   dispatch_width(shape.width, [&](auto w) {
@@ -692,6 +720,7 @@ void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo
   MmaParams p = base_params(shape, acts, a.batch);
   p.weights = reinterpret_cast<const __half*>(a.weights);
   p.input = a.input;
+  p.input_h = reinterpret_cast<const __half*>(a.input_half);
   p.output = a.output;
   p.target = a.target;
   p.dL_dout = a.dL_doutput;

@@ -92,10 +92,14 @@ __device__ __forceinline__ void load_input_tile(float* s_in, const float* __rest
   }
 }
 
-template <uint32_t D, uint32_t F>
+__device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store_out(__half* p, float v) { *p = __float2half_rn(v); }
+
+// OutT: float, or __half when the consumer (the fused MLP) reads fp16 directly.
+template <uint32_t D, uint32_t F, typename OutT>
 __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ table,  // [n_params]
                                     const float* __restrict__ in, uint32_t in_stride,  // [batch, >= D]
-                                    uint64_t batch, float* __restrict__ out, uint32_t out_stride) {  // [batch, L*F]
+                                    uint64_t batch, OutT* __restrict__ out, uint32_t out_stride) {  // [batch, L*F]
   extern __shared__ float smem[];
   float* s_in = smem;                      // [32][D]
   float* s_out = smem + kTileRows * D;     // [32][L*F + 1]
@@ -140,7 +144,7 @@ __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ tab
   __syncthreads();
   for (uint32_t k = threadIdx.x; k < kTileRows * width; k += blockDim.x) {
     const uint64_t r = row0 + k / width;
-    if (r < batch) out[r * out_stride + k % width] = s_out[(k / width) * pitch + k % width];
+    if (r < batch) store_out(out + r * out_stride + k % width, s_out[(k / width) * pitch + k % width]);
   }
 }
 
@@ -259,16 +263,29 @@ unsigned tiles_for(uint64_t rows) { return unsigned((rows + kTileRows - 1) / kTi
 
 }  // namespace
 
-void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride, size_t batch,
-                 float* out, uint32_t out_stride) {
+namespace {
+template <typename OutT>
+void launch_grid_forward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
+                         size_t batch, OutT* out, uint32_t out_stride) {
   if (batch == 0) return;
   TESSERA_CHECK(params_half && in && out, "grid_encode: null pointer argument");
   with_grid_dims(g, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
-    grid_forward_kernel<D, F><<<tiles_for(batch), kTileRows * g.n_levels, tile_shared_bytes<D>(g)>>>(
+    grid_forward_kernel<D, F, OutT><<<tiles_for(batch), kTileRows * g.n_levels, tile_shared_bytes<D>(g)>>>(
         g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, out, out_stride);
   });
   TESSERA_CUDA_CHECK_LAUNCH("grid_forward_kernel");
+}
+}  // namespace
+
+void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride, size_t batch,
+                 float* out, uint32_t out_stride) {
+  launch_grid_forward(g, params_half, in, in_stride, batch, out, out_stride);
+}
+
+void grid_encode_half(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
+                      size_t batch, uint16_t* out, uint32_t out_stride) {
+  launch_grid_forward(g, params_half, in, in_stride, batch, reinterpret_cast<__half*>(out), out_stride);
 }
 
 void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
