@@ -158,6 +158,7 @@ void register_bench(CLI::App& root) {
   mlp->callback([] { run_mlp(o); });
   register_bench_encoding(*bench);
   register_bench_gemv(*bench);
+  register_bench_gemm(*bench);
 }
 
 }  // namespace tessera::app

@@ -14,6 +14,7 @@ void register_fit_image(CLI::App& fit);
 void register_bench(CLI::App& root);
 void register_bench_encoding(CLI::App& bench);
 void register_bench_gemv(CLI::App& bench);
+void register_bench_gemm(CLI::App& bench);
 
 // Adds --device to a subcommand (auto | cpu | cuda).
 void add_device_option(CLI::App& cmd, std::string& device);

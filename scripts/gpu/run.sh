@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [fit] [fit-image] [sanitize]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [fit] [fit-image] [sanitize]   (default: tests bench)
 set -uo pipefail
 BUILD=${BUILD:-build}
 OUT=${OUT:-gpu_out}
@@ -37,6 +37,10 @@ for step in "${steps[@]}"; do
     bench-gemv)
       LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" "$BUILD/tessera" bench gemv --json "$OUT/bench_gemv.json" 2>&1 | tee "$OUT/bench_gemv.log"
       summary+=("bench gemv: see bench_gemv.log")
+      ;;
+    bench-gemm)
+      LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" "$BUILD/tessera" bench gemm --json "$OUT/bench_gemm.json" 2>&1 | tee "$OUT/bench_gemm.log"
+      summary+=("bench gemm: see bench_gemm.log")
       ;;
     fit-image)
       # IMAGE: a 1024x1024 photo carried along (see BENCHMARKS.md for how it was made)

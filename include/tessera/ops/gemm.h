@@ -1,0 +1,58 @@
+#pragma once
+// General matrix multiply C = alpha * op(A) * op(B) + beta * C for any M, N, K.
+// Each operand has a storage layout (row- or column-major) and a leading dimension; op
+// transposes A and/or B. Inputs fp32, fp16 or bf16 (A and B the same type), fp32
+// accumulation, C in fp32, fp16 or bf16. Strided-batched: `batch` independent products,
+// operand i starting at base + i * stride. beta = 0 never reads C (as in BLAS).
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera::ops {
+
+enum class DType { f32, f16, bf16 };
+enum class Layout { row_major, col_major };
+
+struct GemmOperand {
+  DType type = DType::f32;
+  Layout layout = Layout::row_major;
+  bool transpose = false;  // op(X) = X^T (for C: must be false)
+  size_t ld = 0;           // leading dimension of the stored matrix
+  int64_t batch_stride = 0;  // elements between consecutive batch entries
+};
+
+struct GemmDesc {
+  size_t M = 0, N = 0, K = 0, batch = 1;
+  GemmOperand a, b, c;  // op(A): M x K, op(B): K x N, C: M x N
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+size_t dtype_size(DType t);
+const char* to_string(DType t);
+// Checks leading dimensions, types and transpose flags; throws tessera::Error naming
+// what is wrong.
+void check_gemm(const GemmDesc& d);
+
+// Element strides of a stored operand seen as a rows x cols logical matrix after op:
+// element (r, c) sits at r * row_stride + c * col_stride.
+struct OperandStrides {
+  size_t row, col;
+};
+inline OperandStrides operand_strides(const GemmOperand& o) {
+  const bool row_major_view = (o.layout == Layout::row_major) != o.transpose;
+  return row_major_view ? OperandStrides{o.ld, 1} : OperandStrides{1, o.ld};
+}
+
+namespace cpu {
+// Reference: double accumulation. Pointers to fp32, or fp16/bf16 bits.
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
+}  // namespace cpu
+
+namespace cuda {
+enum class GemmKernel { simt, wmma };
+// fp32 inputs run the SIMT kernel; fp16/bf16 inputs run the WMMA tensor-core kernel.
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
+// Which kernel gemm() would use.
+GemmKernel gemm_kernel_for(const GemmDesc& d);
+}  // namespace cuda
+
+}  // namespace tessera::ops

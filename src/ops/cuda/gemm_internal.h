@@ -1,0 +1,45 @@
+#pragma once
+// Shared by the GEMM dispatcher (gemm.cu) and its kernels (gemm_simt.cu, gemm_wmma.cu).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "tessera/ops/gemm.h"
+
+namespace tessera::ops::cuda::detail {
+
+// Operands as logical matrices: element (r, c) of op(A) at A[r * a_row_stride + c *
+// a_col_stride] (elements), likewise B and C; batch entry z starts at z * stride_*.
+struct GemmParams {
+  const void* A;
+  const void* B;
+  void* C;
+  int64_t M, N, K, batch;
+  size_t a_row_stride, a_col_stride, b_row_stride, b_col_stride, c_row_stride, c_col_stride;
+  int64_t stride_a, stride_b, stride_c;
+  float alpha, beta;
+  bool a_vec, b_vec;  // 16-byte loads along the contiguous direction are aligned
+};
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+__device__ __forceinline__ float to_float(float v) { return v; }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+void launch_simt_gemm(const GemmParams& p);
+void launch_wmma_gemm(const GemmParams& p, DType in, DType out);
+
+}  // namespace tessera::ops::cuda::detail

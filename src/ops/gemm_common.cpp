@@ -1,0 +1,36 @@
+// Backend-independent GEMM argument checks.
+#include "tessera/core/error.h"
+#include "tessera/ops/gemm.h"
+
+namespace tessera::ops {
+
+size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::f32: return "fp32";
+    case DType::f16: return "fp16";
+    case DType::bf16: return "bf16";
+  }
+  return "?";
+}
+
+void check_gemm(const GemmDesc& d) {
+  TESSERA_CHECK(d.a.type == d.b.type, "gemm: A is {} but B is {}; both inputs must have the same type",
+                to_string(d.a.type), to_string(d.b.type));
+  TESSERA_CHECK(!d.c.transpose, "gemm: C cannot be transposed (swap the layout instead)");
+  TESSERA_CHECK(d.a.type != DType::f32 || d.c.type == DType::f32, "gemm: fp32 inputs need an fp32 C");
+  // Stored shapes: op(A) is M x K, so A itself is K x M when transposed.
+  auto stored_cols = [](const GemmOperand& o, size_t rows, size_t cols) {
+    const size_t sr = o.transpose ? cols : rows, sc = o.transpose ? rows : cols;
+    return o.layout == Layout::row_major ? sc : sr;
+  };
+  const size_t need_a = stored_cols(d.a, d.M, d.K), need_b = stored_cols(d.b, d.K, d.N),
+               need_c = stored_cols(d.c, d.M, d.N);
+  TESSERA_CHECK(d.a.ld >= std::max<size_t>(need_a, 1), "gemm: lda {} is smaller than {}", d.a.ld, need_a);
+  TESSERA_CHECK(d.b.ld >= std::max<size_t>(need_b, 1), "gemm: ldb {} is smaller than {}", d.b.ld, need_b);
+  TESSERA_CHECK(d.c.ld >= std::max<size_t>(need_c, 1), "gemm: ldc {} is smaller than {}", d.c.ld, need_c);
+  TESSERA_CHECK(d.batch >= 1, "gemm: batch must be at least 1");
+}
+
+}  // namespace tessera::ops
