@@ -20,6 +20,12 @@ struct GemmParams {
   int64_t stride_a, stride_b, stride_c;
   float alpha, beta;
   bool a_vec, b_vec;  // 16-byte loads along the contiguous direction are aligned
+  // Split-K (WMMA kernel): blockIdx.z = batch * splits + split; split s covers K elements
+  // [s * k_split, (s + 1) * k_split) and writes fp32 partials [batch][splits][M][N]
+  // (row-major, no alpha/beta) that reduce_split_k_partials finishes. splits == 1: direct.
+  int splits;
+  int64_t k_split;
+  float* partials;
 };
 
 template <typename T>
@@ -40,6 +46,7 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 void launch_simt_gemm(const GemmParams& p);
+void launch_split_k_reduce(const GemmParams& p, DType out);
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out);
 
 }  // namespace tessera::ops::cuda::detail

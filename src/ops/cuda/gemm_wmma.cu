@@ -57,7 +57,8 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
   __shared__ __align__(128) uint16_t As[BM * kLdA];
   __shared__ __align__(128) uint16_t Bs[BK * kLdB];
   __shared__ __align__(128) float stage[kWarps][16 * 16];
-  const int64_t bz = blockIdx.z;
+  const int64_t bz = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+  const int64_t k_begin = split * p.k_split, k_end = min(p.K, k_begin + p.k_split);
   const uint16_t* A = static_cast<const uint16_t*>(p.A) + bz * p.stride_a;
   const uint16_t* B = static_cast<const uint16_t*>(p.B) + bz * p.stride_b;
   OutT* C = static_cast<OutT*>(p.C) + bz * p.stride_c;
@@ -72,17 +73,17 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
       const int chunk = threadIdx.x + q * kThreads;
       if (a_k_contig) {  // chunk = (m, 8 k's)
         const int m = chunk / (BK / 8), k = (chunk % (BK / 8)) * 8;
-        fa[q] = load8(A, p.a_row_stride, p.a_col_stride, p.M, p.K, m0 + m, k0 + k, 0, 1, p.a_vec);
+        fa[q] = load8(A, p.a_row_stride, p.a_col_stride, p.M, k_end, m0 + m, k0 + k, 0, 1, p.a_vec);
       } else {  // chunk = (8 m's, k)
         const int k = chunk / (BM / 8), m = (chunk % (BM / 8)) * 8;
-        fa[q] = load8(A, p.a_row_stride, p.a_col_stride, p.M, p.K, m0 + m, k0 + k, 1, 0, p.a_vec);
+        fa[q] = load8(A, p.a_row_stride, p.a_col_stride, p.M, k_end, m0 + m, k0 + k, 1, 0, p.a_vec);
       }
       if (b_n_contig) {  // chunk = (k, 8 n's)
         const int k = chunk / (BN / 8), n = (chunk % (BN / 8)) * 8;
-        fb[q] = load8(B, p.b_row_stride, p.b_col_stride, p.K, p.N, k0 + k, n0 + n, 0, 1, p.b_vec);
+        fb[q] = load8(B, p.b_row_stride, p.b_col_stride, k_end, p.N, k0 + k, n0 + n, 0, 1, p.b_vec);
       } else {  // chunk = (8 k's, n)
         const int n = chunk / (BK / 8), k = (chunk % (BK / 8)) * 8;
-        fb[q] = load8(B, p.b_row_stride, p.b_col_stride, p.K, p.N, k0 + k, n0 + n, 1, 0, p.b_vec);
+        fb[q] = load8(B, p.b_row_stride, p.b_col_stride, k_end, p.N, k0 + k, n0 + n, 1, 0, p.b_vec);
       }
     }
   };
@@ -116,12 +117,12 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
     for (int j = 0; j < WN / 16; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
   uint4 fa[kChunks], fb[kChunks];
-  load_tiles(0, fa, fb);
-  for (int64_t k0 = 0; k0 < p.K; k0 += BK) {
+  load_tiles(k_begin, fa, fb);
+  for (int64_t k0 = k_begin; k0 < k_end; k0 += BK) {
     __syncthreads();  // the previous tile's reads are done
     store_tiles(fa, fb);
     __syncthreads();
-    if (k0 + BK < p.K) load_tiles(k0 + BK, fa, fb);  // in flight while we multiply
+    if (k0 + BK < k_end) load_tiles(k0 + BK, fa, fb);  // in flight while we multiply
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[WM / 16];
@@ -151,6 +152,10 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
       for (int e = lane; e < 256; e += 32) {
         const int64_t r = m0 + wm + i * 16 + e / 16, c = n0 + wn + j * 16 + e % 16;
         if (r < p.M && c < p.N) {
+          if (p.partials) {
+            p.partials[((bz * p.splits + split) * p.M + r) * p.N + c] = st[e];
+            continue;
+          }
           const size_t ci = r * p.c_row_stride + c * p.c_col_stride;
           float v = p.alpha * st[e];
           if (p.beta != 0.0f) v += p.beta * to_float(C[ci]);
@@ -161,10 +166,36 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
     }
 }
 
+// Sums the split-K partials in split order and applies alpha, beta, C's type and layout.
+template <typename OutT>
+__global__ void split_k_reduce_kernel(GemmParams p) {
+  const int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, mn = p.M * p.N;
+  if (idx >= mn * p.batch) return;
+  const int64_t bz = idx / mn, r = (idx % mn) / p.N, c = idx % p.N;
+  float s = 0.0f;
+  for (int k = 0; k < p.splits; ++k) s += p.partials[(bz * p.splits + k) * mn + r * p.N + c];
+  OutT* C = static_cast<OutT*>(p.C) + bz * p.stride_c;
+  const size_t ci = r * p.c_row_stride + c * p.c_col_stride;
+  float v = p.alpha * s;
+  if (p.beta != 0.0f) v += p.beta * to_float(C[ci]);
+  C[ci] = from_float<OutT>(v);
+}
+
 }  // namespace
 
+void launch_split_k_reduce(const GemmParams& p, DType out) {
+  const int64_t n = p.M * p.N * p.batch;
+  const unsigned blocks = unsigned((n + 255) / 256);
+  switch (out) {
+    case DType::f32: split_k_reduce_kernel<float><<<blocks, 256>>>(p); break;
+    case DType::f16: split_k_reduce_kernel<__half><<<blocks, 256>>>(p); break;
+    case DType::bf16: split_k_reduce_kernel<__nv_bfloat16><<<blocks, 256>>>(p); break;
+  }
+  TESSERA_CUDA_CHECK_LAUNCH("split_k_reduce_kernel");
+}
+
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out) {
-  const dim3 grid(unsigned((p.N + BN - 1) / BN), unsigned((p.M + BM - 1) / BM), unsigned(p.batch));
+  const dim3 grid(unsigned((p.N + BN - 1) / BN), unsigned((p.M + BM - 1) / BM), unsigned(p.batch * p.splits));
   auto go = [&](auto in_tag, auto out_tag) {
     using T = typename decltype(in_tag)::type;
     using O = typename decltype(out_tag)::type;
