@@ -7,6 +7,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/rng.h"
 #include "tessera/ops/mlp.h"
+#include "mlp_gemm_path.h"
 
 #ifdef TESSERA_HAS_CUDA
 #include "tessera/ops/fused_mlp_cuda.h"
@@ -26,10 +27,12 @@ bool all_finite(const float* v, size_t n) {
 }  // namespace
 
 MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_width, DeviceKind device) {
-  check_known_keys(c, "FullyFusedMLP config",
+  const std::string otype = json_get<std::string>(c, "otype", "FullyFusedMLP");
+  check_known_keys(c, otype + " config",
                    {"otype", "n_neurons", "n_hidden_layers", "activation", "output_activation",
                     "initialization", "feedback_alignment"});
   MlpConfig m;
+  m.otype = otype;
   m.shape.input_width = input_width;
   m.shape.output_width = output_width;
   m.shape.width = json_get<uint32_t>(c, "n_neurons", 64);
@@ -43,8 +46,12 @@ MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_
   TESSERA_CHECK(!json_get<bool>(c, "feedback_alignment", false), "FullyFusedMLP: feedback_alignment is not supported");
 
   const uint32_t w = m.shape.width;
-  TESSERA_CHECK(w == 16 || w == 32 || w == 64 || w == 128,
-                "FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128", w);
+  if (otype == "FullyFusedMLP")
+    TESSERA_CHECK(w == 16 || w == 32 || w == 64 || w == 128,
+                  "FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128 (use \"otype\": "
+                  "\"MLP\" for any width)", w);
+  else
+    TESSERA_CHECK(w >= 1 && w <= 4096, "{}: n_neurons {} is out of range; valid: 1 to 4096", otype, w);
   TESSERA_CHECK(m.shape.n_hidden_layers >= 1 && m.shape.n_hidden_layers <= kMaxHiddenLayers,
                 "FullyFusedMLP: n_hidden_layers {} is out of range; valid: 1 to {}", m.shape.n_hidden_layers,
                 kMaxHiddenLayers);
@@ -60,6 +67,7 @@ struct FullyFusedMlp::CudaWorkspace {
 #ifdef TESSERA_HAS_CUDA
   ops::cuda::FusedMlpWorkspace fused;
 #endif
+  std::unique_ptr<MlpGemmPath> gemm;
 };
 
 namespace {
@@ -93,13 +101,18 @@ FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const P
   ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);
   detail::fill_bytes(device_, p_.gradients, 0, n * sizeof(float));
+#ifdef TESSERA_HAS_CUDA
+  gemm_path_ = device_ == DeviceKind::cuda &&
+               (cfg_.otype != "FullyFusedMLP" || !ops::cuda::fused_width_supported(cfg_.shape.width));
+#endif
+  if (gemm_path_) cuda_->gemm = std::make_unique<MlpGemmPath>(cfg_.shape, cfg_.activations);
   initialize(1337);
 }
 
 FullyFusedMlp::~FullyFusedMlp() = default;
 
 Json FullyFusedMlp::config() const {
-  return Json{{"otype", "FullyFusedMLP"},
+  return Json{{"otype", cfg_.otype},
               {"n_neurons", cfg_.shape.width},
               {"n_hidden_layers", cfg_.shape.n_hidden_layers},
               {"activation", to_string(cfg_.activations.hidden)},
@@ -141,6 +154,7 @@ void FullyFusedMlp::inference_impl(const float* input, size_t batch, float* outp
     ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, nullptr);
     return;
   }
+  if (gemm_path_) return cuda_->gemm->forward(p_.params, input, batch, output, false);
 #ifdef TESSERA_HAS_CUDA
   ops::cuda::fused_mlp_inference(cfg_.shape, cfg_.activations, p_.params_half, input, batch, output);
 #endif
@@ -162,7 +176,8 @@ std::unique_ptr<ForwardContext> FullyFusedMlp::forward_impl(const float* input, 
   auto ctx = std::make_unique<CudaContext>();
   ctx->input = input;
   ctx->batch = batch;
-  if (output) inference_impl(input, batch, output);
+  if (gemm_path_) cuda_->gemm->forward(p_.params, input, batch, output, true);  // keeps the activations
+  else if (output) inference_impl(input, batch, output);
   return ctx;
 }
 
@@ -178,6 +193,9 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
 #ifdef TESSERA_HAS_CUDA
   auto* ctx = dynamic_cast<CudaContext*>(&base);
   TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
+  if (gemm_path_)
+    return cuda_->gemm->backward(p_.params, ctx->input, ctx->batch, dL_doutput, p_.gradients, mode, dL_dinput,
+                                 state_.data());
   ops::cuda::FusedTrainArgs a;
   a.weights = p_.params_half;
   a.input = ctx->input;
@@ -193,7 +211,7 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
 
 bool FullyFusedMlp::accepts_half_input(size_t batch, bool training) const {
 #ifdef TESSERA_HAS_CUDA
-  return device_ == DeviceKind::cuda && ops::cuda::fused_mlp_accepts_half_input(cfg_.shape, cfg_.activations, batch, training);
+  return device_ == DeviceKind::cuda && !gemm_path_ && ops::cuda::fused_mlp_accepts_half_input(cfg_.shape, cfg_.activations, batch, training);
 #else
   (void)batch, (void)training;
   return false;
@@ -247,6 +265,9 @@ void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* 
     state_.data()->last_loss = float(loss_sum * norm);
     return;
   }
+  if (gemm_path_)
+    return cuda_->gemm->forward_backward_loss(p_.params, input, target, batch, loss, output, p_.gradients, dL_dinput,
+                                              state_.data());
 #ifdef TESSERA_HAS_CUDA
   ops::cuda::FusedTrainArgs a;
   a.weights = p_.params_half;

@@ -30,12 +30,11 @@ void Network::forward_backward_loss(const float* input, const float* target, siz
 std::unique_ptr<Network> create_network(const Json& config, uint32_t input_width, uint32_t output_width,
                                         DeviceKind device) {
   TESSERA_CHECK(config.is_object() && config.contains("otype"),
-                "network config needs an \"otype\"; valid choices: FullyFusedMLP");
+                "network config needs an \"otype\"; valid choices: FullyFusedMLP, MLP, CutlassMLP");
   const std::string otype = config.at("otype").get<std::string>();
-  if (otype == "FullyFusedMLP")
+  if (otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP")
     return std::make_unique<FullyFusedMlp>(parse_mlp_config(config, input_width, output_width, device), device);
-  throw Error(format_message("unknown network otype '{}'; valid choices: FullyFusedMLP "
-                             "(MLP/CutlassMLP for widths above 128 are not built yet)", otype));
+  throw Error(format_message("unknown network otype '{}'; valid choices: FullyFusedMLP, MLP, CutlassMLP", otype));
 }
 
 }  // namespace tessera::nn

@@ -132,9 +132,10 @@ void NetworkWithInputEncoding::forward_backward_loss_impl(const float* input, co
 std::unique_ptr<Network> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,
                                       uint32_t output_width, DeviceKind device) {
   if (encoding_config.is_null()) return create_network(network_config, input_width, output_width, device);
-  TESSERA_CHECK(network_config.is_object() && network_config.value("otype", "") == "FullyFusedMLP",
-                "an encoding feeds a FullyFusedMLP; network otype '{}' is not supported there yet",
-                network_config.value("otype", std::string("(missing)")));
+  const std::string otype = network_config.is_object() ? network_config.value("otype", "") : "";
+  TESSERA_CHECK(otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP",
+                "an encoding feeds an MLP; network otype '{}' is not supported there; valid choices: FullyFusedMLP, "
+                "MLP, CutlassMLP", otype.empty() ? std::string("(missing)") : otype);
   return std::make_unique<NetworkWithInputEncoding>(create_encoding(encoding_config, input_width, device),
                                                     network_config, output_width, device);
 }

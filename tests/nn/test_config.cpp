@@ -67,3 +67,20 @@ TEST(Trainer, SkipsNonFiniteStepWithoutTouchingWeights) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(MlpConfig, MlpAndCutlassMlpTakeAnyWidthAndRoundTrip) {
+  for (const char* otype : {"MLP", "CutlassMLP"}) {
+    auto net = nn::create_network({{"otype", otype}, {"n_neurons", 200}, {"n_hidden_layers", 2}}, 3, 2, DeviceKind::cpu);
+    EXPECT_EQ(net->config().at("otype"), otype);
+    EXPECT_EQ(net->config().at("n_neurons"), 200);
+  }
+  const std::string msg = test::error_of(
+      [] { nn::create_network({{"otype", "MLP"}, {"n_neurons", 5000}}, 3, 1, DeviceKind::cpu); });
+  EXPECT_NE(msg.find("1 to 4096"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace tessera

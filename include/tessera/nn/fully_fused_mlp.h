@@ -1,6 +1,7 @@
 #pragma once
 // FullyFusedMLP: the tensor-core fused kernels on CUDA, the fp32 reference on the CPU.
 #include <memory>
+#include <string>
 
 #include "tessera/core/buffer.h"
 #include "tessera/nn/network.h"
@@ -11,13 +12,14 @@ namespace tessera::nn {
 enum class Initialization { Xavier, He };
 
 struct MlpConfig {
+  std::string otype = "FullyFusedMLP";  // or "MLP" / "CutlassMLP": any width, GEMM per layer on CUDA
   MlpShape shape;
   ops::MlpActivations activations;
   Initialization init = Initialization::Xavier;
 };
 
-// Parses FullyFusedMLP keys: otype, n_neurons, n_hidden_layers, activation,
-// output_activation, initialization ("Xavier" | "He").
+// Parses FullyFusedMLP / MLP / CutlassMLP keys: otype, n_neurons, n_hidden_layers,
+// activation, output_activation, initialization ("Xavier" | "He").
 MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, DeviceKind device);
 
 // Parameter storage owned by a larger model (NetworkWithInputEncoding keeps network and
@@ -73,6 +75,7 @@ class FullyFusedMlp final : public Network {
   Buffer<ops::TrainState> state_;
   struct CudaWorkspace;
   std::unique_ptr<CudaWorkspace> cuda_;
+  bool gemm_path_ = false;  // CUDA: layer-by-layer GEMMs instead of the fused kernel
 };
 
 }  // namespace tessera::nn

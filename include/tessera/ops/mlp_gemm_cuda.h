@@ -1,0 +1,25 @@
+#pragma once
+// Elementwise pieces of the layer-by-layer (GEMM) MLP on CUDA, for networks the fused
+// kernel does not take ("MLP" / "CutlassMLP", any width). The matrix products are
+// ops::cuda::gemm; these are the activation, loss and step-settling passes. fp32.
+#include <cstddef>
+
+#include "tessera/ops/activation.h"
+#include "tessera/ops/loss_kind.h"
+#include "tessera/ops/train_state.h"
+
+namespace tessera::ops::cuda {
+
+// y = act(z), n elements (in place allowed).
+void activation_forward(Activation act, const float* z, float* y, size_t n);
+// dz = dy * act'(z, y).
+void activation_backward(Activation act, const float* z, const float* y, const float* dy, float* dz, size_t n);
+// dL_dy = norm * loss'(y, target); state->last_loss = norm * sum loss(y, target)
+// (fixed-order sum). partials: scratch of loss_partials_needed(n) floats.
+size_t loss_partials_needed(size_t n);
+void loss_forward_backward(const LossParams& loss, const float* y, const float* target, size_t n, float norm,
+                           float* dL_dy, float* partials, TrainState* state);
+// Settles the step on the device: skip it when any of grads[0..n) is not finite.
+void settle_step(const float* grads, size_t n, TrainState* state);
+
+}  // namespace tessera::ops::cuda
