@@ -52,6 +52,37 @@ __device__ __forceinline__ uint4 load8(const uint16_t* base, size_t row_stride, 
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+using AccFrag = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+
+// Epilogue through a per-warp 16 x 16 staging tile: bounds, alpha/beta, C's layout/type,
+// or the fp32 split-K partial.
+template <typename OutT>
+__device__ __forceinline__ void store_tile(const GemmParams& p, AccFrag (&acc)[WM / 16][WN / 16], float* st, OutT* C,
+                                           int64_t row0, int64_t col0, int64_t bz, int64_t split) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int i = 0; i < WM / 16; ++i)
+#pragma unroll
+    for (int j = 0; j < WN / 16; ++j) {
+      wmma::store_matrix_sync(st, acc[i][j], 16, wmma::mem_row_major);
+      __syncwarp();
+      for (int e = lane; e < 256; e += 32) {
+        const int64_t r = row0 + i * 16 + e / 16, c = col0 + j * 16 + e % 16;
+        if (r < p.M && c < p.N) {
+          if (p.partials) {
+            p.partials[((bz * p.splits + split) * p.M + r) * p.N + c] = st[e];
+            continue;
+          }
+          const size_t ci = r * p.c_row_stride + c * p.c_col_stride;
+          float v = p.alpha * st[e];
+          if (p.beta != 0.0f) v += p.beta * to_float(C[ci]);
+          C[ci] = from_float<OutT>(v);
+        }
+      }
+      __syncwarp();
+    }
+}
+
 template <typename T, typename OutT>
 __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
   __shared__ __align__(128) uint16_t As[BM * kLdA];
@@ -110,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
     }
   };
 
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[WM / 16][WN / 16];
+  AccFrag acc[WM / 16][WN / 16];
 #pragma unroll
   for (int i = 0; i < WM / 16; ++i)
 #pragma unroll
@@ -140,30 +171,97 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
     }
   }
 
-  // Epilogue through a per-warp 16 x 16 staging tile: bounds, alpha/beta, C's layout/type.
-  float* st = stage[warp];
-  const int lane = threadIdx.x % 32;
+  store_tile<OutT>(p, acc, stage[warp], C, m0 + wm, n0 + wn, bz, split);
+}
+
+
+// The common case, A with K contiguous and B with N contiguous, both 16-byte aligned:
+// tiles go global -> shared with cp.async (zero-filling whatever lies outside the
+// matrices) through a kStages-deep ring, so loads for later K tiles are in flight while
+// the current one is multiplied.
+constexpr int kStages = 3;
+constexpr size_t kAsyncStageElems = size_t(BM) * kLdA + size_t(BK) * kLdB;
+constexpr size_t kAsyncSmemBytes = kStages * kAsyncStageElems * 2 + kWarps * 256 * 4;
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const uint32_t s = uint32_t(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
+}
+
+template <typename T, typename OutT>
+__global__ void __launch_bounds__(kThreads) wmma_gemm_async_kernel(GemmParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  uint16_t* ring = reinterpret_cast<uint16_t*>(smem_raw);
+  float* stage = reinterpret_cast<float*>(smem_raw + kStages * kAsyncStageElems * 2);
+  const int64_t bz = blockIdx.z / p.splits, split = blockIdx.z % p.splits;
+  const int64_t k_begin = split * p.k_split, k_end = min(p.K, k_begin + p.k_split);
+  const uint16_t* A = static_cast<const uint16_t*>(p.A) + bz * p.stride_a;
+  const uint16_t* B = static_cast<const uint16_t*>(p.B) + bz * p.stride_b;
+  OutT* C = static_cast<OutT*>(p.C) + bz * p.stride_c;
+  const int64_t m0 = int64_t(blockIdx.y) * BM, n0 = int64_t(blockIdx.x) * BN;
+  const int warp = threadIdx.x / 32, wm = (warp / 4) * WM, wn = (warp % 4) * WN;
+  const int n_tiles = int((k_end - k_begin + BK - 1) / BK);
+
+  auto issue = [&](int tile) {
+    uint16_t* As = ring + size_t(tile % kStages) * kAsyncStageElems;
+    uint16_t* Bs = As + size_t(BM) * kLdA;
+    const int64_t k0 = k_begin + int64_t(tile) * BK;
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      const int chunk = threadIdx.x + q * kThreads;
+      {  // A: (m, 8 k's)
+        const int m = chunk / (BK / 8), k = (chunk % (BK / 8)) * 8;
+        const int64_t r = m0 + m, c = k0 + k;
+        const int64_t left = k_end - c, valid = r < p.M ? (left < 0 ? 0 : left > 8 ? 8 : left) : 0;
+        const uint16_t* src = valid > 0 ? A + r * p.a_row_stride + c : A;
+        cp_async16(As + m * kLdA + k, src, int(valid * 2));
+      }
+      {  // B: (k, 8 n's)
+        const int k = chunk / (BN / 8), n = (chunk % (BN / 8)) * 8;
+        const int64_t r = k0 + k, c = n0 + n;
+        const int64_t left = p.N - c, valid = r < k_end ? (left < 0 ? 0 : left > 8 ? 8 : left) : 0;
+        const uint16_t* src = valid > 0 ? B + r * p.b_row_stride + c : B;
+        cp_async16(Bs + k * kLdB + n, src, int(valid * 2));
+      }
+    }
+  };
+
+  AccFrag acc[WM / 16][WN / 16];
 #pragma unroll
   for (int i = 0; i < WM / 16; ++i)
 #pragma unroll
-    for (int j = 0; j < WN / 16; ++j) {
-      wmma::store_matrix_sync(st, acc[i][j], 16, wmma::mem_row_major);
-      __syncwarp();
-      for (int e = lane; e < 256; e += 32) {
-        const int64_t r = m0 + wm + i * 16 + e / 16, c = n0 + wn + j * 16 + e % 16;
-        if (r < p.M && c < p.N) {
-          if (p.partials) {
-            p.partials[((bz * p.splits + split) * p.M + r) * p.N + c] = st[e];
-            continue;
-          }
-          const size_t ci = r * p.c_row_stride + c * p.c_col_stride;
-          float v = p.alpha * st[e];
-          if (p.beta != 0.0f) v += p.beta * to_float(C[ci]);
-          C[ci] = from_float<OutT>(v);
-        }
-      }
-      __syncwarp();
+    for (int j = 0; j < WN / 16; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_tiles) issue(s);
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+  for (int t = 0; t < n_tiles; ++t) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
+    __syncthreads();  // tile t landed for everyone; stage (t - 1) % kStages is free again
+    if (t + kStages - 1 < n_tiles) issue(t + kStages - 1);
+    asm volatile("cp.async.commit_group;\n" ::);
+    const uint16_t* As = ring + size_t(t % kStages) * kAsyncStageElems;
+    const uint16_t* Bs = As + size_t(BM) * kLdA;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[WM / 16];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[WN / 16];
+#pragma unroll
+      for (int i = 0; i < WM / 16; ++i)
+        wmma::load_matrix_sync(a[i], reinterpret_cast<const T*>(As + (wm + i * 16) * kLdA + kk), kLdA);
+#pragma unroll
+      for (int j = 0; j < WN / 16; ++j)
+        wmma::load_matrix_sync(b[j], reinterpret_cast<const T*>(Bs + kk * kLdB + wn + j * 16), kLdB);
+#pragma unroll
+      for (int i = 0; i < WM / 16; ++i)
+#pragma unroll
+        for (int j = 0; j < WN / 16; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
     }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  store_tile<OutT>(p, acc, stage + warp * 256, C, m0 + wm, n0 + wn, bz, split);
 }
 
 // Sums the split-K partials in split order and applies alpha, beta, C's type and layout.
@@ -196,10 +294,17 @@ void launch_split_k_reduce(const GemmParams& p, DType out) {
 
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out) {
   const dim3 grid(unsigned((p.N + BN - 1) / BN), unsigned((p.M + BM - 1) / BM), unsigned(p.batch * p.splits));
+  const bool async = p.a_col_stride == 1 && p.a_vec && p.b_col_stride == 1 && p.b_vec;
   auto go = [&](auto in_tag, auto out_tag) {
     using T = typename decltype(in_tag)::type;
     using O = typename decltype(out_tag)::type;
-    wmma_gemm_kernel<T, O><<<grid, kThreads>>>(p);
+    if (async) {
+      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(wmma_gemm_async_kernel<T, O>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, int(kAsyncSmemBytes)));
+      wmma_gemm_async_kernel<T, O><<<grid, kThreads, kAsyncSmemBytes>>>(p);
+    } else {
+      wmma_gemm_kernel<T, O><<<grid, kThreads>>>(p);
+    }
   };
   auto with_out = [&](auto in_tag) {
     switch (out) {
