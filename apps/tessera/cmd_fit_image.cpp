@@ -56,10 +56,9 @@ double psnr_from_mse(double mse) { return mse > 0 ? -10.0 * std::log10(mse) : st
 
 class ImageEvaluator {
  public:
-  ImageEvaluator(const ImageRgb& img, DeviceKind dev) : img_(img), dev_(dev) {
+  ImageEvaluator(const ImageRgb& img, DeviceKind dev) : img_(img) {
     const size_t n = size_t(img.width) * img.height;
     chunk_ = std::min<size_t>(n, size_t(1) << 20);
-    std::vector<float> xy(chunk_ * 2);
     in_ = Buffer<float>(dev, chunk_ * 2);
     out_ = Buffer<float>(dev, chunk_ * 3);
     prediction_.resize(n * 3);
@@ -90,7 +89,6 @@ class ImageEvaluator {
 
  private:
   const ImageRgb& img_;
-  DeviceKind dev_;
   size_t chunk_ = 0;
   Buffer<float> in_, out_;
   std::vector<float> prediction_;

@@ -230,10 +230,16 @@ void FullyFusedMlp::inference_half_input(const uint16_t* input, size_t batch, fl
 void FullyFusedMlp::forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
                                                      const LossParams& loss, float* output, float* dL_dinput) {
   TESSERA_CHECK(device_ == DeviceKind::cuda, "FullyFusedMLP: fp16 input is a CUDA path");
+  fused_loss_step(nullptr, input, target, batch, loss, output, dL_dinput);
+}
+
+void FullyFusedMlp::fused_loss_step(const float* input, const uint16_t* input_half, const float* target, size_t batch,
+                                    const LossParams& loss, float* output, float* dL_dinput) {
 #ifdef TESSERA_HAS_CUDA
   ops::cuda::FusedTrainArgs a;
   a.weights = p_.params_half;
-  a.input_half = input;
+  a.input = input;
+  a.input_half = input_half;
   a.batch = batch;
   a.target = target;
   a.loss = loss;
@@ -244,7 +250,7 @@ void FullyFusedMlp::forward_backward_loss_half_input(const uint16_t* input, cons
   a.state = state_.data();
   ops::cuda::fused_mlp_train(cfg_.shape, cfg_.activations, a, cuda_->fused);
 #else
-  (void)input, (void)target, (void)batch, (void)loss, (void)output, (void)dL_dinput;
+  (void)input, (void)input_half, (void)target, (void)batch, (void)loss, (void)output, (void)dL_dinput;
 #endif
 }
 
@@ -268,20 +274,7 @@ void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* 
   if (gemm_path_)
     return cuda_->gemm->forward_backward_loss(p_.params, input, target, batch, loss, output, p_.gradients, dL_dinput,
                                               state_.data());
-#ifdef TESSERA_HAS_CUDA
-  ops::cuda::FusedTrainArgs a;
-  a.weights = p_.params_half;
-  a.input = input;
-  a.batch = batch;
-  a.target = target;
-  a.loss = loss;
-  a.output = output;
-  a.dL_dinput = dL_dinput;
-  a.dL_dparams = p_.gradients;
-  a.mode = GradientMode::overwrite;
-  a.state = state_.data();
-  ops::cuda::fused_mlp_train(cfg_.shape, cfg_.activations, a, cuda_->fused);
-#endif
+  fused_loss_step(input, nullptr, target, batch, loss, output, dL_dinput);
 }
 
 }  // namespace tessera::nn

@@ -9,6 +9,15 @@
 
 namespace tessera::nn {
 
+MlpGemmPath::MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts)
+    : s_(shape), acts_(acts), grad_a_(DeviceKind::cuda, 0), grad_b_(DeviceKind::cuda, 0),
+      dL_doutput_(DeviceKind::cuda, 0), loss_partials_(DeviceKind::cuda, 0) {
+  for (uint32_t l = 0; l < shape.n_layers(); ++l) {
+    z_.emplace_back(DeviceKind::cuda, 0);
+    y_.emplace_back(DeviceKind::cuda, 0);
+  }
+}
+
 #ifdef TESSERA_HAS_CUDA
 namespace {
 
@@ -32,16 +41,15 @@ Activation layer_activation(const MlpShape& s, ops::MlpActivations a, uint32_t l
 
 void MlpGemmPath::forward(const float* params, const float* input, size_t batch, float* output, bool keep) {
   const uint32_t L = s_.n_layers();
-  if (z_.size() != L) z_.resize(L), y_.resize(L);
   const float* x = input;
   size_t x_ld = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) {
     const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
     const bool last = l + 1 == L;
-    if (z_[l].device() != DeviceKind::cuda || z_[l].size() < batch * out) z_[l] = Buffer<float>(DeviceKind::cuda, batch * out);
+    z_[l].ensure(batch * out);
     float* y_dst = last && output && !keep ? output : nullptr;
     if (!y_dst) {
-      if (y_[l].device() != DeviceKind::cuda || y_[l].size() < batch * out) y_[l] = Buffer<float>(DeviceKind::cuda, batch * out);
+      y_[l].ensure(batch * out);
       y_dst = y_[l].data();
     }
     // Z = X W^T: W is [out_pad, in_pad] row-major, so op(B) = W^T with ld = in_pad.
@@ -57,14 +65,11 @@ void MlpGemmPath::forward(const float* params, const float* input, size_t batch,
 void MlpGemmPath::backward(const float* params, const float* input, size_t batch, const float* dL_doutput,
                            float* grads, ops::GradientMode mode, float* dL_dinput, ops::TrainState* state) {
   const uint32_t L = s_.n_layers();
-  TESSERA_CHECK(z_.size() == L && z_[0].size() >= batch * s_.layer_out_logical(0),
-                "MLP backward: run forward with the same batch first");
+  TESSERA_CHECK(z_[0].size() >= batch * s_.layer_out_logical(0), "MLP backward: run forward with the same batch first");
   size_t widest = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) widest = std::max<size_t>(widest, s_.layer_out_logical(l));
-  if (grad_a_.device() != DeviceKind::cuda || grad_a_.size() < batch * widest) {
-    grad_a_ = Buffer<float>(DeviceKind::cuda, batch * widest);
-    grad_b_ = Buffer<float>(DeviceKind::cuda, batch * widest);
-  }
+  grad_a_.ensure(batch * widest);
+  grad_b_.ensure(batch * widest);
   const float beta = mode == ops::GradientMode::accumulate ? 1.0f : 0.0f;
   const float* dy = dL_doutput;
   float* dz = grad_a_.data();
@@ -91,12 +96,11 @@ void MlpGemmPath::forward_backward_loss(const float* params, const float* input,
                                         ops::TrainState* state) {
   forward(params, input, batch, output, true);
   const size_t n = batch * s_.output_width;
-  Buffer<float> dL(DeviceKind::cuda, n);
-  if (loss_partials_.device() != DeviceKind::cuda || loss_partials_.size() < ops::cuda::loss_partials_needed(n))
-    loss_partials_ = Buffer<float>(DeviceKind::cuda, ops::cuda::loss_partials_needed(n));
-  ops::cuda::loss_forward_backward(loss, y_[s_.n_layers() - 1].data(), target, n, 1.0f / float(n), dL.data(),
-                                   loss_partials_.data(), state);
-  backward(params, input, batch, dL.data(), grads, ops::GradientMode::overwrite, dL_dinput, state);
+  dL_doutput_.ensure(n);
+  loss_partials_.ensure(ops::cuda::loss_partials_needed(n));
+  ops::cuda::loss_forward_backward(loss, y_[s_.n_layers() - 1].data(), target, n, 1.0f / float(n),
+                                   dL_doutput_.data(), loss_partials_.data(), state);
+  backward(params, input, batch, dL_doutput_.data(), grads, ops::GradientMode::overwrite, dL_dinput, state);
 }
 #else
 void MlpGemmPath::forward(const float*, const float*, size_t, float*, bool) { throw Error("no CUDA backend"); }

@@ -15,7 +15,7 @@ namespace tessera::nn {
 
 class MlpGemmPath {
  public:
-  MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts) : s_(shape), acts_(acts) {}
+  MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts);
   // output [batch, out] (may be null when keep); keep: store z, y of every layer.
   void forward(const float* params, const float* input, size_t batch, float* output, bool keep);
   // After forward(keep = true) with the same input: parameter gradients (per mode) and
@@ -29,8 +29,10 @@ class MlpGemmPath {
  private:
   MlpShape s_;
   ops::MlpActivations acts_;
+  // Device scratch, grown on demand (Buffer::ensure).
   std::vector<Buffer<float>> z_, y_;  // per layer, [batch, layer_out_logical]
-  Buffer<float> grad_a_, grad_b_, loss_partials_;
+  Buffer<float> grad_a_, grad_b_;     // dL/dz and dL/d(layer input), ping-ponged
+  Buffer<float> dL_doutput_, loss_partials_;
 };
 
 }  // namespace tessera::nn

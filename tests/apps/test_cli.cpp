@@ -1,26 +1,17 @@
 // The CLI's error handling: bad input is one clear line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include "support/cli.h"
+
 #include <array>
 #include <cstdio>
 #include <string>
 
 namespace {
 
-struct Result {
-  int code;
-  std::string output;
-};
+using Result = tessera::test::CliResult;
+const auto run = tessera::test::run_cli;
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
 
 TEST(Cli, HelpEverywhere) {
   for (const char* sub :

@@ -2,6 +2,8 @@
 // clear errors.
 #include <gtest/gtest.h>
 
+#include "support/cli.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -16,22 +18,11 @@
 
 namespace {
 
+using Result = tessera::test::CliResult;
+const auto run = tessera::test::run_cli;
+
 namespace fs = std::filesystem;
 
-struct Result {
-  int code;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(TESSERA_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  return {WEXITSTATUS(status), out};
-}
 
 fs::path fresh_dir(const std::string& name) {
   const auto dir = fs::temp_directory_path() / name;

@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include "support/paths.h"
+#include "support/gpu.h"
+#include "support/half.h"
 #include "support/random.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
@@ -20,8 +22,8 @@
 namespace tessera {
 namespace {
 
-#define REQUIRE_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
+using test::rel_error;
+
 
 // Measured on an H100 (2026-11-22): grids forward 1.7e-6, parameter grads 1.6e-6, input
 // grads 8.5e-7 -> 1e-5. Elementwise: 1e-7 except Frequency with 12 octaves, 1.1e-5
@@ -32,22 +34,7 @@ constexpr double kGradTol = 1e-5;
 constexpr double kInputGradTol = 1e-4;
 constexpr double kElementwiseTol = 1e-4;
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += std::pow(double(got[i]) - want[i], 2);
-    den += std::pow(double(want[i]), 2);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
-uint16_t half_bits(float x) {
-  const _Float16 h = static_cast<_Float16>(x);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
 
 struct GridCase {
   const char* name;
@@ -76,7 +63,7 @@ TEST_P(GridCudaVsCpu, ForwardAndGradientsMatch) {
   auto table = test::random_floats(n, -1, 1, seed + 1);
   std::vector<uint16_t> table_half(n);
   for (size_t k = 0; k < n; ++k) {
-    table_half[k] = half_bits(table[k]);
+    table_half[k] = test::half_bits(table[k]);
     table[k] = static_cast<float>(static_cast<_Float16>(table[k]));
   }
   auto dout = test::random_floats(batch * out_w, -1, 1, seed + 2);

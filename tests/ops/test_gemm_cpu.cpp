@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "support/errors.h"
+#include "support/half.h"
 #include "tessera/ops/gemm.h"
 
 namespace tessera {
@@ -52,17 +53,7 @@ TEST(GemmCpu, EveryLayoutAndTransposeGivesTheSameProduct) {
 TEST(GemmCpu, HalfAndBfloatStorage) {
   // 1x2 times 2x1 with values exact in both formats; C in the input type.
   for (DType t : {DType::f16, DType::bf16}) {
-    auto bits = [t](float v) -> uint16_t {
-      if (t == DType::f16) {
-        const _Float16 h = static_cast<_Float16>(v);
-        uint16_t b;
-        std::memcpy(&b, &h, 2);
-        return b;
-      }
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      return uint16_t(u >> 16);
-    };
+    auto bits = [t](float v) { return t == DType::f16 ? test::half_bits(v) : test::bfloat_bits(v); };
     const uint16_t a[2] = {bits(1.5f), bits(-2.0f)}, b[2] = {bits(4.0f), bits(0.25f)};
     uint16_t c[1] = {0};
     GemmDesc d;

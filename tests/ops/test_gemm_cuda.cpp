@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "support/gpu.h"
+#include "support/half.h"
 #include "support/random.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
@@ -18,8 +20,8 @@
 namespace tessera {
 namespace {
 
-#define REQUIRE_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
+using test::rel_error;
+
 
 using ops::DType;
 using ops::GemmDesc;
@@ -27,29 +29,9 @@ using ops::Layout;
 
 double tolerance(DType out) { return out == DType::f32 ? 1e-5 : out == DType::f16 ? 1.5e-3 : 1e-2; }
 
-uint16_t to_bits(float v, DType t) {
-  if (t == DType::f16) {
-    const _Float16 h = static_cast<_Float16>(v);
-    uint16_t b;
-    std::memcpy(&b, &h, 2);
-    return b;
-  }
-  uint32_t bits;
-  std::memcpy(&bits, &v, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return uint16_t(bits >> 16);
-}
-float from_bits(uint16_t b, DType t) {
-  if (t == DType::f16) {
-    _Float16 h;
-    std::memcpy(&h, &b, 2);
-    return float(h);
-  }
-  const uint32_t bits = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
+
+uint16_t to_bits(float v, DType t) { return t == DType::f16 ? test::half_bits(v) : test::bfloat_bits(v); }
+float from_bits(uint16_t b, DType t) { return t == DType::f16 ? test::from_half_bits(b) : test::from_bfloat_bits(b); }
 
 // A host matrix of `count` elements of type t, random in [-1, 1], as raw bytes.
 std::vector<char> random_bytes(size_t count, DType t, uint64_t seed) {
@@ -72,15 +54,6 @@ std::vector<float> as_floats(const std::vector<char>& bytes, DType t) {
   return v;
 }
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += std::pow(double(got[i]) - want[i], 2);
-    den += std::pow(double(want[i]), 2);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
 // Elements a stored operand of logical rows x cols (after op) needs, and its ld.
 size_t stored_ld(const ops::GemmOperand& o, size_t rows, size_t cols, size_t pad) {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "support/gpu.h"
+#include "support/half.h"
 #include "support/random.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
@@ -17,8 +19,8 @@
 namespace tessera {
 namespace {
 
-#define REQUIRE_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
+using test::rel_error;
+
 
 // fp32: the GPU sums in a different order than the double reference: ~1e-7 measured.
 // fp16: inputs are the same fp16 values on both sides; the output rounding to fp16
@@ -29,27 +31,7 @@ constexpr double kTolF16 = 2e-3;
 using ops::GemvActivation;
 using ops::GemvOp;
 
-uint16_t to_half(float v) {
-  const _Float16 h = static_cast<_Float16>(v);
-  uint16_t b;
-  std::memcpy(&b, &h, 2);
-  return b;
-}
-float from_half(uint16_t b) {
-  _Float16 h;
-  std::memcpy(&h, &b, 2);
-  return float(h);
-}
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += std::pow(double(got[i]) - want[i], 2);
-    den += std::pow(double(want[i]), 2);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
 struct Case {
   GemvOp op;
@@ -90,17 +72,17 @@ TEST_P(GemvCudaVsCpu, MatchesReference) {
     got = dy.to_host();
   } else {
     std::vector<uint16_t> ah(a.size()), xh(x.size()), yh(y0.size());
-    for (size_t i = 0; i < a.size(); ++i) ah[i] = to_half(a[i]);
-    for (size_t i = 0; i < x.size(); ++i) xh[i] = to_half(x[i]);
-    for (size_t i = 0; i < y0.size(); ++i) yh[i] = to_half(y0[i]);
+    for (size_t i = 0; i < a.size(); ++i) ah[i] = test::half_bits(a[i]);
+    for (size_t i = 0; i < x.size(); ++i) xh[i] = test::half_bits(x[i]);
+    for (size_t i = 0; i < y0.size(); ++i) yh[i] = test::half_bits(y0[i]);
     std::vector<uint16_t> ref = yh;
     ops::cpu::gemv<uint16_t>(s, c.alpha, ah.data() + c.offset, xh.data() + c.offset, c.beta, ref.data(), c.act);
     Buffer<uint16_t> da = make_buffer(DeviceKind::cuda, ah), dx = make_buffer(DeviceKind::cuda, xh);
     Buffer<uint16_t> dy = make_buffer(DeviceKind::cuda, yh);
     if (c.beta == 0) detail::fill_bytes(DeviceKind::cuda, dy.data(), 0xff, dy.bytes());
     ops::cuda::gemv(s, c.alpha, da.data() + c.offset, dx.data() + c.offset, c.beta, dy.data(), c.act, ws);
-    for (uint16_t v : dy.to_host()) got.push_back(from_half(v));
-    for (uint16_t v : ref) want.push_back(from_half(v));
+    for (uint16_t v : dy.to_host()) got.push_back(test::from_half_bits(v));
+    for (uint16_t v : ref) want.push_back(test::from_half_bits(v));
   }
   const double e = rel_error(got, want);
   std::printf("[ measured ] %s: %.2e\n", name_of(c).c_str(), e);

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "support/gpu.h"
+#include "support/half.h"
 #include "support/random.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
@@ -20,8 +22,8 @@
 namespace tessera {
 namespace {
 
-#define REQUIRE_CUDA() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
+using test::rel_error;
+
 
 // Input gradients are measured against max(|dx|, 0.1 x the cancellation-free scale), see
 // rel_error_with_scale: a batch-1, one-input case once gave 0.13 plain relative error
@@ -37,15 +39,6 @@ constexpr double kKinkGradTol = 0.1;
 
 float to_half_precision(float x) { return static_cast<float>(static_cast<_Float16>(x)); }
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num += std::pow(double(got[i]) - want[i], 2);
-    den += std::pow(double(want[i]), 2);
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
 // ||got - want|| / max(||want||, kCancellationFloor * ||scale||).
 constexpr double kCancellationFloor = 0.1;
@@ -330,9 +323,8 @@ TEST(FusedMlpCuda, HalfInputMatchesRoundedFloatInputExactly) {
     auto x = test::random_floats(batch * 32, -1, 1, seed);
     std::vector<uint16_t> xh(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
-      const _Float16 h = static_cast<_Float16>(x[i]);
-      std::memcpy(&xh[i], &h, 2);
-      x[i] = float(h);
+      xh[i] = test::half_bits(x[i]);
+      x[i] = test::from_half_bits(xh[i]);
     }
     auto target = test::random_floats(batch * 5, -1, 1, seed + 1);
     Buffer<float> dx = make_buffer(DeviceKind::cuda, x), dt = make_buffer(DeviceKind::cuda, target);

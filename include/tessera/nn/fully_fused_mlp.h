@@ -67,6 +67,10 @@ class FullyFusedMlp final : public Network {
                                   const LossParams& loss, float* output, float* dL_dinput) override;
 
  private:
+  // The fused kernel's training step with the loss in the kernel; fp32 or fp16 input.
+  void fused_loss_step(const float* input, const uint16_t* input_half, const float* target, size_t batch,
+                       const LossParams& loss, float* output, float* dL_dinput);
+
   MlpConfig cfg_;
   DeviceKind device_;
   Buffer<float> params_, grads_;

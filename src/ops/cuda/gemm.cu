@@ -2,21 +2,13 @@
 #include <algorithm>
 #include <mutex>
 
+#include "device_attributes.h"
 #include "gemm_internal.h"
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
 
 namespace {
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
-    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
 std::mutex& workspace_mutex() {
   static std::mutex m;
   return m;
@@ -74,7 +66,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
   // the extra parallelism; 777x333x1999 went 0.135 -> 0.050 ms.)
   constexpr int64_t kTile = 128, kDepth = 32;
   const int64_t tiles = ((p.M + kTile - 1) / kTile) * ((p.N + kTile - 1) / kTile) * p.batch;
-  const int64_t want = (int64_t(sm_count()) + tiles - 1) / tiles;
+  const int64_t want = (int64_t(detail::sm_count()) + tiles - 1) / tiles;
   const int64_t max_splits = std::max<int64_t>(1, p.K / (4 * kDepth));
   const int64_t splits = std::min<int64_t>({want, max_splits, 32});
   if (splits > 1) {

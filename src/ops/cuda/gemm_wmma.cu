@@ -54,6 +54,27 @@ __device__ __forceinline__ uint4 load8(const uint16_t* base, size_t row_stride, 
 
 using AccFrag = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
+// acc += the warp's 64 x 32 part of As [BM][kLdA] x Bs [BK][kLdB] (one staged K tile).
+template <typename T>
+__device__ __forceinline__ void multiply_tile(const uint16_t* As, const uint16_t* Bs, int wm, int wn,
+                                              AccFrag (&acc)[WM / 16][WN / 16]) {
+#pragma unroll
+  for (int kk = 0; kk < BK; kk += 16) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[WM / 16];
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[WN / 16];
+#pragma unroll
+    for (int i = 0; i < WM / 16; ++i)
+      wmma::load_matrix_sync(a[i], reinterpret_cast<const T*>(As + (wm + i * 16) * kLdA + kk), kLdA);
+#pragma unroll
+    for (int j = 0; j < WN / 16; ++j)
+      wmma::load_matrix_sync(b[j], reinterpret_cast<const T*>(Bs + kk * kLdB + wn + j * 16), kLdB);
+#pragma unroll
+    for (int i = 0; i < WM / 16; ++i)
+#pragma unroll
+      for (int j = 0; j < WN / 16; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+  }
+}
+
 // Epilogue through a per-warp 16 x 16 staging tile: bounds, alpha/beta, C's layout/type,
 // or the fp32 split-K partial.
 template <typename OutT>
@@ -154,21 +175,7 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_kernel(GemmParams p) {
     store_tiles(fa, fb);
     __syncthreads();
     if (k0 + BK < k_end) load_tiles(k0 + BK, fa, fb);  // in flight while we multiply
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[WM / 16];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[WN / 16];
-#pragma unroll
-      for (int i = 0; i < WM / 16; ++i)
-        wmma::load_matrix_sync(a[i], reinterpret_cast<const T*>(As + (wm + i * 16) * kLdA + kk), kLdA);
-#pragma unroll
-      for (int j = 0; j < WN / 16; ++j)
-        wmma::load_matrix_sync(b[j], reinterpret_cast<const T*>(Bs + kk * kLdB + wn + j * 16), kLdB);
-#pragma unroll
-      for (int i = 0; i < WM / 16; ++i)
-#pragma unroll
-        for (int j = 0; j < WN / 16; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-    }
+    multiply_tile<T>(As, Bs, wm, wn, acc);
   }
 
   store_tile<OutT>(p, acc, stage[warp], C, m0 + wm, n0 + wn, bz, split);
@@ -244,21 +251,7 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_async_kernel(GemmParams p)
     asm volatile("cp.async.commit_group;\n" ::);
     const uint16_t* As = ring + size_t(t % kStages) * kAsyncStageElems;
     const uint16_t* Bs = As + size_t(BM) * kLdA;
-#pragma unroll
-    for (int kk = 0; kk < BK; kk += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[WM / 16];
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b[WN / 16];
-#pragma unroll
-      for (int i = 0; i < WM / 16; ++i)
-        wmma::load_matrix_sync(a[i], reinterpret_cast<const T*>(As + (wm + i * 16) * kLdA + kk), kLdA);
-#pragma unroll
-      for (int j = 0; j < WN / 16; ++j)
-        wmma::load_matrix_sync(b[j], reinterpret_cast<const T*>(Bs + kk * kLdB + wn + j * 16), kLdB);
-#pragma unroll
-      for (int i = 0; i < WM / 16; ++i)
-#pragma unroll
-        for (int j = 0; j < WN / 16; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
-    }
+    multiply_tile<T>(As, Bs, wm, wn, acc);
   }
   asm volatile("cp.async.wait_group 0;\n" ::);
   store_tile<OutT>(p, acc, stage + warp * 256, C, m0 + wm, n0 + wn, bz, split);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "device_attributes.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/gemv.h"
 
@@ -216,16 +217,6 @@ __global__ void gemv_t_finish_kernel(size_t cols, int splits, const float* __res
   store(y + c, epilogue(s, alpha, beta, beta != 0.0f ? to_f(y[c]) : 0.0f, act));
 }
 
-int sm_count() {
-  static int n = [] {
-    int dev = 0, v = 0;
-    TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
-    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <typename T>
@@ -236,7 +227,7 @@ void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta,
   TESSERA_CHECK((A && x && y) || s.x_size() == 0, "gemv: null pointer argument");
   constexpr int V = Vec<T>::n;
   const bool vec = s.lda % V == 0 && aligned16(A) && (s.op == GemvOp::T || aligned16(x));
-  const int sms = sm_count();
+  const int sms = detail::sm_count();
   if (s.op == GemvOp::N) {
     // Enough warps to fill every SM (64 resident warps each), at most 8 per row and no
     // more than the row has 16-byte pieces for.

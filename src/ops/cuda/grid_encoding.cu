@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "device_attributes.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/encodings.h"
 
@@ -70,6 +71,23 @@ __device__ __forceinline__ void add_features(float* __restrict__ dst, const floa
   for (uint32_t k = 0; k < F; ++k) atomicAdd(dst + k, v[k]);
 }
 
+// Corners c and c | 1 (the two ends of an x edge of the cell): weights and table entries.
+struct CornerPair {
+  float w0, w1;
+  uint32_t i0, i1;
+};
+template <uint32_t D>
+__device__ __forceinline__ CornerPair corner_pair(const GridLayout& g, uint32_t level, uint32_t c, const uint32_t* cell,
+                                                  const float* frac) {
+  uint32_t vertex[D];
+  CornerPair p;
+  p.w0 = grid_corner<D>(g, c, cell, frac, vertex);
+  p.i0 = grid_vertex_index<D>(g, level, vertex);
+  p.w1 = grid_corner<D>(g, c | 1u, cell, frac, vertex);
+  p.i1 = grid_vertex_index<D>(g, level, vertex);
+  return p;
+}
+
 // Both kernels below take a tile of kTileRows samples per block with one warp per level
 // (warp w = level w, lane = sample): lanes of a warp touch the same level's table, so the
 // coarse levels stay in L1, and the tile's rows of features go through shared memory so
@@ -111,17 +129,14 @@ __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ tab
   __syncthreads();
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
   float frac[D];
-  uint32_t cell[D], vertex[D];
+  uint32_t cell[D];
   grid_cell<D>(g, l, s_in + lane * D, cell, frac);
   float acc[F] = {};
   const __half* level_table = table + size_t(g.offset[l]) * F;
   // Corners in x pairs: neighbouring entries (see the backward kernel) load as one.
 #pragma unroll
   for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const float w0 = grid_corner<D>(g, c, cell, frac, vertex);
-    const uint32_t i0 = grid_vertex_index<D>(g, l, vertex);
-    const float w1 = grid_corner<D>(g, c | 1u, cell, frac, vertex);
-    const uint32_t i1 = grid_vertex_index<D>(g, l, vertex);
+    const auto [w0, w1, i0, i1] = corner_pair<D>(g, l, c, cell, frac);
     float f0[F], f1[F];
     bool paired = false;
     if constexpr (F <= 2) {
@@ -170,7 +185,7 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
   if (row0 + lane >= batch) return;
   float frac[D], dout[F];
-  uint32_t cell[D], vertex[D];
+  uint32_t cell[D];
 #pragma unroll
   for (uint32_t k = 0; k < F; ++k) dout[k] = s_dout[lane * pitch + lw * F + k];
   grid_cell<D>(g, l, s_in + lane * D, cell, frac);
@@ -181,10 +196,7 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
   // bottleneck).
 #pragma unroll
   for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const float w0 = grid_corner<D>(g, c, cell, frac, vertex);
-    const uint32_t i0 = grid_vertex_index<D>(g, l, vertex);
-    const float w1 = grid_corner<D>(g, c | 1u, cell, frac, vertex);
-    const uint32_t i1 = grid_vertex_index<D>(g, l, vertex);
+    const auto [w0, w1, i0, i1] = corner_pair<D>(g, l, c, cell, frac);
     float v0[F], v1[F];
 #pragma unroll
     for (uint32_t k = 0; k < F; ++k) v0[k] = w0 * dout[k], v1[k] = w1 * dout[k];
@@ -264,8 +276,6 @@ void with_grid_dims(const GridLayout& g, Fn&& fn) {
 unsigned blocks_for(uint64_t threads) { return unsigned((threads + kThreads - 1) / kThreads); }
 unsigned tiles_for(uint64_t rows) { return unsigned((rows + kTileRows - 1) / kTileRows); }
 
-size_t l2_bytes();
-
 // Calls launch(l0, l1) for groups of consecutive levels whose tables (bytes_per_value per
 // feature) fit in half the L2 together: one launch per group keeps the random accesses
 // inside L2 instead of HBM. Measured on the H100 (bench/atomic_scatter_floor.cu): random
@@ -273,7 +283,7 @@ size_t l2_bytes();
 // benchmark grid's scatter went from 0.72 to 0.38 ms.
 template <uint32_t F, typename Launch>
 void for_level_groups(const GridLayout& g, size_t bytes_per_value, Launch&& launch) {
-  const size_t budget = l2_bytes() / 2;
+  const size_t budget = detail::l2_bytes() / 2;
   uint32_t l0 = 0;
   while (l0 < g.n_levels) {
     uint32_t l1 = l0 + 1;
@@ -285,15 +295,6 @@ void for_level_groups(const GridLayout& g, size_t bytes_per_value, Launch&& laun
   }
 }
 
-size_t l2_bytes() {
-  static const size_t bytes = [] {
-    int dev = 0, v = 0;
-    TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
-    TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrL2CacheSize, dev));
-    return size_t(v);
-  }();
-  return bytes;
-}
 
 }  // namespace
 
