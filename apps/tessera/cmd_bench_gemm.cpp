@@ -41,7 +41,7 @@ cudaDataType cuda_type(ops::DType t) {
   return t == ops::DType::f32 ? CUDA_R_32F : t == ops::DType::f16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-Json bench_case(const GemmCase& c, const GemmBenchOptions& o, CublasRuntime& blas) {
+Json bench_case(const GemmCase& c, ops::cuda::GemmKernel kernel, const GemmBenchOptions& o, CublasRuntime& blas) {
   // Row-major A (M x K), B (K x N), C (M x N).
   ops::GemmDesc d;
   d.M = c.M, d.N = c.N, d.K = c.K;
@@ -76,9 +76,9 @@ Json bench_case(const GemmCase& c, const GemmBenchOptions& o, CublasRuntime& bla
   }
   const double flops = 2.0 * c.M * c.N * c.K;
   const double ours = median(time_runs(DeviceKind::cuda, o.warmup, o.iterations,
-                                       [&] { ops::cuda::gemm(d, A.data(), B.data(), C.data()); }));
+                                       [&] { ops::cuda::gemm(d, A.data(), B.data(), C.data(), kernel); }));
   Json r{{"case", fmt::format("{}->{} {}x{}x{}", to_string(c.in), to_string(c.out), c.M, c.N, c.K)},
-         {"kernel", ops::cuda::gemm_kernel_for(d) == ops::cuda::GemmKernel::wmma ? "wmma" : "simt"},
+         {"kernel", ops::cuda::to_string(kernel)},
          {"ms", ours},
          {"tflops", flops / (ours * 1e-3) * 1e-12}};
   if (blas.available()) {
@@ -111,7 +111,24 @@ void run_gemm(const GemmBenchOptions& o) {
              "x cuBLAS");
   Json results = Json::array();
   for (const auto& c : kCases) {
-    Json r = bench_case(c, o, blas);
+   // Every kernel that can run the case: wgmma (Hopper) and wmma for fp16/bf16, simt for fp32.
+   std::vector<ops::cuda::GemmKernel> kernels;
+   if (c.in == ops::DType::f32) {
+     kernels = {ops::cuda::GemmKernel::simt};
+   } else {
+     ops::GemmDesc probe;
+     probe.M = c.M, probe.N = c.N, probe.K = c.K;
+     probe.a = {c.in, ops::Layout::row_major, false, c.K, 0};
+     probe.b = {c.in, ops::Layout::row_major, false, c.N, 0};
+     probe.c = {c.out, ops::Layout::row_major, false, c.N, 0};
+     // Buffers from cudaMalloc are 256-byte aligned: probe with such an address.
+     alignas(256) static const char aligned[256] = {};
+     if (ops::cuda::gemm_kernel_can_run(ops::cuda::GemmKernel::wgmma, probe, aligned, aligned))
+       kernels.push_back(ops::cuda::GemmKernel::wgmma);
+     kernels.push_back(ops::cuda::GemmKernel::wmma);
+   }
+   for (const auto kernel : kernels) {
+    Json r = bench_case(c, kernel, o, blas);
     auto field = [&](const char* key, const char* f) {
       return r.contains(key) ? fmt::format(fmt::runtime(f), r[key].get<double>()) : std::string("-");
     };
@@ -119,6 +136,7 @@ void run_gemm(const GemmBenchOptions& o) {
                r["kernel"].get<std::string>(), r["ms"].get<double>(), r["tflops"].get<double>(),
                field("cublas_ms", "{:.4f}"), field("cublas_tflops", "{:.1f}"), field("speedup_vs_cublas", "{:.2f}"));
     results.push_back(r);
+   }
   }
   fmt::print("(x cuBLAS = cuBLAS time / ours; fp32 cuBLAS runs without TF32)\n");
   write_json_result(o.json_path, Json{{"suite", "gemm"}, {"gpu", dev.name},

@@ -1,7 +1,9 @@
-// CUDA GEMM (SIMT fp32, WMMA fp16/bf16) against the CPU reference on fresh random data:
-// shapes 1x1x1, 17x33x65, 777x333x1999 and 4096^3 (sampled rows), every transpose of A
-// and B, row- and column-major A, B and C, padded leading dimensions, strided batches,
-// alpha/beta. C is poisoned (NaN) before each run when beta = 0, so unwritten elements
+// CUDA GEMM (SIMT fp32; WMMA and Hopper wgmma fp16/bf16) against the CPU reference on
+// fresh random data: shapes 1x1x1, 17x33x65, 777x333x1999 and 4096^3 (sampled rows), every
+// transpose of A and B, row- and column-major A, B and C, padded leading dimensions,
+// strided batches, alpha/beta. Each case runs the kernel gemm() picks, or one named kernel
+// (wgmma cases use leading dimensions rounded up to 8 elements, as TMA needs, and skip
+// visibly on GPUs other than compute capability 9.0). C is poisoned (NaN) before each run when beta = 0, so unwritten elements
 // fail. Tolerances (relative L2 error): fp32 and fp32-output runs differ from the double
 // reference by summation order only (measured ~1e-7); fp16/bf16 outputs by their rounding.
 #include <gtest/gtest.h>
@@ -9,7 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <optional>
 
+#include "support/errors.h"
 #include "support/gpu.h"
 #include "support/half.h"
 #include "support/random.h"
@@ -26,6 +31,7 @@ using test::rel_error;
 using ops::DType;
 using ops::GemmDesc;
 using ops::Layout;
+using ops::cuda::GemmKernel;
 
 double tolerance(DType out) { return out == DType::f32 ? 1e-5 : out == DType::f16 ? 1.5e-3 : 1e-2; }
 
@@ -56,9 +62,10 @@ std::vector<float> as_floats(const std::vector<char>& bytes, DType t) {
 
 
 // Elements a stored operand of logical rows x cols (after op) needs, and its ld.
-size_t stored_ld(const ops::GemmOperand& o, size_t rows, size_t cols, size_t pad) {
+size_t stored_ld(const ops::GemmOperand& o, size_t rows, size_t cols, size_t pad, bool align8) {
   const size_t sr = o.transpose ? cols : rows, sc = o.transpose ? rows : cols;
-  return (o.layout == Layout::row_major ? sc : sr) + pad;
+  const size_t ld = (o.layout == Layout::row_major ? sc : sr) + pad;
+  return align8 ? (ld + 7) / 8 * 8 : ld;
 }
 size_t stored_count(const ops::GemmOperand& o, size_t rows, size_t cols) {
   const size_t sr = o.transpose ? cols : rows, sc = o.transpose ? rows : cols;
@@ -73,13 +80,22 @@ struct Case {
   size_t pad;
   float beta;
   size_t sample_rows;  // 0: check every row; else this many rows (big shapes)
+  std::optional<ops::cuda::GemmKernel> kernel = std::nullopt;  // none: gemm() picks
 };
+
+bool needs_align8(const Case& c) { return c.kernel == ops::cuda::GemmKernel::wgmma; }
 
 std::string name_of(const Case& c) {
   auto L = [](Layout l) { return l == Layout::row_major ? "r" : "c"; };
   return fmt::format("{}x{}x{}{}_{}{}_{}{}{}_{}_to_{}{}{}", c.M, c.N, c.K, c.batch > 1 ? fmt::format("_b{}", c.batch) : "",
                      c.ta ? "T" : "N", c.tb ? "T" : "N", L(c.la), L(c.lb), L(c.lc), to_string(c.in), to_string(c.out),
-                     c.pad ? "_pad" : "", c.beta != 0 ? "_beta" : "");
+                     c.pad ? "_pad" : "", c.beta != 0 ? "_beta" : "") +
+         (c.kernel ? std::string("_") + ops::cuda::to_string(*c.kernel) : std::string());
+}
+
+bool hopper() {
+  const auto devices = cuda_devices();
+  return !devices.empty() && devices[0].compute_major == 9 && devices[0].compute_minor == 0;
 }
 
 class GemmCudaVsCpu : public ::testing::TestWithParam<Case> {};
@@ -94,9 +110,10 @@ TEST_P(GemmCudaVsCpu, MatchesReference) {
   d.a = {c.in, c.la, c.ta, 0, 0};
   d.b = {c.in, c.lb, c.tb, 0, 0};
   d.c = {c.out, c.lc, false, 0, 0};
-  d.a.ld = stored_ld(d.a, c.M, c.K, c.pad);
-  d.b.ld = stored_ld(d.b, c.K, c.N, c.pad);
-  d.c.ld = stored_ld(d.c, c.M, c.N, c.pad);
+  const bool align8 = needs_align8(c);
+  d.a.ld = stored_ld(d.a, c.M, c.K, c.pad, align8);
+  d.b.ld = stored_ld(d.b, c.K, c.N, c.pad, align8);
+  d.c.ld = stored_ld(d.c, c.M, c.N, c.pad, align8);
   const size_t na = stored_count(d.a, c.M, c.K), nb = stored_count(d.b, c.K, c.N), nc = stored_count(d.c, c.M, c.N);
   d.a.batch_stride = int64_t(na), d.b.batch_stride = int64_t(nb), d.c.batch_stride = int64_t(nc);
   d.alpha = 0.75f, d.beta = c.beta;
@@ -105,7 +122,14 @@ TEST_P(GemmCudaVsCpu, MatchesReference) {
   Buffer<char> da = make_buffer(DeviceKind::cuda, a), db = make_buffer(DeviceKind::cuda, b),
                dc = make_buffer(DeviceKind::cuda, c0);
   if (c.beta == 0) detail::fill_bytes(DeviceKind::cuda, dc.data(), 0xff, dc.bytes());  // NaN in every type
-  ops::cuda::gemm(d, da.data(), db.data(), dc.data());
+  if (c.kernel) {
+    if (*c.kernel == ops::cuda::GemmKernel::wgmma && !hopper())
+      GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU";
+    ASSERT_TRUE(ops::cuda::gemm_kernel_can_run(*c.kernel, d, da.data(), db.data()));
+    ops::cuda::gemm(d, da.data(), db.data(), dc.data(), *c.kernel);
+  } else {
+    ops::cuda::gemm(d, da.data(), db.data(), dc.data());
+  }
   const auto got = as_floats(dc.to_host(), c.out);
 
   std::vector<float> want_all = as_floats(c0, c.out), got_checked, want_checked;
@@ -133,7 +157,7 @@ TEST_P(GemmCudaVsCpu, MatchesReference) {
     }
   }
   // Only logical elements count (padding stays NaN when beta = 0).
-  if (c.sample_rows == 0 && c.pad) {
+  if (c.sample_rows == 0 && (c.pad || align8)) {
     const auto sc = ops::operand_strides(d.c);
     std::vector<float> g2, w2;
     for (size_t bi = 0; bi < c.batch; ++bi)
@@ -176,11 +200,61 @@ std::vector<Case> cases() {
   v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8});
   v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8});
   v.push_back({4096, 4096, 4096, 1, false, true, Layout::row_major, Layout::row_major, Layout::row_major, DType::f32, DType::f32, 0, 0.0f, 8});
+  // The same 4096^3 products on the WMMA kernel (gemm() picks wgmma for them on Hopper).
+  v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wmma});
+  v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wmma});
+  // The wgmma kernel: every K-/MN-major combination of A and B and C layout with M, N, K
+  // tails (128 x 128 tiles), split-K, batches, and 128 x 256 tiles (2048 x 2300, 4096^3).
+  const std::pair<DType, DType> half_precisions[] = {{DType::f16, DType::f32}, {DType::f16, DType::f16},
+                                                     {DType::bf16, DType::f32}, {DType::bf16, DType::bf16}};
+  for (auto [in, out] : half_precisions) {
+    for (int bits = 0; bits < 32; ++bits) {
+      const bool ta = bits & 1, tb = bits & 2;
+      const Layout la = bits & 4 ? Layout::col_major : Layout::row_major;
+      const Layout lb = bits & 8 ? Layout::col_major : Layout::row_major;
+      const Layout lc = bits & 16 ? Layout::col_major : Layout::row_major;
+      v.push_back({17, 33, 65, 1, ta, tb, la, lb, lc, in, out, 0, 0.0f, 0, GemmKernel::wgmma});
+      if (bits % 7 == 0) v.push_back({1, 1, 1, 1, ta, tb, la, lb, lc, in, out, 0, 0.0f, 0, GemmKernel::wgmma});
+    }
+    v.push_back({777, 333, 1999, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.0f, 0, GemmKernel::wgmma});
+    v.push_back({777, 333, 1999, 1, true, true, Layout::row_major, Layout::col_major, Layout::col_major, in, out, 3, 0.5f, 0, GemmKernel::wgmma});
+    v.push_back({130, 70, 200, 3, false, true, Layout::col_major, Layout::row_major, Layout::row_major, in, out, 8, 0.0f, 0, GemmKernel::wgmma});
+    v.push_back({2048, 2300, 200, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.25f, 0, GemmKernel::wgmma});
+  }
+  v.push_back({2048, 2300, 200, 1, true, true, Layout::col_major, Layout::row_major, Layout::col_major, DType::f16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma});
+  v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wgmma});
+  v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wgmma});
   return v;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GemmCudaVsCpu, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return name_of(info.param); });
+
+// A kernel that cannot run a problem says why instead of computing garbage.
+TEST(GemmCuda, NamedKernelThatCannotRunIsAnError) {
+  REQUIRE_CUDA();
+  GemmDesc d;
+  d.M = d.N = d.K = 64;
+  d.a = {DType::f32, Layout::row_major, false, 64, 0};
+  d.b = d.a;
+  d.c = d.a;
+  Buffer<float> a(DeviceKind::cuda, 64 * 64), c(DeviceKind::cuda, 64 * 64);
+  auto expect_error_containing = [](const std::function<void()>& f, const std::string& part) {
+    const std::string message = test::error_of(f);
+    EXPECT_NE(message.find(part), std::string::npos) << "message: '" << message << "', expected: " << part;
+  };
+  EXPECT_FALSE(ops::cuda::gemm_kernel_can_run(GemmKernel::wmma, d, a.data(), a.data()));
+  expect_error_containing([&] { ops::cuda::gemm(d, a.data(), a.data(), c.data(), GemmKernel::wmma); },
+                                "fp16 or bf16 inputs only");
+  d.a.type = d.b.type = DType::f16;
+  d.a.ld = d.b.ld = 65;  // 130-byte rows: TMA needs multiples of 16 bytes
+  Buffer<uint16_t> h(DeviceKind::cuda, 64 * 65);
+  expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::simt); },
+                                "fp32 inputs only");
+  expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::wgmma); },
+                                hopper() ? "16-byte aligned" : "wgmma kernel");
+  EXPECT_EQ(ops::cuda::gemm_kernel_for(d, h.data(), h.data()), GemmKernel::wmma);
+}
 
 }  // namespace
 }  // namespace tessera

@@ -48,11 +48,21 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
 }  // namespace cpu
 
 namespace cuda {
-enum class GemmKernel { simt, wmma };
-// fp32 inputs run the SIMT kernel; fp16/bf16 inputs run the WMMA tensor-core kernel.
+// simt: fp32 CUDA cores. wmma: fp16/bf16 on WMMA 16x16x16 (any NVIDIA tensor-core GPU).
+// wgmma: fp16/bf16 on Hopper's warpgroup MMA fed by TMA (compute capability 9.0 only,
+// 16-byte aligned operands, leading dimensions and batch strides).
+enum class GemmKernel { simt, wmma, wgmma };
+const char* to_string(GemmKernel k);
+// Runs the fastest kernel that can: fp32 -> simt; fp16/bf16 -> wgmma where it can run,
+// else wmma.
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
-// Which kernel gemm() would use.
-GemmKernel gemm_kernel_for(const GemmDesc& d);
+// Runs the named kernel; throws tessera::Error saying why when it cannot run this problem
+// on this GPU.
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel);
+// Whether `kernel` can run this problem (with these operand addresses) on the current GPU.
+bool gemm_kernel_can_run(GemmKernel kernel, const GemmDesc& d, const void* A, const void* B);
+// Which kernel gemm() without a kernel argument would use.
+GemmKernel gemm_kernel_for(const GemmDesc& d, const void* A, const void* B);
 }  // namespace cuda
 
 }  // namespace tessera::ops

@@ -1,4 +1,4 @@
-// GEMM dispatcher: argument checks, operand strides, kernel choice.
+// GEMM dispatcher: argument checks, operand strides, kernel choice, split-K.
 #include <algorithm>
 #include <mutex>
 
@@ -27,18 +27,8 @@ float* split_k_workspace(size_t floats) {
   }
   return buffer;
 }
-}  // namespace
 
-GemmKernel gemm_kernel_for(const GemmDesc& d) {
-  return d.a.type == DType::f32 ? GemmKernel::simt : GemmKernel::wmma;
-}
-
-void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
-  check_gemm(d);
-  if (d.M == 0 || d.N == 0) return;
-  TESSERA_CHECK(A && B && C, "gemm: null pointer argument");
-  TESSERA_CHECK(d.M < (1u << 31) && d.N < (1u << 31) && d.K < (1u << 31) && d.batch <= 65535,
-                "gemm: dimensions beyond 2^31 or more than 65535 batch entries are not supported");
+detail::GemmParams make_params(const GemmDesc& d, const void* A, const void* B, void* C) {
   detail::GemmParams p{};
   p.A = A, p.B = B, p.C = C;
   p.M = int64_t(d.M), p.N = int64_t(d.N), p.K = int64_t(d.K), p.batch = int64_t(d.batch);
@@ -56,30 +46,114 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
   p.b_vec = vec_ok(B, d.b.ld, d.b.batch_stride);
   // K == 0 leaves C = beta * C: the kernels' K loops are then empty.
   p.splits = 1, p.k_split = p.K, p.partials = nullptr;
-  if (gemm_kernel_for(d) == GemmKernel::simt) {
-    detail::launch_simt_gemm(p);
-    return;
-  }
-  // Split K when the output tiles cannot fill the GPU (small or skinny products): aim at
-  // one block per SM, each keeping at least 4 of the kernel's 32-deep K tiles. (Two per SM
-  // made 1000^3 slower: 0.048 -> 0.054 ms on the H100, the partials' traffic outweighing
-  // the extra parallelism; 777x333x1999 went 0.135 -> 0.050 ms.)
-  constexpr int64_t kTile = 128, kDepth = 32;
-  const int64_t tiles = ((p.M + kTile - 1) / kTile) * ((p.N + kTile - 1) / kTile) * p.batch;
+  return p;
+}
+
+// Split K when the output tiles cannot fill the GPU (small or skinny products): aim at one
+// block per SM, each keeping at least 4 of the kernel's K tiles. (Two per SM made 1000^3
+// slower on the WMMA kernel: 0.048 -> 0.054 ms on the H100, the partials' traffic
+// outweighing the extra parallelism; 777x333x1999 went 0.135 -> 0.050 ms.)
+void plan_split_k(detail::GemmParams& p, int64_t tile_m, int64_t tile_n, int64_t depth) {
+  const int64_t tiles = ((p.M + tile_m - 1) / tile_m) * ((p.N + tile_n - 1) / tile_n) * p.batch;
   const int64_t want = (int64_t(detail::sm_count()) + tiles - 1) / tiles;
-  const int64_t max_splits = std::max<int64_t>(1, p.K / (4 * kDepth));
+  const int64_t max_splits = std::max<int64_t>(1, p.K / (4 * depth));
   const int64_t splits = std::min<int64_t>({want, max_splits, 32});
-  if (splits > 1) {
-    p.k_split = ((p.K + splits - 1) / splits + kDepth - 1) / kDepth * kDepth;
-    p.splits = int((p.K + p.k_split - 1) / p.k_split);
-    const size_t need = size_t(p.splits) * size_t(p.M * p.N * p.batch);
-    std::lock_guard<std::mutex> lock(workspace_mutex());
-    p.partials = split_k_workspace(need);
-    detail::launch_wmma_gemm(p, d.a.type, d.c.type);
-    detail::launch_split_k_reduce(p, d.c.type);
+  if (splits <= 1) return;
+  p.k_split = ((p.K + splits - 1) / splits + depth - 1) / depth * depth;
+  p.splits = int((p.K + p.k_split - 1) / p.k_split);
+}
+
+// Runs `launch` directly, or into split-K partials that a second kernel sums.
+template <typename Launch>
+void run_with_splits(detail::GemmParams& p, DType out, Launch&& launch) {
+  if (p.splits <= 1) {
+    launch(p);
     return;
   }
-  detail::launch_wmma_gemm(p, d.a.type, d.c.type);
+  std::lock_guard<std::mutex> lock(workspace_mutex());
+  p.partials = split_k_workspace(size_t(p.splits) * size_t(p.M * p.N * p.batch));
+  launch(p);
+  detail::launch_split_k_reduce(p, out);
+}
+
+// Why `kernel` cannot run `d` here, or nullptr when it can.
+const char* cannot_run(GemmKernel kernel, const GemmDesc& d, const detail::GemmParams& p) {
+  const bool half_inputs = d.a.type == DType::f16 || d.a.type == DType::bf16;
+  switch (kernel) {
+    case GemmKernel::simt:
+      return d.a.type == DType::f32 ? nullptr : "the simt kernel takes fp32 inputs only";
+    case GemmKernel::wmma:
+      return half_inputs ? nullptr : "the wmma kernel takes fp16 or bf16 inputs only";
+    case GemmKernel::wgmma:
+#ifdef TESSERA_HAS_WGMMA
+      if (!half_inputs) return "the wgmma kernel takes fp16 or bf16 inputs only";
+      if (!detail::wgmma_gemm_available()) return "the wgmma kernel needs a compute capability 9.0 (Hopper) GPU";
+      if (!detail::wgmma_gemm_supports(p, d.a.type))
+        return "the wgmma kernel needs 16-byte aligned operands, leading dimensions and batch strides (TMA)";
+      return nullptr;
+#else
+      return "this build has no wgmma kernel (it needs sm_90 in TESSERA_CUDA_ARCHS)";
+#endif
+  }
+  return "unknown kernel";
+}
+
+void check_dimensions(const GemmDesc& d) {
+  TESSERA_CHECK(d.M < (1u << 31) && d.N < (1u << 31) && d.K < (1u << 31) && d.batch <= 65535,
+                "gemm: dimensions beyond 2^31 or more than 65535 batch entries are not supported");
+}
+}  // namespace
+
+const char* to_string(GemmKernel k) {
+  switch (k) {
+    case GemmKernel::simt: return "simt";
+    case GemmKernel::wmma: return "wmma";
+    case GemmKernel::wgmma: return "wgmma";
+  }
+  return "?";
+}
+
+bool gemm_kernel_can_run(GemmKernel kernel, const GemmDesc& d, const void* A, const void* B) {
+  check_gemm(d);
+  return cannot_run(kernel, d, make_params(d, A, B, nullptr)) == nullptr;
+}
+
+GemmKernel gemm_kernel_for(const GemmDesc& d, const void* A, const void* B) {
+  if (d.a.type == DType::f32) return GemmKernel::simt;
+  return gemm_kernel_can_run(GemmKernel::wgmma, d, A, B) ? GemmKernel::wgmma : GemmKernel::wmma;
+}
+
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel) {
+  check_gemm(d);
+  if (d.M == 0 || d.N == 0) return;
+  TESSERA_CHECK(A && B && C, "gemm: null pointer argument");
+  check_dimensions(d);
+  detail::GemmParams p = make_params(d, A, B, C);
+  if (const char* why = cannot_run(kernel, d, p)) throw Error(format_message("gemm: {}", why));
+  switch (kernel) {
+    case GemmKernel::simt:
+      detail::launch_simt_gemm(p);
+      return;
+    case GemmKernel::wmma:
+      plan_split_k(p, 128, 128, 32);
+      run_with_splits(p, d.c.type, [&](const detail::GemmParams& q) { detail::launch_wmma_gemm(q, d.a.type, d.c.type); });
+      return;
+    case GemmKernel::wgmma: {
+#ifdef TESSERA_HAS_WGMMA
+      const int tile_n = detail::wgmma_gemm_tile_n(p);
+      plan_split_k(p, 128, tile_n, 64);
+      run_with_splits(p, d.c.type,
+                      [&](const detail::GemmParams& q) { detail::launch_wgmma_gemm(q, d.a.type, d.c.type, tile_n); });
+#endif
+      return;
+    }
+  }
+}
+
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
+  check_gemm(d);
+  if (d.M == 0 || d.N == 0) return;
+  gemm(d, A, B, C, gemm_kernel_for(d, A, B));
 }
 
 }  // namespace tessera::ops::cuda

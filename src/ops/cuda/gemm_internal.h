@@ -1,5 +1,6 @@
 #pragma once
-// Shared by the GEMM dispatcher (gemm.cu) and its kernels (gemm_simt.cu, gemm_wmma.cu).
+// Shared by the GEMM dispatcher (gemm.cu) and its kernels (gemm_simt.cu, gemm_wmma.cu,
+// sm90/gemm_wgmma.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -48,5 +49,15 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { re
 void launch_simt_gemm(const GemmParams& p);
 void launch_split_k_reduce(const GemmParams& p, DType out);
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out);
+
+#ifdef TESSERA_HAS_WGMMA
+// Hopper wgmma + TMA kernel (compiled for sm_90a; runs only on compute capability 9.0).
+bool wgmma_gemm_available();
+// TMA's rules: fp16/bf16, 16-byte aligned bases, leading dimensions and batch strides.
+bool wgmma_gemm_supports(const GemmParams& p, DType in);
+// Output tile width (128 or 256) the launcher should use for this problem.
+int wgmma_gemm_tile_n(const GemmParams& p);
+void launch_wgmma_gemm(const GemmParams& p, DType in, DType out, int tile_n);
+#endif
 
 }  // namespace tessera::ops::cuda::detail
