@@ -8,8 +8,9 @@
 // consumers' wgmmas reading it have finished. TMA writes 128-byte-swizzled tiles (bank-
 // conflict-free for wgmma) and zero-fills outside the matrix, so M, N, K tails need no
 // code; either operand may be K-major or MN-major (wgmma's transpose bits), which covers
-// every layout/transpose combination. The epilogue writes registers to global memory with
-// bounds checks, alpha/beta and C's type and layout, or the fp32 split-K partials.
+// every layout/transpose combination. The epilogue stages the accumulators in shared memory
+// and writes C (alpha/beta, its type and layout) or the fp32 split-K partials with vector
+// accesses along C's contiguous dimension.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -39,6 +40,100 @@ struct TileConfig {
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
 };
+
+// Four consecutive outputs: one 16-byte (fp32) or 8-byte (fp16/bf16) access.
+template <typename OutT>
+__device__ __forceinline__ float4 load4(const OutT* src) {
+  if constexpr (sizeof(OutT) == 4) {
+    return *reinterpret_cast<const float4*>(src);
+  } else {
+    const uint2 u = *reinterpret_cast<const uint2*>(src);
+    const OutT* h = reinterpret_cast<const OutT*>(&u);
+    return make_float4(to_float(h[0]), to_float(h[1]), to_float(h[2]), to_float(h[3]));
+  }
+}
+template <typename OutT>
+__device__ __forceinline__ void store4(OutT* dst, float4 v) {
+  if constexpr (sizeof(OutT) == 4) {
+    *reinterpret_cast<float4*>(dst) = v;
+  } else {
+    uint2 u;
+    OutT* h = reinterpret_cast<OutT*>(&u);
+    h[0] = from_float<OutT>(v.x), h[1] = from_float<OutT>(v.y), h[2] = from_float<OutT>(v.z), h[3] = from_float<OutT>(v.w);
+    *reinterpret_cast<uint2*>(dst) = u;
+  }
+}
+
+// Epilogue. The consumer's 64 x BN accumulators go through shared memory (the ring is idle
+// once both consumers are done) so that C is written along its contiguous dimension with
+// 4-element vector accesses: whole 32-byte sectors instead of the fragments' scattered
+// pairs. Accumulator fragment: thread (warp w, lane l) holds rows 16w + l/4 (+8) and
+// columns 8j + 2(l%4) (+1) as acc[4j + 2 * (row half) + column]. Writes alpha acc + beta C
+// in C's type and layout, or the fp32 split-K partials (row-major M x N, no alpha/beta).
+template <int BN, typename OutT>
+__device__ __forceinline__ void store_tile(const GemmParams& p, const float (&acc)[BN / 2], float* smem, int consumer,
+                                           int m0, int n0, int bz, int split) {
+  constexpr int kRowPitch = BN + 8, kColPitch = 64 + 4;  // padded against bank conflicts
+  const bool rows_are_lines = p.partials != nullptr || p.c_col_stride == 1;
+  asm volatile("bar.sync 1, 256;" ::: "memory");  // both consumers' wgmmas have read the ring
+  float* st = smem + consumer * (rows_are_lines ? 64 * kRowPitch : BN * kColPitch);
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp * 16 + lane / 4 + 8 * h, c = j * 8 + 2 * (lane % 4);
+      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+      if (rows_are_lines) {
+        *reinterpret_cast<float2*>(st + r * kRowPitch + c) = make_float2(v0, v1);
+      } else {
+        st[c * kColPitch + r] = v0;
+        st[(c + 1) * kColPitch + r] = v1;
+      }
+    }
+  asm volatile("bar.sync %0, 128;" ::"r"(2 + consumer) : "memory");
+
+  // Lines along C's contiguous dimension: rows (row-major C, partials) or columns.
+  const int64_t tile_row = m0 + consumer * 64;
+  const int lines = rows_are_lines ? 64 : BN, width = rows_are_lines ? BN : 64;
+  const int pitch = rows_are_lines ? kRowPitch : kColPitch;
+  const int64_t line0 = rows_are_lines ? tile_row : n0, pos0 = rows_are_lines ? n0 : tile_row;
+  const int64_t line_end = rows_are_lines ? p.M : p.N, pos_end = rows_are_lines ? p.N : p.M;
+  float* partials = p.partials ? p.partials + (int64_t(bz) * p.splits + split) * p.M * p.N : nullptr;
+  OutT* C = static_cast<OutT*>(p.C) + bz * p.stride_c;
+  const int64_t ld = partials ? p.N : rows_are_lines ? int64_t(p.c_row_stride) : int64_t(p.c_col_stride);
+  const bool vector_ok = partials ? p.N % 4 == 0
+                                  : ld % 4 == 0 && reinterpret_cast<uintptr_t>(C) % (4 * sizeof(OutT)) == 0;
+  for (int g = t; g < lines * width / 4; g += 128) {
+    const int line = g / (width / 4), q = (g % (width / 4)) * 4;
+    const int64_t gl = line0 + line, gp = pos0 + q;
+    if (gl >= line_end || gp >= pos_end) continue;
+    const float4 v = *reinterpret_cast<const float4*>(st + line * pitch + q);
+    const float vs[4] = {v.x, v.y, v.z, v.w};
+    if (partials) {
+      float* dst = partials + gl * ld + gp;
+      if (vector_ok && gp + 3 < pos_end) *reinterpret_cast<float4*>(dst) = v;
+      else
+        for (int i = 0; i < 4 && gp + i < pos_end; ++i) dst[i] = vs[i];
+      continue;
+    }
+    OutT* dst = C + gl * ld + gp;
+    if (vector_ok && gp + 3 < pos_end) {
+      float4 out = make_float4(p.alpha * v.x, p.alpha * v.y, p.alpha * v.z, p.alpha * v.w);
+      if (p.beta != 0.0f) {
+        const float4 old = load4(dst);
+        out.x += p.beta * old.x, out.y += p.beta * old.y, out.z += p.beta * old.z, out.w += p.beta * old.w;
+      }
+      store4(dst, out);
+    } else {
+      for (int i = 0; i < 4 && gp + i < pos_end; ++i) {
+        float out = p.alpha * vs[i];
+        if (p.beta != 0.0f) out += p.beta * to_float(dst[i]);
+        dst[i] = from_float<OutT>(out);
+      }
+    }
+  }
+}
 
 template <int BN, bool Bf16, int TransA, int TransB, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -131,35 +226,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma_wait<0>();
   fence_accumulators(acc);
 
-  // Accumulator fragment: thread (warp w, lane l) holds rows 16w + l/4 (+8) and columns
-  // 8j + 2(l%4) (+1) of its warpgroup's 64 x BN tile, as acc[4j + 2 * (row half) + col].
-  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int64_t row0 = m0 + consumer * 64 + warp * 16 + lane / 4;
-  OutT* C = static_cast<OutT*>(p.C) + bz * p.stride_c;
-  float* partials = p.partials ? p.partials + (int64_t(bz) * p.splits + split) * p.M * p.N : nullptr;
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const int64_t col0 = n0 + j * 8 + 2 * (lane % 4);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = row0 + 8 * h;
-      if (r >= p.M) continue;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int64_t c = col0 + e;
-        if (c >= p.N) continue;
-        const float v = acc[4 * j + 2 * h + e];
-        if (partials) {
-          partials[r * p.N + c] = v;
-        } else {
-          const size_t ci = r * p.c_row_stride + c * p.c_col_stride;
-          float out = p.alpha * v;
-          if (p.beta != 0.0f) out += p.beta * to_float(C[ci]);
-          C[ci] = from_float<OutT>(out);
-        }
-      }
-    }
-  }
+  store_tile<BN, OutT>(p, acc, reinterpret_cast<float*>(smem), consumer, m0, n0, bz, split);
 }
 
 // cuTensorMapEncodeTiled from the driver, found at run time (tessera links only cudart).
