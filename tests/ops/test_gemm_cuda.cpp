@@ -2,8 +2,9 @@
 // fresh random data: shapes 1x1x1, 17x33x65, 777x333x1999 and 4096^3 (sampled rows), every
 // transpose of A and B, row- and column-major A, B and C, padded leading dimensions,
 // strided batches, alpha/beta. Each case runs the kernel gemm() picks, or one named kernel
-// (wgmma cases use leading dimensions rounded up to 8 elements, as TMA needs, and skip
-// visibly on GPUs other than compute capability 9.0). C is poisoned (NaN) before each run when beta = 0, so unwritten elements
+// (wgmma cases skip visibly on GPUs other than compute capability 9.0; with leading
+// dimensions rounded up to 8 elements TMA reads the operands in place, otherwise they are
+// first copied to aligned scratch). C is poisoned (NaN) before each run when beta = 0, so unwritten elements
 // fail. Tolerances (relative L2 error): fp32 and fp32-output runs differ from the double
 // reference by summation order only (measured ~1e-7); fp16/bf16 outputs by their rounding.
 #include <gtest/gtest.h>
@@ -81,16 +82,15 @@ struct Case {
   float beta;
   size_t sample_rows;  // 0: check every row; else this many rows (big shapes)
   std::optional<ops::cuda::GemmKernel> kernel = std::nullopt;  // none: gemm() picks
+  bool align8 = false;  // leading dimensions rounded up to 8 elements (TMA reads in place)
 };
-
-bool needs_align8(const Case& c) { return c.kernel == ops::cuda::GemmKernel::wgmma; }
 
 std::string name_of(const Case& c) {
   auto L = [](Layout l) { return l == Layout::row_major ? "r" : "c"; };
   return fmt::format("{}x{}x{}{}_{}{}_{}{}{}_{}_to_{}{}{}", c.M, c.N, c.K, c.batch > 1 ? fmt::format("_b{}", c.batch) : "",
                      c.ta ? "T" : "N", c.tb ? "T" : "N", L(c.la), L(c.lb), L(c.lc), to_string(c.in), to_string(c.out),
                      c.pad ? "_pad" : "", c.beta != 0 ? "_beta" : "") +
-         (c.kernel ? std::string("_") + ops::cuda::to_string(*c.kernel) : std::string());
+         (c.kernel ? std::string("_") + ops::cuda::to_string(*c.kernel) : std::string()) + (c.align8 ? "_ld8" : "");
 }
 
 bool hopper() {
@@ -110,7 +110,7 @@ TEST_P(GemmCudaVsCpu, MatchesReference) {
   d.a = {c.in, c.la, c.ta, 0, 0};
   d.b = {c.in, c.lb, c.tb, 0, 0};
   d.c = {c.out, c.lc, false, 0, 0};
-  const bool align8 = needs_align8(c);
+  const bool align8 = c.align8;
   d.a.ld = stored_ld(d.a, c.M, c.K, c.pad, align8);
   d.b.ld = stored_ld(d.b, c.K, c.N, c.pad, align8);
   d.c.ld = stored_ld(d.c, c.M, c.N, c.pad, align8);
@@ -213,17 +213,20 @@ std::vector<Case> cases() {
       const Layout la = bits & 4 ? Layout::col_major : Layout::row_major;
       const Layout lb = bits & 8 ? Layout::col_major : Layout::row_major;
       const Layout lc = bits & 16 ? Layout::col_major : Layout::row_major;
-      v.push_back({17, 33, 65, 1, ta, tb, la, lb, lc, in, out, 0, 0.0f, 0, GemmKernel::wgmma});
-      if (bits % 7 == 0) v.push_back({1, 1, 1, 1, ta, tb, la, lb, lc, in, out, 0, 0.0f, 0, GemmKernel::wgmma});
+      v.push_back({17, 33, 65, 1, ta, tb, la, lb, lc, in, out, 0, 0.0f, 0, GemmKernel::wgmma, true});
+      if (bits % 5 == 0) v.push_back({17, 33, 65, 1, ta, tb, la, lb, lc, in, out, 0, 0.0f, 0, GemmKernel::wgmma, false});
+      if (bits % 7 == 0) v.push_back({1, 1, 1, 1, ta, tb, la, lb, lc, in, out, 0, 0.0f, 0, GemmKernel::wgmma, true});
     }
-    v.push_back({777, 333, 1999, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.0f, 0, GemmKernel::wgmma});
-    v.push_back({777, 333, 1999, 1, true, true, Layout::row_major, Layout::col_major, Layout::col_major, in, out, 3, 0.5f, 0, GemmKernel::wgmma});
-    v.push_back({130, 70, 200, 3, false, true, Layout::col_major, Layout::row_major, Layout::row_major, in, out, 8, 0.0f, 0, GemmKernel::wgmma});
-    v.push_back({2048, 2300, 200, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.25f, 0, GemmKernel::wgmma});
+    v.push_back({777, 333, 1999, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.0f, 0, GemmKernel::wgmma, true});
+    v.push_back({777, 333, 1999, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.0f, 0, GemmKernel::wgmma, false});
+    v.push_back({777, 333, 1999, 1, true, true, Layout::row_major, Layout::col_major, Layout::col_major, in, out, 3, 0.5f, 0, GemmKernel::wgmma, true});
+    v.push_back({130, 70, 200, 3, false, true, Layout::col_major, Layout::row_major, Layout::row_major, in, out, 8, 0.0f, 0, GemmKernel::wgmma, true});
+    v.push_back({130, 70, 201, 3, true, false, Layout::col_major, Layout::row_major, Layout::row_major, in, out, 1, 0.0f, 0, GemmKernel::wgmma, false});
+    v.push_back({2048, 2300, 200, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.25f, 0, GemmKernel::wgmma, true});
   }
-  v.push_back({2048, 2300, 200, 1, true, true, Layout::col_major, Layout::row_major, Layout::col_major, DType::f16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma});
-  v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wgmma});
-  v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wgmma});
+  v.push_back({2048, 2300, 200, 1, true, true, Layout::col_major, Layout::row_major, Layout::col_major, DType::f16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma, true});
+  v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wgmma, true});
+  v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wgmma, true});
   return v;
 }
 
@@ -247,13 +250,15 @@ TEST(GemmCuda, NamedKernelThatCannotRunIsAnError) {
   expect_error_containing([&] { ops::cuda::gemm(d, a.data(), a.data(), c.data(), GemmKernel::wmma); },
                                 "fp16 or bf16 inputs only");
   d.a.type = d.b.type = DType::f16;
-  d.a.ld = d.b.ld = 65;  // 130-byte rows: TMA needs multiples of 16 bytes
+  d.a.ld = d.b.ld = 65;  // 130-byte rows: wgmma copies them to aligned scratch first
   Buffer<uint16_t> h(DeviceKind::cuda, 64 * 65);
   expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::simt); },
                                 "fp32 inputs only");
-  expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::wgmma); },
-                                hopper() ? "16-byte aligned" : "wgmma kernel");
-  EXPECT_EQ(ops::cuda::gemm_kernel_for(d, h.data(), h.data()), GemmKernel::wmma);
+  if (!hopper()) {
+    expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::wgmma); },
+                            "compute capability 9.0");
+  }
+  EXPECT_EQ(ops::cuda::gemm_kernel_for(d, h.data(), h.data()), hopper() ? GemmKernel::wgmma : GemmKernel::wmma);
 }
 
 }  // namespace

@@ -49,12 +49,12 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
 
 namespace cuda {
 // simt: fp32 CUDA cores. wmma: fp16/bf16 on WMMA 16x16x16 (any NVIDIA tensor-core GPU).
-// wgmma: fp16/bf16 on Hopper's warpgroup MMA fed by TMA (compute capability 9.0 only,
-// 16-byte aligned operands, leading dimensions and batch strides).
+// wgmma: fp16/bf16 on Hopper's warpgroup MMA fed by TMA (compute capability 9.0 only;
+// operands whose base, leading dimension or batch stride is not 16-byte aligned are first
+// copied to aligned scratch).
 enum class GemmKernel { simt, wmma, wgmma };
 const char* to_string(GemmKernel k);
-// Runs the fastest kernel that can: fp32 -> simt; fp16/bf16 -> wgmma where it can run,
-// else wmma.
+// Runs the fastest kernel that can: fp32 -> simt; fp16/bf16 -> wgmma on Hopper, else wmma.
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
 // Runs the named kernel; throws tessera::Error saying why when it cannot run this problem
 // on this GPU.

@@ -13,19 +13,30 @@ std::mutex& workspace_mutex() {
   static std::mutex m;
   return m;
 }
-// Split-K partials, grown on demand and kept for the life of the process. All work runs on
-// the default stream, so a later call cannot overwrite partials an earlier one still reads.
-float* split_k_workspace(size_t floats) {
-  static float* buffer = nullptr;
-  static size_t capacity = 0;
-  if (capacity < floats) {
-    if (buffer) TESSERA_CUDA_CHECK(cudaFree(buffer));
-    buffer = nullptr;
-    capacity = 0;
-    TESSERA_CUDA_CHECK(cudaMalloc(&buffer, floats * sizeof(float)));
-    capacity = floats;
+// Scratch (split-K partials, packed operands), grown on demand and kept for the life of
+// the process. All work runs on the default stream, so a later call cannot overwrite
+// scratch an earlier one still reads.
+struct Workspace {
+  char* buffer = nullptr;
+  size_t capacity = 0;
+  char* get(size_t bytes) {
+    if (capacity < bytes) {
+      if (buffer) TESSERA_CUDA_CHECK(cudaFree(buffer));
+      buffer = nullptr;
+      capacity = 0;
+      TESSERA_CUDA_CHECK(cudaMalloc(&buffer, bytes));
+      capacity = bytes;
+    }
+    return buffer;
   }
-  return buffer;
+};
+Workspace& split_k_workspace() {
+  static Workspace w;
+  return w;
+}
+Workspace& pack_workspace() {
+  static Workspace w;
+  return w;
 }
 
 detail::GemmParams make_params(const GemmDesc& d, const void* A, const void* B, void* C) {
@@ -49,32 +60,70 @@ detail::GemmParams make_params(const GemmDesc& d, const void* A, const void* B, 
   return p;
 }
 
-// Split K when the output tiles cannot fill the GPU (small or skinny products): aim at one
-// block per SM, each keeping at least 4 of the kernel's K tiles. (Two per SM made 1000^3
-// slower on the WMMA kernel: 0.048 -> 0.054 ms on the H100, the partials' traffic
-// outweighing the extra parallelism; 777x333x1999 went 0.135 -> 0.050 ms.)
-void plan_split_k(detail::GemmParams& p, int64_t tile_m, int64_t tile_n, int64_t depth) {
+// Split K when the output tiles cannot fill the GPU (small or skinny products), each split
+// keeping at least `min_depth_tiles` of the kernel's K tiles. The WMMA kernel aims at one
+// block per SM (rounding up: two per SM made 1000^3 slower, 0.048 -> 0.054 ms on the H100;
+// 777x333x1999 went 0.135 -> 0.050 ms). The wgmma kernel is fast enough per block that the
+// partials' traffic weighs more: it never exceeds one wave and keeps 8 K tiles per split.
+void plan_split_k(detail::GemmParams& p, int64_t tile_m, int64_t tile_n, int64_t depth, int64_t min_depth_tiles,
+                  bool round_up) {
   const int64_t tiles = ((p.M + tile_m - 1) / tile_m) * ((p.N + tile_n - 1) / tile_n) * p.batch;
-  const int64_t want = (int64_t(detail::sm_count()) + tiles - 1) / tiles;
-  const int64_t max_splits = std::max<int64_t>(1, p.K / (4 * depth));
+  const int64_t sms = detail::sm_count();
+  const int64_t want = round_up ? (sms + tiles - 1) / tiles : sms / tiles;
+  const int64_t max_splits = std::max<int64_t>(1, p.K / (min_depth_tiles * depth));
   const int64_t splits = std::min<int64_t>({want, max_splits, 32});
   if (splits <= 1) return;
   p.k_split = ((p.K + splits - 1) / splits + depth - 1) / depth * depth;
   p.splits = int((p.K + p.k_split - 1) / p.k_split);
 }
 
-// Runs `launch` directly, or into split-K partials that a second kernel sums.
+// Runs `launch` directly, or into split-K partials that a second kernel sums. The caller
+// holds workspace_mutex().
 template <typename Launch>
 void run_with_splits(detail::GemmParams& p, DType out, Launch&& launch) {
   if (p.splits <= 1) {
     launch(p);
     return;
   }
-  std::lock_guard<std::mutex> lock(workspace_mutex());
-  p.partials = split_k_workspace(size_t(p.splits) * size_t(p.M * p.N * p.batch));
+  p.partials = reinterpret_cast<float*>(split_k_workspace().get(size_t(p.splits) * size_t(p.M * p.N * p.batch) * sizeof(float)));
   launch(p);
   detail::launch_split_k_reduce(p, out);
 }
+
+#ifdef TESSERA_HAS_WGMMA
+// Copies the operands TMA cannot read in place (misaligned base, leading dimension or
+// batch stride) into dense aligned scratch and points p at the copies. The caller holds
+// workspace_mutex().
+void pack_for_tma(detail::GemmParams& p) {
+  // Each operand as lines of `inner` contiguous elements; K-major when K is contiguous.
+  const bool a_k_major = p.a_col_stride == 1, b_k_major = p.b_row_stride == 1;
+  const bool pack_a = !detail::wgmma_operand_ok(p.A, p.a_row_stride, p.a_col_stride, p.stride_a, p.batch);
+  const bool pack_b = !detail::wgmma_operand_ok(p.B, p.b_row_stride, p.b_col_stride, p.stride_b, p.batch);
+  if (!pack_a && !pack_b) return;
+  const int64_t a_inner = a_k_major ? p.K : p.M, a_outer = a_k_major ? p.M : p.K;
+  const int64_t b_inner = b_k_major ? p.K : p.N, b_outer = b_k_major ? p.N : p.K;
+  auto bytes_of = [&](int64_t inner, int64_t outer) { return (detail::packed_ld(inner) * outer * p.batch * 2 + 255) / 256 * 256; };
+  const size_t a_bytes = pack_a ? bytes_of(a_inner, a_outer) : 0;
+  const size_t b_bytes = pack_b ? bytes_of(b_inner, b_outer) : 0;
+  char* scratch = pack_workspace().get(a_bytes + b_bytes);
+  if (pack_a) {
+    const size_t ld = a_k_major ? p.a_row_stride : p.a_col_stride, new_ld = detail::packed_ld(a_inner);
+    detail::launch_pack_operand(p.A, scratch, a_inner, a_outer, p.batch, ld, p.stride_a);
+    p.A = scratch;
+    p.stride_a = int64_t(new_ld) * a_outer;
+    if (a_k_major) p.a_row_stride = new_ld, p.a_col_stride = 1;
+    else p.a_col_stride = new_ld, p.a_row_stride = 1;
+  }
+  if (pack_b) {
+    const size_t ld = b_k_major ? p.b_col_stride : p.b_row_stride, new_ld = detail::packed_ld(b_inner);
+    detail::launch_pack_operand(p.B, scratch + a_bytes, b_inner, b_outer, p.batch, ld, p.stride_b);
+    p.B = scratch + a_bytes;
+    p.stride_b = int64_t(new_ld) * b_outer;
+    if (b_k_major) p.b_col_stride = new_ld, p.b_row_stride = 1;
+    else p.b_row_stride = new_ld, p.b_col_stride = 1;
+  }
+}
+#endif
 
 // Why `kernel` cannot run `d` here, or nullptr when it can.
 const char* cannot_run(GemmKernel kernel, const GemmDesc& d, const detail::GemmParams& p) {
@@ -87,9 +136,8 @@ const char* cannot_run(GemmKernel kernel, const GemmDesc& d, const detail::GemmP
     case GemmKernel::wgmma:
 #ifdef TESSERA_HAS_WGMMA
       if (!half_inputs) return "the wgmma kernel takes fp16 or bf16 inputs only";
+      (void)p;
       if (!detail::wgmma_gemm_available()) return "the wgmma kernel needs a compute capability 9.0 (Hopper) GPU";
-      if (!detail::wgmma_gemm_supports(p, d.a.type))
-        return "the wgmma kernel needs 16-byte aligned operands, leading dimensions and batch strides (TMA)";
       return nullptr;
 #else
       return "this build has no wgmma kernel (it needs sm_90 in TESSERA_CUDA_ARCHS)";
@@ -134,14 +182,18 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel k
     case GemmKernel::simt:
       detail::launch_simt_gemm(p);
       return;
-    case GemmKernel::wmma:
-      plan_split_k(p, 128, 128, 32);
+    case GemmKernel::wmma: {
+      plan_split_k(p, 128, 128, 32, 4, true);
+      std::lock_guard<std::mutex> lock(workspace_mutex());
       run_with_splits(p, d.c.type, [&](const detail::GemmParams& q) { detail::launch_wmma_gemm(q, d.a.type, d.c.type); });
       return;
+    }
     case GemmKernel::wgmma: {
 #ifdef TESSERA_HAS_WGMMA
+      std::lock_guard<std::mutex> lock(workspace_mutex());
+      pack_for_tma(p);
       const int tile_n = detail::wgmma_gemm_tile_n(p);
-      plan_split_k(p, 128, tile_n, 64);
+      plan_split_k(p, 128, tile_n, 64, 8, false);
       run_with_splits(p, d.c.type,
                       [&](const detail::GemmParams& q) { detail::launch_wgmma_gemm(q, d.a.type, d.c.type, tile_n); });
 #endif

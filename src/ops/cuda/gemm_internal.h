@@ -50,11 +50,19 @@ void launch_simt_gemm(const GemmParams& p);
 void launch_split_k_reduce(const GemmParams& p, DType out);
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out);
 
+// Dense copy of a 2-byte-element operand (lines of `inner` contiguous elements, `outer`
+// lines ld apart, `batch` entries batch_stride apart) with leading dimension
+// packed_ld(inner) (a multiple of 8) and batch stride outer * packed_ld(inner).
+size_t packed_ld(int64_t inner);
+void launch_pack_operand(const void* src, void* dst, int64_t inner, int64_t outer, int64_t batch, size_t ld,
+                         int64_t batch_stride);
+
 #ifdef TESSERA_HAS_WGMMA
 // Hopper wgmma + TMA kernel (compiled for sm_90a; runs only on compute capability 9.0).
 bool wgmma_gemm_available();
-// TMA's rules: fp16/bf16, 16-byte aligned bases, leading dimensions and batch strides.
-bool wgmma_gemm_supports(const GemmParams& p, DType in);
+// TMA's rules for one 2-byte-element operand: one contiguous dimension, 16-byte aligned
+// base, leading dimension and batch stride.
+bool wgmma_operand_ok(const void* base, size_t row_stride, size_t col_stride, int64_t batch_stride, int64_t batch);
 // Output tile width (128 or 256) the launcher should use for this problem.
 int wgmma_gemm_tile_n(const GemmParams& p);
 void launch_wgmma_gemm(const GemmParams& p, DType in, DType out, int tile_n);
