@@ -19,7 +19,7 @@ namespace tessera::app {
 namespace {
 
 struct GemmBenchOptions {
-  std::string json_path;
+  std::string json_path, only;
   int iterations = 20, warmup = 3;
 };
 
@@ -111,6 +111,8 @@ void run_gemm(const GemmBenchOptions& o) {
              "x cuBLAS");
   Json results = Json::array();
   for (const auto& c : kCases) {
+   const std::string label = fmt::format("{}->{} {}x{}x{}", to_string(c.in), to_string(c.out), c.M, c.N, c.K);
+   if (!o.only.empty() && label.find(o.only) == std::string::npos) continue;
    // Every kernel that can run the case: wgmma (Hopper) and wmma for fp16/bf16, simt for fp32.
    std::vector<ops::cuda::GemmKernel> kernels;
    if (c.in == ops::DType::f32) {
@@ -153,6 +155,7 @@ void register_bench_gemm(CLI::App& bench) {
   cmd->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  cmd->add_option("--only", o.only, "run only the cases whose label (e.g. 'fp16->fp16 4096x4096x4096') contains this");
   cmd->callback([] { run_gemm(o); });
 }
 

@@ -204,7 +204,8 @@ std::vector<Case> cases() {
   v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wmma});
   v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wmma});
   // The wgmma kernel: every K-/MN-major combination of A and B and C layout with M, N, K
-  // tails (128 x 128 tiles), split-K, batches, and 128 x 256 tiles (2048 x 2300, 4096^3).
+  // tails (128 x 128 tiles), split-K, batches, and 128 x 256 tiles (2048 x 2300, 2100 x
+  // 2048, 4096^3).
   const std::pair<DType, DType> half_precisions[] = {{DType::f16, DType::f32}, {DType::f16, DType::f16},
                                                      {DType::bf16, DType::f32}, {DType::bf16, DType::bf16}};
   for (auto [in, out] : half_precisions) {
@@ -225,6 +226,9 @@ std::vector<Case> cases() {
     v.push_back({2048, 2300, 200, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.25f, 0, GemmKernel::wgmma, true});
   }
   v.push_back({2048, 2300, 200, 1, true, true, Layout::col_major, Layout::row_major, Layout::col_major, DType::f16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma, true});
+  // An odd number of M tiles on the 128 x 256 path (K-major and N-major B, K tail).
+  v.push_back({2100, 2048, 136, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f16, 0, 0.0f, 0, GemmKernel::wgmma, true});
+  v.push_back({2100, 2048, 136, 1, false, true, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma, true});
   v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wgmma, true});
   v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wgmma, true});
   return v;

@@ -106,9 +106,11 @@ void pack_for_tma(detail::GemmParams& p) {
   const size_t a_bytes = pack_a ? bytes_of(a_inner, a_outer) : 0;
   const size_t b_bytes = pack_b ? bytes_of(b_inner, b_outer) : 0;
   char* scratch = pack_workspace().get(a_bytes + b_bytes);
+  detail::PackJob jobs[2];
+  int count = 0;
   if (pack_a) {
     const size_t ld = a_k_major ? p.a_row_stride : p.a_col_stride, new_ld = detail::packed_ld(a_inner);
-    detail::launch_pack_operand(p.A, scratch, a_inner, a_outer, p.batch, ld, p.stride_a);
+    jobs[count++] = {p.A, scratch, a_inner, a_outer, p.batch, ld, p.stride_a};
     p.A = scratch;
     p.stride_a = int64_t(new_ld) * a_outer;
     if (a_k_major) p.a_row_stride = new_ld, p.a_col_stride = 1;
@@ -116,12 +118,13 @@ void pack_for_tma(detail::GemmParams& p) {
   }
   if (pack_b) {
     const size_t ld = b_k_major ? p.b_col_stride : p.b_row_stride, new_ld = detail::packed_ld(b_inner);
-    detail::launch_pack_operand(p.B, scratch + a_bytes, b_inner, b_outer, p.batch, ld, p.stride_b);
+    jobs[count++] = {p.B, scratch + a_bytes, b_inner, b_outer, p.batch, ld, p.stride_b};
     p.B = scratch + a_bytes;
     p.stride_b = int64_t(new_ld) * b_outer;
     if (b_k_major) p.b_col_stride = new_ld, p.b_row_stride = 1;
     else p.b_row_stride = new_ld, p.b_col_stride = 1;
   }
+  detail::launch_pack_operands(jobs, count);
 }
 #endif
 

@@ -51,11 +51,18 @@ void launch_split_k_reduce(const GemmParams& p, DType out);
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out);
 
 // Dense copy of a 2-byte-element operand (lines of `inner` contiguous elements, `outer`
-// lines ld apart, `batch` entries batch_stride apart) with leading dimension
+// lines ld apart, `batch` entries batch_stride apart) to dst with leading dimension
 // packed_ld(inner) (a multiple of 8) and batch stride outer * packed_ld(inner).
-size_t packed_ld(int64_t inner);
-void launch_pack_operand(const void* src, void* dst, int64_t inner, int64_t outer, int64_t batch, size_t ld,
-                         int64_t batch_stride);
+struct PackJob {
+  const void* src;
+  void* dst;
+  int64_t inner, outer, batch;
+  size_t ld;
+  int64_t batch_stride;
+};
+__host__ __device__ inline size_t packed_ld(int64_t inner) { return size_t((inner + 7) / 8 * 8); }
+// Runs 1 or 2 jobs in one launch.
+void launch_pack_operands(const PackJob* jobs, int count);
 
 #ifdef TESSERA_HAS_WGMMA
 // Hopper wgmma + TMA kernel (compiled for sm_90a; runs only on compute capability 9.0).

@@ -1,16 +1,16 @@
 // Hopper tensor-core GEMM (sm_90a): TMA tile loads into a multi-stage shared-memory ring,
 // warpgroup MMA (wgmma) straight from shared memory, fp32 accumulation in registers.
 //
-// One block computes a 128 x BN output tile (BN = 256 or 128) with three warpgroups: a
-// producer (one thread issues the TMA loads; the warpgroup gives its registers away) and
-// two consumers of 64 x BN each. Stage s of the ring holds A (128 x 64) and B (BN x 64);
+// Persistent blocks (one per SM) loop over 128 x BN output tiles (BN = 256 or 128) with
+// three warpgroups: a producer (one thread issues the TMA loads; the warpgroup gives its
+// registers away) and two consumers of 64 x BN each. Stage s of the ring holds A (128 x 64) and B (BN x 64);
 // `full[s]` completes when TMA has written the stage's bytes, `empty[s]` when both
 // consumers' wgmmas reading it have finished. TMA writes 128-byte-swizzled tiles (bank-
 // conflict-free for wgmma) and zero-fills outside the matrix, so M, N, K tails need no
 // code; either operand may be K-major or MN-major (wgmma's transpose bits), which covers
 // every layout/transpose combination. The epilogue stages the accumulators in shared memory
 // and writes C (alpha/beta, its type and layout) or the fp32 split-K partials with vector
-// accesses along C's contiguous dimension.
+// accesses along C's contiguous dimension, while the producer already loads the next tile.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -33,12 +33,15 @@ constexpr int kThreads = 384;          // producer + 2 consumer warpgroups
 constexpr int kChunkBytes = 64 * 128;  // 64 rows (or 64 K-rows of an MN-major operand) x 128 B
 constexpr int kRasterGroup = 8;        // M tiles walked together so B tiles stay in L2
 
+constexpr size_t kStagingBytes = 10240;  // per consumer: the epilogue's 32-column chunk
+
 template <int BN>
 struct TileConfig {
   static constexpr int kStages = BN == 256 ? 4 : 6;
   static constexpr uint32_t kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
-  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 2 * kStages * sizeof(uint64_t) + 1024;
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 2 * kStagingBytes +
+                                       2 * kStages * sizeof(uint64_t) + 1024;
 };
 
 // Four consecutive outputs: one 16-byte (fp32) or 8-byte (fp16/bf16) access.
@@ -64,81 +67,118 @@ __device__ __forceinline__ void store4(OutT* dst, float4 v) {
   }
 }
 
-// Epilogue. The consumer's 64 x BN accumulators go through shared memory (the ring is idle
-// once both consumers are done) so that C is written along its contiguous dimension with
-// 4-element vector accesses: whole 32-byte sectors instead of the fragments' scattered
-// pairs. Accumulator fragment: thread (warp w, lane l) holds rows 16w + l/4 (+8) and
-// columns 8j + 2(l%4) (+1) as acc[4j + 2 * (row half) + column]. Writes alpha acc + beta C
-// in C's type and layout, or the fp32 split-K partials (row-major M x N, no alpha/beta).
-template <int BN, typename OutT>
-__device__ __forceinline__ void store_tile(const GemmParams& p, const float (&acc)[BN / 2], float* smem, int consumer,
-                                           int m0, int n0, int bz, int split) {
-  constexpr int kRowPitch = BN + 8, kColPitch = 64 + 4;  // padded against bank conflicts
-  const bool rows_are_lines = p.partials != nullptr || p.c_col_stride == 1;
-  asm volatile("bar.sync 1, 256;" ::: "memory");  // both consumers' wgmmas have read the ring
-  float* st = smem + consumer * (rows_are_lines ? 64 * kRowPitch : BN * kColPitch);
-  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = warp * 16 + lane / 4 + 8 * h, c = j * 8 + 2 * (lane % 4);
-      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
-      if (rows_are_lines) {
-        *reinterpret_cast<float2*>(st + r * kRowPitch + c) = make_float2(v0, v1);
-      } else {
-        st[c * kColPitch + r] = v0;
-        st[(c + 1) * kColPitch + r] = v1;
-      }
-    }
-  asm volatile("bar.sync %0, 128;" ::"r"(2 + consumer) : "memory");
+// Epilogue, in 32-column chunks through a small per-consumer staging buffer (the ring is
+// meanwhile refilled for the block's next tile), so that C is written along its contiguous
+// dimension with 4-element vector accesses: whole 32-byte sectors instead of the fragments'
+// scattered pairs. Accumulator fragment: thread (warp w, lane l) holds rows 16w + l/4 (+8)
+// and columns 8j + 2(l%4) (+1) as acc[4j + 2 * (row half) + column]. Writes alpha acc +
+// beta C in C's type and layout, or the fp32 split-K partials (row-major M x N, no
+// alpha/beta).
+constexpr int kChunkCols = 32;
+constexpr int kRowPitch = kChunkCols + 8, kColPitch = 64 + 4;  // padded against bank conflicts
+constexpr int kStagingFloats = 64 * kRowPitch > kChunkCols * kColPitch ? 64 * kRowPitch : kChunkCols * kColPitch;
+static_assert(kStagingFloats * sizeof(float) == kStagingBytes, "staging size");
 
-  // Lines along C's contiguous dimension: rows (row-major C, partials) or columns.
+template <int BN, typename OutT>
+__device__ __forceinline__ void store_tile(const GemmParams& p, const float (&acc)[BN / 2], float* st, int consumer,
+                                           int m0, int n0, int bz, int split) {
+  const bool rows_are_lines = p.partials != nullptr || p.c_col_stride == 1;
+  const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int64_t tile_row = m0 + consumer * 64;
-  const int lines = rows_are_lines ? 64 : BN, width = rows_are_lines ? BN : 64;
-  const int pitch = rows_are_lines ? kRowPitch : kColPitch;
-  const int64_t line0 = rows_are_lines ? tile_row : n0, pos0 = rows_are_lines ? n0 : tile_row;
-  const int64_t line_end = rows_are_lines ? p.M : p.N, pos_end = rows_are_lines ? p.N : p.M;
   float* partials = p.partials ? p.partials + (int64_t(bz) * p.splits + split) * p.M * p.N : nullptr;
   OutT* C = static_cast<OutT*>(p.C) + bz * p.stride_c;
   const int64_t ld = partials ? p.N : rows_are_lines ? int64_t(p.c_row_stride) : int64_t(p.c_col_stride);
   const bool vector_ok = partials ? p.N % 4 == 0
                                   : ld % 4 == 0 && reinterpret_cast<uintptr_t>(C) % (4 * sizeof(OutT)) == 0;
-  for (int g = t; g < lines * width / 4; g += 128) {
-    const int line = g / (width / 4), q = (g % (width / 4)) * 4;
-    const int64_t gl = line0 + line, gp = pos0 + q;
-    if (gl >= line_end || gp >= pos_end) continue;
-    const float4 v = *reinterpret_cast<const float4*>(st + line * pitch + q);
-    const float vs[4] = {v.x, v.y, v.z, v.w};
-    if (partials) {
-      float* dst = partials + gl * ld + gp;
-      if (vector_ok && gp + 3 < pos_end) *reinterpret_cast<float4*>(dst) = v;
-      else
-        for (int i = 0; i < 4 && gp + i < pos_end; ++i) dst[i] = vs[i];
-      continue;
-    }
-    OutT* dst = C + gl * ld + gp;
-    if (vector_ok && gp + 3 < pos_end) {
-      float4 out = make_float4(p.alpha * v.x, p.alpha * v.y, p.alpha * v.z, p.alpha * v.w);
-      if (p.beta != 0.0f) {
-        const float4 old = load4(dst);
-        out.x += p.beta * old.x, out.y += p.beta * old.y, out.z += p.beta * old.z, out.w += p.beta * old.w;
-      }
-      store4(dst, out);
-    } else {
-      for (int i = 0; i < 4 && gp + i < pos_end; ++i) {
-        float out = p.alpha * vs[i];
-        if (p.beta != 0.0f) out += p.beta * to_float(dst[i]);
-        dst[i] = from_float<OutT>(out);
+  // Lines along C's contiguous dimension: rows (row-major C, partials) or columns.
+  const int lines = rows_are_lines ? 64 : kChunkCols, width = rows_are_lines ? kChunkCols : 64;
+  const int pitch = rows_are_lines ? kRowPitch : kColPitch;
+  const int64_t line_end = rows_are_lines ? p.M : p.N, pos_end = rows_are_lines ? p.N : p.M;
+  const int named_barrier = 1 + consumer;
+#pragma unroll
+  for (int chunk = 0; chunk < BN / kChunkCols; ++chunk) {
+#pragma unroll
+    for (int jj = 0; jj < kChunkCols / 8; ++jj) {
+      const int j = chunk * (kChunkCols / 8) + jj;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp * 16 + lane / 4 + 8 * h, c = jj * 8 + 2 * (lane % 4);
+        const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+        if (rows_are_lines) {
+          *reinterpret_cast<float2*>(st + r * kRowPitch + c) = make_float2(v0, v1);
+        } else {
+          st[c * kColPitch + r] = v0;
+          st[(c + 1) * kColPitch + r] = v1;
+        }
       }
     }
+    asm volatile("bar.sync %0, 128;" ::"r"(named_barrier) : "memory");
+    const int64_t col0 = n0 + chunk * kChunkCols;
+    const int64_t line0 = rows_are_lines ? tile_row : col0, pos0 = rows_are_lines ? col0 : tile_row;
+    for (int g = t; g < lines * width / 4; g += 128) {
+      const int line = g / (width / 4), q = (g % (width / 4)) * 4;
+      const int64_t gl = line0 + line, gp = pos0 + q;
+      if (gl >= line_end || gp >= pos_end) continue;
+      const float4 v = *reinterpret_cast<const float4*>(st + line * pitch + q);
+      const float vs[4] = {v.x, v.y, v.z, v.w};
+      if (partials) {
+        float* dst = partials + gl * ld + gp;
+        if (vector_ok && gp + 3 < pos_end) *reinterpret_cast<float4*>(dst) = v;
+        else
+          for (int i = 0; i < 4 && gp + i < pos_end; ++i) dst[i] = vs[i];
+        continue;
+      }
+      OutT* dst = C + gl * ld + gp;
+      if (vector_ok && gp + 3 < pos_end) {
+        float4 out = make_float4(p.alpha * v.x, p.alpha * v.y, p.alpha * v.z, p.alpha * v.w);
+        if (p.beta != 0.0f) {
+          const float4 old = load4(dst);
+          out.x += p.beta * old.x, out.y += p.beta * old.y, out.z += p.beta * old.z, out.w += p.beta * old.w;
+        }
+        store4(dst, out);
+      } else {
+        for (int i = 0; i < 4 && gp + i < pos_end; ++i) {
+          float out = p.alpha * vs[i];
+          if (p.beta != 0.0f) out += p.beta * to_float(dst[i]);
+          dst[i] = from_float<OutT>(out);
+        }
+      }
+    }
+    asm volatile("bar.sync %0, 128;" ::"r"(named_barrier) : "memory");  // staging free again
   }
 }
 
+// Work item w (persistent blocks stride over them) -> output tile and K range. Consecutive
+// items sweep kRasterGroup M tiles of one N column band, so concurrently running blocks
+// share their B tiles (and A tiles) in L2.
+struct WorkItem {
+  int m0, n0, bz, split;
+  int64_t k_begin;
+  int k_tiles;
+};
+template <int BN>
+__device__ __forceinline__ WorkItem work_item(const GemmParams& p, int w, int tiles_m, int tiles_n) {
+  const int per_z = tiles_m * tiles_n, z = w / per_z, tile = w % per_z;
+  const int per_group = kRasterGroup * tiles_n;
+  const int group = tile / per_group, first_m = group * kRasterGroup;
+  const int group_m = min(tiles_m - first_m, kRasterGroup), in_group = tile % per_group;
+  WorkItem item;
+  item.m0 = (first_m + in_group % group_m) * BM;
+  item.n0 = (in_group / group_m) * BN;
+  item.bz = z / p.splits, item.split = z % p.splits;
+  item.k_begin = item.split * p.k_split;
+  const int64_t k_end = min(p.K, item.k_begin + p.k_split);
+  item.k_tiles = k_end > item.k_begin ? int((k_end - item.k_begin + BK - 1) / BK) : 0;
+  return item;
+}
+
+// Persistent: each block loops over work items. The producer runs ahead into the next
+// tile's stages while the consumers finish the current one (the ring's stage index and
+// phase continue across tiles).
 template <int BN, bool Bf16, int TransA, int TransB, typename OutT>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                      GemmParams p, int tiles_m, int tiles_n) {
+                      GemmParams p, int tiles_m, int tiles_n, int work_items) {
   using Cfg = TileConfig<BN>;
   constexpr int kStages = Cfg::kStages;
   extern __shared__ uint8_t smem_raw[];
@@ -146,24 +186,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* a_tiles = smem;
   uint8_t* b_tiles = smem + kStages * Cfg::kABytes;
-  uint64_t* full = reinterpret_cast<uint64_t*>(b_tiles + kStages * Cfg::kBBytes);
+  float* staging = reinterpret_cast<float*>(b_tiles + kStages * Cfg::kBBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(staging + 2 * kStagingFloats);
   uint64_t* empty = full + kStages;
-
-  // Grouped raster: consecutive blocks sweep kRasterGroup M tiles of one N column band.
-  const int per_group = kRasterGroup * tiles_n;
-  const int group = int(blockIdx.x) / per_group, first_m = group * kRasterGroup;
-  const int group_m = min(tiles_m - first_m, kRasterGroup), in_group = int(blockIdx.x) % per_group;
-  const int tm = first_m + in_group % group_m, tn = in_group / group_m;
-  const int m0 = tm * BM, n0 = tn * BN;
-  const int bz = int(blockIdx.z) / p.splits, split = int(blockIdx.z) % p.splits;
-  const int64_t k_begin = split * p.k_split, k_end = min(p.K, k_begin + p.k_split);
-  const int k_tiles = k_end > k_begin ? int((k_end - k_begin + BK - 1) / BK) : 0;
 
   const int warpgroup = threadIdx.x / 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], 256);  // every consumer thread arrives
+      mbarrier_init(&empty[s], 8);  // one arrival per consumer warp
     }
     fence_barrier_init();
   }
@@ -171,25 +202,29 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warpgroup == 0) {
     set_max_registers_decrease<40>();
-    if (threadIdx.x == 0) {
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int s = kt % kStages;
-        if (kt >= kStages) mbarrier_wait(&empty[s], ((kt / kStages) - 1) & 1);
+    if (threadIdx.x != 0) return;
+    int it = 0;  // k tiles loaded so far by this block: ring slot and phase
+    for (int w = blockIdx.x; w < work_items; w += gridDim.x) {
+      const WorkItem item = work_item<BN>(p, w, tiles_m, tiles_n);
+      for (int kt = 0; kt < item.k_tiles; ++kt, ++it) {
+        const int s = it % kStages;
+        if (it >= kStages) mbarrier_wait(&empty[s], ((it / kStages) - 1) & 1);
         mbarrier_arrive_expect_tx(&full[s], Cfg::kStageBytes);  // zero-filled bytes count too
-        const int k = int(k_begin) + kt * BK;
+        const int k = int(item.k_begin) + kt * BK;
         uint8_t* a = a_tiles + s * Cfg::kABytes;
         uint8_t* b = b_tiles + s * Cfg::kBBytes;
         if (TransA) {
-          tma_load_3d(a, &map_a, &full[s], m0, k, bz);
-          tma_load_3d(a + kChunkBytes, &map_a, &full[s], m0 + 64, k, bz);
+          tma_load_3d(a, &map_a, &full[s], item.m0, k, item.bz);
+          tma_load_3d(a + kChunkBytes, &map_a, &full[s], item.m0 + 64, k, item.bz);
         } else {
-          tma_load_3d(a, &map_a, &full[s], k, m0, bz);
+          tma_load_3d(a, &map_a, &full[s], k, item.m0, item.bz);
         }
         if (TransB) {
 #pragma unroll
-          for (int i = 0; i < BN / 64; ++i) tma_load_3d(b + i * kChunkBytes, &map_b, &full[s], n0 + 64 * i, k, bz);
+          for (int i = 0; i < BN / 64; ++i)
+            tma_load_3d(b + i * kChunkBytes, &map_b, &full[s], item.n0 + 64 * i, k, item.bz);
         } else {
-          tma_load_3d(b, &map_b, &full[s], k, n0, bz);
+          tma_load_3d(b, &map_b, &full[s], k, item.n0, item.bz);
         }
       }
     }
@@ -197,36 +232,42 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 
   set_max_registers_increase<232>();
-  const int consumer = warpgroup - 1;  // rows [64 * consumer, 64 * consumer + 64) of the tile
-  float acc[BN / 2];
+  const int consumer = warpgroup - 1;  // rows [64 * consumer, 64 * consumer + 64) of each tile
+  const bool signals = threadIdx.x % 32 == 0;
+  int it = 0;
+  for (int w = blockIdx.x; w < work_items; w += gridDim.x) {
+    const WorkItem item = work_item<BN>(p, w, tiles_m, tiles_n);
+    float acc[BN / 2];
 #pragma unroll
-  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    const int s = kt % kStages;
-    mbarrier_wait(&full[s], (kt / kStages) & 1);
-    // Both layouts put this consumer's 64 rows in one 8 KB chunk: 64 K-major rows of 128 B,
-    // or the second 64-wide M chunk of an M-major tile.
-    const uint32_t a_base = smem_address(a_tiles + s * Cfg::kABytes) + consumer * kChunkBytes;
-    const uint32_t b_base = smem_address(b_tiles + s * Cfg::kBBytes);
-    wgmma_fence();
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    for (int kt = 0; kt < item.k_tiles; ++kt, ++it) {
+      const int s = it % kStages;
+      mbarrier_wait(&full[s], (it / kStages) & 1);
+      // Both layouts put this consumer's 64 rows in one 8 KB chunk: 64 K-major rows of 128 B,
+      // or the second 64-wide M chunk of an M-major tile.
+      const uint32_t a_base = smem_address(a_tiles + s * Cfg::kABytes) + consumer * kChunkBytes;
+      const uint32_t b_base = smem_address(b_tiles + s * Cfg::kBBytes);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      // K-major: the next 16 K values are 32 bytes along the swizzled row; MN-major: 16 rows on.
-      const uint64_t da = TransA ? swizzle128_descriptor(a_base + kk * 2048, kChunkBytes, 1024)
-                                 : swizzle128_descriptor(a_base + kk * 32, 16, 1024);
-      const uint64_t db = TransB ? swizzle128_descriptor(b_base + kk * 2048, kChunkBytes, 1024)
-                                 : swizzle128_descriptor(b_base + kk * 32, 16, 1024);
-      Wgmma<BN, Bf16, TransA, TransB>::k16(acc, da, db);
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        // K-major: the next 16 K values are 32 bytes along the swizzled row; MN-major: 16 rows on.
+        const uint64_t da = TransA ? swizzle128_descriptor(a_base + kk * 2048, kChunkBytes, 1024)
+                                   : swizzle128_descriptor(a_base + kk * 32, 16, 1024);
+        const uint64_t db = TransB ? swizzle128_descriptor(b_base + kk * 2048, kChunkBytes, 1024)
+                                   : swizzle128_descriptor(b_base + kk * 32, 16, 1024);
+        Wgmma<BN, Bf16, TransA, TransB>::k16(acc, da, db);
+      }
+      wgmma_commit();
+      // Keep this tile's MMAs in flight; the previous tile's are done, so its stage is free
+      // (one arrival per warp: wgmma_wait is warp-synchronous).
+      wgmma_wait<1>();
+      if (kt > 0 && signals) mbarrier_arrive(&empty[(it - 1) % kStages]);
     }
-    wgmma_commit();
-    // Keep this tile's MMAs in flight; the previous tile's are done, so its stage is free.
-    wgmma_wait<1>();
-    if (kt > 0) mbarrier_arrive(&empty[(kt - 1) % kStages]);
+    wgmma_wait<0>();
+    if (item.k_tiles > 0 && signals) mbarrier_arrive(&empty[(it - 1) % kStages]);
+    fence_accumulators(acc);
+    store_tile<BN, OutT>(p, acc, staging + consumer * kStagingFloats, consumer, item.m0, item.n0, item.bz, item.split);
   }
-  wgmma_wait<0>();
-  fence_accumulators(acc);
-
-  store_tile<BN, OutT>(p, acc, reinterpret_cast<float*>(smem), consumer, m0, n0, bz, split);
 }
 
 // cuTensorMapEncodeTiled from the driver, found at run time (tessera links only cudart).
@@ -277,8 +318,10 @@ void launch_instance(const GemmParams& p, const CUtensorMap& map_a, const CUtens
   }();
   (void)configured;
   const int tiles_m = int((p.M + BM - 1) / BM), tiles_n = int((p.N + BN - 1) / BN);
-  const dim3 grid(unsigned(tiles_m * tiles_n), 1, unsigned(p.batch * p.splits));
-  kernel<<<grid, kThreads, smem>>>(map_a, map_b, p, tiles_m, tiles_n);
+  const int64_t items = int64_t(tiles_m) * tiles_n * p.batch * p.splits;
+  TESSERA_CHECK(items < (int64_t(1) << 31), "gemm: too many output tiles ({})", items);
+  const unsigned blocks = unsigned(std::min<int64_t>(items, sm_count()));
+  kernel<<<blocks, kThreads, smem>>>(map_a, map_b, p, tiles_m, tiles_n, int(items));
   TESSERA_CUDA_CHECK_LAUNCH("wgmma_gemm_kernel");
 }
 
