@@ -99,7 +99,8 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
     auto info = ops::cuda::fused_mlp_launch_info(mc.shape, mc.activations, batch, true);
     r["launch"] = {{"rows_per_block", info.rows_per_block}, {"warps_per_block", info.warps_per_block}, {"blocks", info.blocks},
                    {"blocks_per_sm", info.blocks_per_sm}, {"shared_bytes", info.shared_bytes},
-                   {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared}};
+                   {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared},
+                   {"weight_grads_by_gemm", info.weight_grads_by_gemm}};
 #endif
   }
   if (c.tcnn_train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {

@@ -88,12 +88,21 @@ std::string name_of(const Case& c) {
                      to_string(c.act_output), c.batch);
 }
 
-// Each case runs under both kernels: "auto" (the mma kernel where the weights fit in
-// shared memory) and the WMMA fallback, forced through TESSERA_FUSED_MLP_KERNEL.
+// Each case runs three ways: "auto" (the mma kernel where the weights fit in shared
+// memory; weight gradients by GEMM for width 128 from 2^14 rows), the WMMA fallback, and
+// weight gradients by GEMM at any width and batch ("gemm_dw"; the mma kernel where it
+// fits), forced through TESSERA_FUSED_MLP_KERNEL and TESSERA_MLP_WEIGHT_GRADS.
 class FusedMlpVsCpu : public ::testing::TestWithParam<std::tuple<Case, std::string>> {
  protected:
-  void SetUp() override { setenv("TESSERA_FUSED_MLP_KERNEL", std::get<1>(GetParam()).c_str(), 1); }
-  void TearDown() override { unsetenv("TESSERA_FUSED_MLP_KERNEL"); }
+  void SetUp() override {
+    const std::string& mode = std::get<1>(GetParam());
+    if (mode == "wmma") setenv("TESSERA_FUSED_MLP_KERNEL", "wmma", 1);
+    if (mode == "gemm_dw") setenv("TESSERA_MLP_WEIGHT_GRADS", "gemm", 1);
+  }
+  void TearDown() override {
+    unsetenv("TESSERA_FUSED_MLP_KERNEL");
+    unsetenv("TESSERA_MLP_WEIGHT_GRADS");
+  }
 };
 
 struct Pair {
@@ -232,7 +241,7 @@ std::vector<Case> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, FusedMlpVsCpu,
-                         ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Values("auto", "wmma")),
+                         ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Values("auto", "wmma", "gemm_dw")),
                          [](const auto& info) {
                            return name_of(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });

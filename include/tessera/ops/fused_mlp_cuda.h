@@ -23,6 +23,8 @@ struct FusedMlpWorkspace {
   float* loss_partials = nullptr;  // [blocks]
   size_t partial_capacity = 0;     // floats in grad_partials
   size_t loss_capacity = 0;
+  uint16_t* layer_store = nullptr;  // fp16 layer inputs and dZ for GEMM weight gradients
+  size_t layer_store_capacity = 0;  // halves
   ~FusedMlpWorkspace();
 };
 
@@ -65,6 +67,10 @@ struct FusedLaunchInfo {
   uint32_t rows_per_block = 0, warps_per_block = 0, blocks = 0, blocks_per_sm = 0;
   size_t shared_bytes = 0;
   bool weights_in_shared = false, grads_in_shared = false;
+  // Weight gradients taken by GEMMs over the whole batch (dW_l = dZ_l^T x_l, split-K) from
+  // per-layer activations and dZ the kernel stores, instead of per block inside the kernel
+  // (wide networks, large batches: see fused_mlp.cu).
+  bool weight_grads_by_gemm = false;
 };
 FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch,
                                       bool training);

@@ -24,7 +24,8 @@ constexpr int kReduceWarps = 8;
 __global__ void __launch_bounds__(kReduceWarps * 32)
     reduce_grad_partials_kernel(const float* __restrict__ partials, int n_partials, size_t n_params,
                                 float* __restrict__ grad, bool accumulate, float post_scale,
-                                const float* __restrict__ loss_partials, float loss_norm, TrainState* state) {
+                                const float* __restrict__ loss_partials, int n_loss_partials, float loss_norm,
+                                TrainState* state) {
   __shared__ float sums[kReduceWarps][32];
   __shared__ bool is_last;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(kReduceWarps * 32)
   if (!is_last || threadIdx.x != 0) return;
   __threadfence();
   float loss = 0.0f;
-  for (int b = 0; b < n_partials; ++b) loss += loss_partials[b];
+  for (int b = 0; b < n_loss_partials; ++b) loss += loss_partials[b];
   state->last_loss = loss * loss_norm;
   const bool finite = atomicAdd(&state->nonfinite_flag, 0u) == 0u;
   finish_step(*state, finite);
@@ -84,12 +85,26 @@ namespace {
 
 // Plans depend only on these, and computing one takes a dozen occupancy queries: a
 // training loop asks for the same plan every step, so it is computed once.
+// Weight gradients by GEMM (mma kernel, training): TESSERA_MLP_WEIGHT_GRADS=gemm|fused
+// forces it on or off (tests cover both); otherwise on for width 128 from 2^14 rows. At
+// width 128 the in-kernel dW phases (per tile of 64 rows, accumulators in global memory
+// because 128-row tiles do not fit) cost more than storing every layer's input and dZ and
+// running one split-K GEMM per layer over the whole batch.
+bool wants_weight_grads_by_gemm(const MlpShape& s, size_t batch) {
+  if (const char* forced = std::getenv("TESSERA_MLP_WEIGHT_GRADS")) {
+    if (std::strcmp(forced, "gemm") == 0) return true;
+    if (std::strcmp(forced, "fused") == 0) return false;
+  }
+  return s.width == 128 && batch >= (size_t(1) << 14);
+}
+
 FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivations acts, size_t batch, bool training) {
   int dev = 0;
   TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
-  using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, size_t, bool>;
+  const bool gemm_dw = kernel == FusedKernel::mma && training && wants_weight_grads_by_gemm(s, batch);
+  using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, size_t, bool, bool>;
   const Key key{dev, int(kernel), s.input_width, s.width, s.n_hidden_layers, s.output_width,
-                int(acts.hidden), int(acts.output), batch, training};
+                int(acts.hidden), int(acts.output), batch, training, gemm_dw};
   static std::mutex mutex;
   static std::map<Key, FusedLaunchInfo> plans;
   {
@@ -98,7 +113,7 @@ FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivation
     if (it != plans.end()) return it->second;
   }
   const FusedLaunchInfo plan =
-      kernel == FusedKernel::mma ? mma_plan(s, acts, batch, training) : wmma_plan(s, acts, batch, training);
+      kernel == FusedKernel::mma ? mma_plan(s, acts, batch, training, gemm_dw) : wmma_plan(s, acts, batch, training);
   std::lock_guard<std::mutex> lock(mutex);
   plans.emplace(key, plan);
   return plan;
@@ -133,6 +148,7 @@ bool fused_width_supported(uint32_t width) {
 FusedMlpWorkspace::~FusedMlpWorkspace() {
   cudaFree(grad_partials);
   cudaFree(loss_partials);
+  cudaFree(layer_store);
 }
 
 FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
@@ -195,7 +211,9 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, a.batch, true);
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: no kernel configuration fits this network on this device");
   const size_t n_params = shape.n_params();
-  const size_t partial_floats = size_t(plan.blocks) * n_params;
+  // GEMM weight gradients leave one partial; the in-kernel ones one per block.
+  const int grad_partials = plan.weight_grads_by_gemm ? 1 : int(plan.blocks);
+  const size_t partial_floats = size_t(grad_partials) * n_params;
   if (ws.partial_capacity < partial_floats) {
     cudaFree(ws.grad_partials);
     ws.grad_partials = nullptr;
@@ -219,12 +237,23 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   launch.input_grad_scale = norm;
   launch.grad_partials = ws.grad_partials;
   launch.loss_partials = ws.loss_partials;
+  if (plan.weight_grads_by_gemm) {
+    const size_t halves = detail::layer_store_halves(shape, a.batch);
+    if (ws.layer_store_capacity < halves) {
+      cudaFree(ws.layer_store);
+      ws.layer_store = nullptr;
+      ws.layer_store_capacity = 0;
+      TESSERA_CUDA_CHECK(cudaMalloc(&ws.layer_store, halves * sizeof(uint16_t)));
+      ws.layer_store_capacity = halves;
+    }
+    launch.layer_store = ws.layer_store;
+  }
   if (use_mma) detail::mma_train(shape, acts, plan, launch);
   else detail::wmma_train(shape, acts, plan, launch);
   const unsigned reduce_blocks = unsigned((n_params + 31) / 32);
   detail::reduce_grad_partials_kernel<<<reduce_blocks, detail::kReduceWarps * 32>>>(
-      ws.grad_partials, int(plan.blocks), n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
-      ws.loss_partials, norm, a.state);
+      ws.grad_partials, grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
+      ws.loss_partials, int(plan.blocks), norm, a.state);
   TESSERA_CUDA_CHECK_LAUNCH("reduce_grad_partials_kernel");
 }
 

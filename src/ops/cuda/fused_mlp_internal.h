@@ -21,7 +21,14 @@ struct TrainLaunch {
   float input_grad_scale = 1.0f;  // turns the scaled seed into dL/dinput (before unscaling)
   float* grad_partials = nullptr; // [blocks, n_params]
   float* loss_partials = nullptr; // [blocks]
+  // Plans with weight_grads_by_gemm: fp16 [batch, cols] per layer, inputs and dZ
+  // (layer_store_halves() of them); the gradient lands in grad_partials[0, n_params).
+  uint16_t* layer_store = nullptr;
 };
+
+// Halves TrainLaunch::layer_store needs: each layer's input (x, then y of every hidden
+// layer) and its dZ, fp16 [batch, columns].
+size_t layer_store_halves(const MlpShape& shape, size_t batch);
 
 // Which kernel runs: TESSERA_FUSED_MLP_KERNEL=mma|wmma forces one (tests use this to
 // cover both); otherwise mma where it fits, else wmma (the launcher decides).
@@ -29,7 +36,9 @@ enum class FusedKernel { mma, wmma };
 
 // *_plan compute a launch configuration (occupancy queries: not for every step; the
 // launcher caches them). The launch functions take a plan from the same kernel.
-FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
+// weight_grads_by_gemm (training only): plan for the mode that stores layer inputs and dZ.
+FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                         bool weight_grads_by_gemm = false);
 // input or input_half (fp16 bits; in_w % 8 == 0, 16-byte aligned) is null.
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
                    const float* input, const uint16_t* input_half, size_t batch, float* output);

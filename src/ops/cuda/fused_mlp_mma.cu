@@ -18,6 +18,7 @@
 
 #include "fused_mlp_internal.h"
 #include "tessera/core/cuda_check.h"
+#include "tessera/ops/gemm.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {
@@ -48,6 +49,9 @@ struct MmaParams {
   float* grad_partials;   // [gridDim.x, n_params]
   float* loss_partials;   // [gridDim.x]
   bool grads_in_smem;
+  // Weight gradients by GEMM: the kernel stores each layer's fp16 input and dZ here
+  // (layer_input / layer_dz below) instead of accumulating dW; null otherwise.
+  __half* layer_store;
 };
 
 __host__ __device__ inline size_t align128(size_t x) { return (x + 127) / 128 * 128; }
@@ -94,9 +98,22 @@ __device__ __forceinline__ size_t smem_layer_offset(const MmaParams& p, int l, c
   if (l == 0) return 0;
   return size_t(p.width) * lay.ld_x + size_t(l - 1) * p.width * lay.ld_h;
 }
-__device__ __forceinline__ size_t global_layer_offset(const MmaParams& p, int l) {
+__host__ __device__ __forceinline__ size_t global_layer_offset(const MmaParams& p, int l) {
   if (l == 0) return 0;
   return size_t(p.width) * p.in_pad + size_t(l - 1) * p.width * p.width;
+}
+
+// Global layout of MmaParams::layer_store: layer l's input [batch, in_cols(l)] (x, then y of
+// hidden layer l-1), then its dZ [batch, out_rows(l)], layers one after another.
+__host__ __device__ __forceinline__ int layer_in_cols(const MmaParams& p, int l) { return l == 0 ? p.in_pad : p.width; }
+__host__ __device__ __forceinline__ int layer_out_rows(const MmaParams& p, int l) { return l == p.n_hidden ? p.out_pad : p.width; }
+__host__ __device__ inline size_t layer_input_offset(const MmaParams& p, int l) {
+  size_t off = 0;
+  for (int i = 0; i < l; ++i) off += p.batch * size_t(layer_in_cols(p, i) + layer_out_rows(p, i));
+  return off;
+}
+__host__ __device__ inline size_t layer_dz_offset(const MmaParams& p, int l) {
+  return layer_input_offset(p, l) + p.batch * size_t(layer_in_cols(p, l));
 }
 
 // ---- PTX wrappers -------------------------------------------------------------------
@@ -396,9 +413,21 @@ __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaL
     weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dW + global_layer_offset(p, l), K, u / k_tiles, u % k_tiles, lo);
 }
 
+// The tile's valid rows of a shared-memory fp16 matrix (cols % 8 == 0) to a dense global
+// [batch, cols] array, 16 bytes per thread and step.
+__device__ __forceinline__ void store_rows(const __half* src, int ld_src, int cols, int valid_rows, __half* dst) {
+  const int chunks = cols / 8;
+  for (int i = threadIdx.x; i < valid_rows * chunks; i += blockDim.x) {
+    const int r = i / chunks, c = (i % chunks) * 8;
+    *reinterpret_cast<uint4*>(dst + size_t(r) * cols + c) = *reinterpret_cast<const uint4*>(src + r * ld_src + c);
+  }
+}
+
 // Up to 16 warps for widths <= 64 (their registers allow 512 threads), 8 for 128.
 constexpr int kMaxTrainWarps = 16;
-template <int W>
+// StoreLayers: the GEMM weight-gradient mode (p.layer_store set), compiled apart so the
+// in-kernel path keeps its registers (the store code made the w64 instance spill).
+template <int W, bool StoreLayers>
 __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const MmaLayout lay(p, true);
@@ -419,8 +448,9 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   const bool vec_tg = p.out_w % 4 == 0 && (reinterpret_cast<uintptr_t>(tg_src) & 15) == 0;
 
   load_weights(p, lay, wts);
-  for (size_t i = threadIdx.x; i < p.n_params / 4; i += blockDim.x)
-    reinterpret_cast<float4*>(dW)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (!StoreLayers)
+    for (size_t i = threadIdx.x; i < p.n_params / 4; i += blockDim.x)
+      reinterpret_cast<float4*>(dW)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   const LaneOffsets lo;
   const int warp = threadIdx.x >> 5, warp_row = warp * 16;
   const bool row_warp = warp < p.row_warps;
@@ -431,6 +461,14 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   // dZ of layer l lives in buffer (n_hidden - l) % 2.
   auto DZ = [&](int l) { return dzs + size_t((p.n_hidden - l) & 1) * R * lay.ld_dz; };
   auto Wl = [&](int l) { return wts + smem_layer_offset(p, l, lay); };
+  // GEMM weight-gradient mode: layer l's input and dZ over this tile, stored for the GEMMs
+  // after the kernel. Called after a barrier: dZ_l and the input are complete.
+  auto store_layer = [&](int l, size_t row0, int valid_rows) {
+    store_rows(DZ(l), lay.ld_dz, layer_out_rows(p, l), valid_rows,
+               p.layer_store + layer_dz_offset(p, l) + row0 * layer_out_rows(p, l));
+    store_rows(l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, layer_in_cols(p, l), valid_rows,
+               p.layer_store + layer_input_offset(p, l) + row0 * layer_in_cols(p, l));
+  };
 
   auto stage_tile = [&](int tile, int b) {
     const size_t row0 = size_t(tile) * p.rows;
@@ -519,7 +557,8 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
 
     }  // row warps
     __syncthreads();
-    block_weight_grad(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
+    if constexpr (StoreLayers) store_layer(p.n_hidden, row0, valid_rows);
+    else block_weight_grad(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
 
     // ---- backward through the hidden layers: per warp, then the block's dW_l ----
     for (int l = p.n_hidden - 1; l >= 0; --l) {
@@ -596,7 +635,8 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
         }
       }  // row warps
       __syncthreads();
-      block_weight_grad(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
+      if constexpr (StoreLayers) store_layer(l, row0, valid_rows);
+      else block_weight_grad(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
     }
     // No barrier needed here: the next tile writes staging/x16/y/dz only after its own
     // top-of-loop barrier, which every warp reaches after finishing this dW phase.
@@ -639,7 +679,7 @@ MmaParams base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
 // Picks rows per block (16 per warp) and whether the gradient accumulators fit in shared
 // memory, maximizing warps per SM; blocks = 0 when even 32 rows do not fit (weights must
 // be resident), in which case the WMMA kernel takes over.
-FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
+FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training, bool weight_grads_by_gemm) {
   const DeviceLimits lim = device_limits();
   FusedLaunchInfo best;
   long best_score = 0;
@@ -647,6 +687,7 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
     for (int extra : {2, 1}) {  // dW-only warps: as many as the row warps, or none
     for (bool grads_smem : {true, false}) {
       if (!training && (!grads_smem || extra > 1)) continue;
+      if (weight_grads_by_gemm && (grads_smem || extra > 1)) continue;  // no in-kernel dW
       p.rows = rows;
       p.row_warps = rows / 16;
       p.warps = p.row_warps * extra;
@@ -671,6 +712,7 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training) {
       best.shared_bytes = lay.total;
       best.weights_in_shared = true;
       best.grads_in_shared = p.grads_in_smem;
+      best.weight_grads_by_gemm = weight_grads_by_gemm;
     }
     }
   }
@@ -687,15 +729,42 @@ void apply_plan(MmaParams& p, const FusedLaunchInfo& plan) {
 
 }  // namespace
 
-FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
+FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                         bool weight_grads_by_gemm) {
   MmaParams p = base_params(shape, acts, std::max<size_t>(batch, 1));
   FusedLaunchInfo info;
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
-    info = plan_for(p, training ? as_symbol(mma_train_kernel<W>) : as_symbol(mma_inference_kernel<W>), training);
+    const bool gemm_dw = training && weight_grads_by_gemm;
+    const void* kernel = !training ? as_symbol(mma_inference_kernel<W>)
+                         : gemm_dw ? as_symbol(mma_train_kernel<W, true>)
+                                   : as_symbol(mma_train_kernel<W, false>);
+    info = plan_for(p, kernel, training, gemm_dw);
   });
   return info;
 }
+
+size_t layer_store_halves(const MlpShape& shape, size_t batch) {
+  MmaParams p = base_params(shape, MlpActivations{}, batch);
+  return layer_input_offset(p, p.n_hidden + 1);
+}
+
+namespace {
+// dW_l [out_rows x in_cols] = dZ_l^T x_l over the whole batch, fp32 into the gradient
+// layout (one partial); the GEMM splits K = batch across the GPU.
+void weight_grads_by_gemm(const MmaParams& p, float* grad) {
+  for (int l = 0; l <= p.n_hidden; ++l) {
+    const size_t rows = size_t(layer_out_rows(p, l)), cols = size_t(layer_in_cols(p, l));
+    GemmDesc d;
+    d.M = rows, d.N = cols, d.K = p.batch;
+    d.a = {DType::f16, Layout::row_major, true, rows, 0};   // dZ_l stored [batch, rows]
+    d.b = {DType::f16, Layout::row_major, false, cols, 0};  // x_l stored [batch, cols]
+    d.c = {DType::f32, Layout::row_major, false, cols, 0};
+    gemm(d, p.layer_store + layer_dz_offset(p, l), p.layer_store + layer_input_offset(p, l),
+         grad + global_layer_offset(p, l));
+  }
+}
+}  // namespace
 
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
                    const float* input, const uint16_t* input_half, size_t batch, float* output) {
@@ -731,13 +800,22 @@ void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo
   p.grad_partials = l.grad_partials;
   p.loss_partials = l.loss_partials;
   apply_plan(p, plan);
+  if (plan.weight_grads_by_gemm) {
+    TESSERA_CHECK(l.layer_store, "fused MLP: the GEMM weight-gradient plan needs a layer store");
+    p.layer_store = reinterpret_cast<__half*>(l.layer_store);
+  }
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
-    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(mma_train_kernel<W>),
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
-    mma_train_kernel<W><<<plan.blocks, p.warps * 32, plan.shared_bytes>>>(p);
-    TESSERA_CUDA_CHECK_LAUNCH("mma_train_kernel");
+    auto launch = [&](auto kernel) {
+      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              int(plan.shared_bytes)));
+      kernel<<<plan.blocks, p.warps * 32, plan.shared_bytes>>>(p);
+      TESSERA_CUDA_CHECK_LAUNCH("mma_train_kernel");
+    };
+    if (plan.weight_grads_by_gemm) launch(mma_train_kernel<W, true>);
+    else launch(mma_train_kernel<W, false>);
   });
+  if (plan.weight_grads_by_gemm) weight_grads_by_gemm(p, l.grad_partials);
 }
 
 }  // namespace tessera::ops::cuda::detail

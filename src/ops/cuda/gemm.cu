@@ -64,14 +64,15 @@ detail::GemmParams make_params(const GemmDesc& d, const void* A, const void* B, 
 // keeping at least `min_depth_tiles` of the kernel's K tiles. The WMMA kernel aims at one
 // block per SM (rounding up: two per SM made 1000^3 slower, 0.048 -> 0.054 ms on the H100;
 // 777x333x1999 went 0.135 -> 0.050 ms). The wgmma kernel is fast enough per block that the
-// partials' traffic weighs more: it never exceeds one wave and keeps 8 K tiles per split.
+// partials' traffic weighs more: it never exceeds one wave and keeps 8 K tiles per split,
+// but may use every SM (a 128 x 128 x 2^20 weight gradient is one output tile).
 void plan_split_k(detail::GemmParams& p, int64_t tile_m, int64_t tile_n, int64_t depth, int64_t min_depth_tiles,
-                  bool round_up) {
+                  bool round_up, int64_t max_split_count) {
   const int64_t tiles = ((p.M + tile_m - 1) / tile_m) * ((p.N + tile_n - 1) / tile_n) * p.batch;
   const int64_t sms = detail::sm_count();
   const int64_t want = round_up ? (sms + tiles - 1) / tiles : sms / tiles;
   const int64_t max_splits = std::max<int64_t>(1, p.K / (min_depth_tiles * depth));
-  const int64_t splits = std::min<int64_t>({want, max_splits, 32});
+  const int64_t splits = std::min<int64_t>({want, max_splits, max_split_count});
   if (splits <= 1) return;
   p.k_split = ((p.K + splits - 1) / splits + depth - 1) / depth * depth;
   p.splits = int((p.K + p.k_split - 1) / p.k_split);
@@ -186,7 +187,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel k
       detail::launch_simt_gemm(p);
       return;
     case GemmKernel::wmma: {
-      plan_split_k(p, 128, 128, 32, 4, true);
+      plan_split_k(p, 128, 128, 32, 4, true, 32);
       std::lock_guard<std::mutex> lock(workspace_mutex());
       run_with_splits(p, d.c.type, [&](const detail::GemmParams& q) { detail::launch_wmma_gemm(q, d.a.type, d.c.type); });
       return;
@@ -196,7 +197,7 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel k
       std::lock_guard<std::mutex> lock(workspace_mutex());
       pack_for_tma(p);
       const int tile_n = detail::wgmma_gemm_tile_n(p);
-      plan_split_k(p, 128, tile_n, 64, 8, false);
+      plan_split_k(p, 128, tile_n, 64, 8, false, detail::sm_count());
       run_with_splits(p, d.c.type,
                       [&](const detail::GemmParams& q) { detail::launch_wgmma_gemm(q, d.a.type, d.c.type, tile_n); });
 #endif
