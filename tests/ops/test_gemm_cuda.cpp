@@ -226,6 +226,9 @@ std::vector<Case> cases() {
     v.push_back({2048, 2300, 200, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, in, out, 0, 0.25f, 0, GemmKernel::wgmma, true});
   }
   v.push_back({2048, 2300, 200, 1, true, true, Layout::col_major, Layout::row_major, Layout::col_major, DType::f16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma, true});
+  // Batches and split-K together (2 x 2 x 2 output tiles, K split 3 ways), with beta.
+  v.push_back({200, 150, 2000, 2, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f16, 0, 0.5f, 0, GemmKernel::wgmma, true});
+  v.push_back({200, 150, 2000, 2, true, false, Layout::row_major, Layout::col_major, Layout::col_major, DType::bf16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma, false});
   // An odd number of M tiles on the 128 x 256 path (K-major and N-major B, K tail).
   v.push_back({2100, 2048, 136, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f16, 0, 0.0f, 0, GemmKernel::wgmma, true});
   v.push_back({2100, 2048, 136, 1, false, true, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::f32, 0, 0.0f, 0, GemmKernel::wgmma, true});
