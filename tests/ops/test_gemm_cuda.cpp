@@ -200,6 +200,12 @@ std::vector<Case> cases() {
   v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8});
   v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8});
   v.push_back({4096, 4096, 4096, 1, false, true, Layout::row_major, Layout::row_major, Layout::row_major, DType::f32, DType::f32, 0, 0.0f, 8});
+  // fp32 products large enough for the 128 x 128 SIMT kernel (aligned leading dimensions),
+  // every K-/MN-contiguity of A and B, tails in M, N and K.
+  for (int bits = 0; bits < 4; ++bits)
+    v.push_back({1030, 1100, 37, 1, bool(bits & 1), bool(bits & 2), Layout::row_major, Layout::row_major,
+                 bits == 3 ? Layout::col_major : Layout::row_major, DType::f32, DType::f32, 0, bits == 1 ? 0.5f : 0.0f,
+                 0, GemmKernel::simt, true});
   // The same 4096^3 products on the WMMA kernel (gemm() picks wgmma for them on Hopper).
   v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wmma});
   v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wmma});
