@@ -26,12 +26,15 @@ struct MlpCase {
   uint32_t log2_batch;
   // tiny-cuda-nn 6ee3546 on an H100 (fused / JIT), ms; 0 = no reference
   double tcnn_train, tcnn_infer, tcnn_jit_train, tcnn_jit_infer;
+  const char* otype = "FullyFusedMLP";
 };
 
 const std::vector<MlpCase> kGpuCases = {
     {32, 64, 2, 16, 18, 0.298, 0.105, 0.164, 0.074},
     {32, 64, 4, 16, 20, 1.450, 0.443, 0.750, 0.253},
     {32, 128, 3, 32, 20, 2.690, 1.058, 3.851, 0.664},
+    // Wider than the fused kernel takes: the layer-by-layer tensor-core GEMM path.
+    {32, 256, 4, 16, 18, 0, 0, 0, 0, "CutlassMLP"},
 };
 const std::vector<MlpCase> kCpuCases = {{32, 64, 2, 16, 14, 0, 0, 0, 0}};
 
@@ -51,7 +54,7 @@ std::vector<float> random_vector(size_t n, Pcg32& rng) {
 Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : int(c.log2_batch));
   const size_t mem_before = device_memory_used(dev);
-  const Json config{{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", c.width}, {"n_hidden_layers", c.hidden},
+  const Json config{{"network", {{"otype", c.otype}, {"n_neurons", c.width}, {"n_hidden_layers", c.hidden},
                                  {"activation", "ReLU"}, {"output_activation", "None"}}},
                     {"loss", {{"otype", "L2"}}},
                     {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-3}}}};
@@ -81,7 +84,8 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
   TESSERA_CHECK(std::isfinite(loss), "benchmark training diverged (loss {})", loss);
   const double train = median(train_ms), infer = median(infer_ms);
   const double io_bytes = double(kSets) * batch * (c.in + c.out) * sizeof(float) + double(batch) * c.out * sizeof(float);
-  Json r{{"case", fmt::format("in{} w{} h{} out{}", c.in, c.width, c.hidden, c.out)},
+  Json r{{"case", fmt::format("in{} w{} h{} out{}{}", c.in, c.width, c.hidden, c.out,
+                              std::string(c.otype) == "FullyFusedMLP" ? "" : " (" + std::string(c.otype) + ")")},
          {"batch", batch},
          {"device", to_string(dev)},
          {"train_ms_median", train},
@@ -96,11 +100,13 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
     r["gpu_bytes_per_sample_excluding_io"] = (used - io_bytes) / batch;
 #ifdef TESSERA_HAS_CUDA
     nn::MlpConfig mc = nn::parse_mlp_config(config["network"], c.in, c.out, dev);
-    auto info = ops::cuda::fused_mlp_launch_info(mc.shape, mc.activations, batch, true);
-    r["launch"] = {{"rows_per_block", info.rows_per_block}, {"warps_per_block", info.warps_per_block}, {"blocks", info.blocks},
-                   {"blocks_per_sm", info.blocks_per_sm}, {"shared_bytes", info.shared_bytes},
-                   {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared},
-                   {"weight_grads_by_gemm", info.weight_grads_by_gemm}};
+    if (std::string(c.otype) == "FullyFusedMLP") {
+      auto info = ops::cuda::fused_mlp_launch_info(mc.shape, mc.activations, batch, true);
+      r["launch"] = {{"rows_per_block", info.rows_per_block}, {"warps_per_block", info.warps_per_block}, {"blocks", info.blocks},
+                     {"blocks_per_sm", info.blocks_per_sm}, {"shared_bytes", info.shared_bytes},
+                     {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared},
+                     {"weight_grads_by_gemm", info.weight_grads_by_gemm}};
+    }
 #endif
   }
   if (c.tcnn_train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {
@@ -123,13 +129,13 @@ void run_mlp(const BenchOptions& o) {
   if (dev == DeviceKind::cuda) gpu_name = cuda_devices().at(0).name;
   fmt::print("bench mlp on {} ({}); train = forward + loss + backward + Adam; median of {} runs\n", to_string(dev),
              gpu_name, o.iterations);
-  fmt::print("{:<22} {:>8} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10}\n", "case", "batch", "train ms", "infer ms",
+  fmt::print("{:<32} {:>8} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10}\n", "case", "batch", "train ms", "infer ms",
              "x tcnn train", "x tcnn infer", "x best tr", "x best inf");
   Json results = Json::array();
   for (const auto& c : cases) {
     Json r = bench_case(c, dev, o);
     auto ratio = [&](const char* key) { return r.contains(key) ? fmt::format("{:.2f}", r[key].get<double>()) : std::string("-"); };
-    fmt::print("{:<22} {:>8} {:>10.4f} {:>10.4f} {:>12} {:>12} {:>10} {:>10}\n", r["case"].get<std::string>(),
+    fmt::print("{:<32} {:>8} {:>10.4f} {:>10.4f} {:>12} {:>12} {:>10} {:>10}\n", r["case"].get<std::string>(),
                r["batch"].get<size_t>(), r["train_ms_median"].get<double>(), r["infer_ms_median"].get<double>(),
                ratio("speedup_train_vs_tcnn_fused"), ratio("speedup_infer_vs_tcnn_fused"),
                ratio("speedup_train_vs_tcnn_best"), ratio("speedup_infer_vs_tcnn_best"));

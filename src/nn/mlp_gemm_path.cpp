@@ -5,31 +5,33 @@
 #ifdef TESSERA_HAS_CUDA
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/optimizers.h"
 #endif
 
 namespace tessera::nn {
 
 MlpGemmPath::MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts)
-    : s_(shape), acts_(acts), grad_a_(DeviceKind::cuda, 0), grad_b_(DeviceKind::cuda, 0),
+    : s_(shape), acts_(acts), w16_(DeviceKind::cuda, 0), x16_(DeviceKind::cuda, 0), dz16_(DeviceKind::cuda, 0),
+      dx_(DeviceKind::cuda, 0), y_out_(DeviceKind::cuda, 0), grad_scaled_(DeviceKind::cuda, 0),
       dL_doutput_(DeviceKind::cuda, 0), loss_partials_(DeviceKind::cuda, 0) {
   for (uint32_t l = 0; l < shape.n_layers(); ++l) {
     z_.emplace_back(DeviceKind::cuda, 0);
-    y_.emplace_back(DeviceKind::cuda, 0);
+    y16_.emplace_back(DeviceKind::cuda, 0);
   }
 }
 
 #ifdef TESSERA_HAS_CUDA
 namespace {
 
-// C [M, N] (row-major, ldc) = alpha * op(A) op(B) + beta * C, all fp32 row-major.
-void gemm_f32(size_t M, size_t N, size_t K, const float* A, size_t lda, bool ta, const float* B, size_t ldb, bool tb,
-              float* C, size_t ldc, float beta) {
+// C [M, N] (fp32, row-major, ldc) = op(A) op(B) + beta C, A and B fp16 row-major: the
+// tensor-core GEMM (wgmma on Hopper, WMMA elsewhere).
+void gemm_f16(size_t M, size_t N, size_t K, const uint16_t* A, size_t lda, bool ta, const uint16_t* B, size_t ldb,
+              bool tb, float* C, size_t ldc) {
   ops::GemmDesc d;
   d.M = M, d.N = N, d.K = K;
-  d.a = {ops::DType::f32, ops::Layout::row_major, ta, lda, 0};
-  d.b = {ops::DType::f32, ops::Layout::row_major, tb, ldb, 0};
+  d.a = {ops::DType::f16, ops::Layout::row_major, ta, lda, 0};
+  d.b = {ops::DType::f16, ops::Layout::row_major, tb, ldb, 0};
   d.c = {ops::DType::f32, ops::Layout::row_major, false, ldc, 0};
-  d.beta = beta;
   ops::cuda::gemm(d, A, B, C);
 }
 
@@ -41,53 +43,70 @@ Activation layer_activation(const MlpShape& s, ops::MlpActivations a, uint32_t l
 
 void MlpGemmPath::forward(const float* params, const float* input, size_t batch, float* output, bool keep) {
   const uint32_t L = s_.n_layers();
-  const float* x = input;
+  w16_.ensure(s_.n_params());
+  ops::cuda::convert_to_half(params, w16_.data(), s_.n_params());
+  x16_.ensure(batch * s_.input_width);
+  ops::cuda::convert_to_half(input, x16_.data(), batch * s_.input_width);
+  const uint16_t* x = x16_.data();
   size_t x_ld = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) {
     const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
-    const bool last = l + 1 == L;
     z_[l].ensure(batch * out);
-    float* y_dst = last && output && !keep ? output : nullptr;
-    if (!y_dst) {
-      y_[l].ensure(batch * out);
-      y_dst = y_[l].data();
-    }
+    y16_[l].ensure(batch * out);
     // Z = X W^T: W is [out_pad, in_pad] row-major, so op(B) = W^T with ld = in_pad.
-    gemm_f32(batch, out, in, x, x_ld, false, params + s_.layer_offset(l), s_.layer_in(l), true, z_[l].data(), out, 0.0f);
-    ops::cuda::activation_forward(layer_activation(s_, acts_, l), z_[l].data(), y_dst, batch * out);
-    x = y_dst;
+    gemm_f16(batch, out, in, x, x_ld, false, w16_.data() + s_.layer_offset(l), s_.layer_in(l), true, z_[l].data(),
+             out);
+    float* y32 = nullptr;
+    if (l + 1 == L) {
+      if (output && !keep) {
+        y32 = output;
+      } else {
+        y_out_.ensure(batch * out);
+        y32 = y_out_.data();
+      }
+    }
+    ops::cuda::activation_forward_half(layer_activation(s_, acts_, l), z_[l].data(), y16_[l].data(), y32, batch * out);
+    x = y16_[l].data();
     x_ld = out;
   }
   if (output && keep)
-    detail::copy_bytes(DeviceKind::cuda, output, y_[L - 1].data(), batch * s_.output_width * sizeof(float), true, true);
+    detail::copy_bytes(DeviceKind::cuda, output, y_out_.data(), batch * s_.output_width * sizeof(float), true, true);
 }
 
-void MlpGemmPath::backward(const float* params, const float* input, size_t batch, const float* dL_doutput,
-                           float* grads, ops::GradientMode mode, float* dL_dinput, ops::TrainState* state) {
+void MlpGemmPath::backward(const float* /*params: the fp16 copy of forward() is used*/, const float* /*input*/,
+                           size_t batch, const float* dL_doutput, float* grads, ops::GradientMode mode,
+                           float* dL_dinput, ops::TrainState* state) {
   const uint32_t L = s_.n_layers();
-  TESSERA_CHECK(z_[0].size() >= batch * s_.layer_out_logical(0), "MLP backward: run forward with the same batch first");
+  TESSERA_CHECK(z_[0].size() >= batch * s_.layer_out_logical(0) && x16_.size() >= batch * s_.input_width,
+                "MLP backward: run forward with the same batch first");
   size_t widest = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) widest = std::max<size_t>(widest, s_.layer_out_logical(l));
-  grad_a_.ensure(batch * widest);
-  grad_b_.ensure(batch * widest);
-  const float beta = mode == ops::GradientMode::accumulate ? 1.0f : 0.0f;
+  dz16_.ensure(batch * widest);
+  dx_.ensure(batch * widest);
+  if (grad_scaled_.size() < s_.n_params()) {
+    grad_scaled_.ensure(s_.n_params());
+    grad_scaled_.zero();  // the GEMMs never write the padding: it stays zero
+  }
+  // Backward in fp16 with the dynamic loss scale (as the fused MLP): the seed dL/doutput is
+  // scaled on the device, gradients are unscaled into `grads` at the end.
   const float* dy = dL_doutput;
-  float* dz = grad_a_.data();
-  float* dprev = grad_b_.data();
   for (int l = int(L) - 1; l >= 0; --l) {
     const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
-    ops::cuda::activation_backward(layer_activation(s_, acts_, l), z_[l].data(), y_[l].data(), dy, dz, batch * out);
-    const float* x = l == 0 ? input : y_[l - 1].data();
-    // dW [out, in] (ld in_pad) = dZ^T X.
-    gemm_f32(out, in, batch, dz, out, true, x, in, false, grads + s_.layer_offset(l), s_.layer_in(l), beta);
+    ops::cuda::activation_backward_half(layer_activation(s_, acts_, l), z_[l].data(), dy, dz16_.data(), batch * out,
+                                        state, l + 1 == int(L));
+    const uint16_t* x = l == 0 ? x16_.data() : y16_[l - 1].data();
+    // dW [out, in] (ld in_pad) = dZ^T X, scaled.
+    gemm_f16(out, in, batch, dz16_.data(), out, true, x, in, false, grad_scaled_.data() + s_.layer_offset(l),
+             s_.layer_in(l));
     if (l > 0 || dL_dinput) {
-      float* dst = l > 0 ? dprev : dL_dinput;
-      // dX [batch, in] = dZ W, W [out_pad, in_pad] with ld in_pad, K = out.
-      gemm_f32(batch, in, out, dz, out, false, params + s_.layer_offset(l), s_.layer_in(l), false, dst, in, 0.0f);
-      dy = dst;
-      std::swap(dz, dprev);
+      // dX [batch, in] = dZ W, W [out_pad, in_pad] with ld in_pad, K = out; scaled.
+      gemm_f16(batch, in, out, dz16_.data(), out, false, w16_.data() + s_.layer_offset(l), s_.layer_in(l), false,
+               dx_.data(), in);
+      dy = dx_.data();
+      if (l == 0) ops::cuda::unscale(dx_.data(), dL_dinput, batch * in, false, state);
     }
   }
+  ops::cuda::unscale(grad_scaled_.data(), grads, s_.n_params(), mode == ops::GradientMode::accumulate, state);
   ops::cuda::settle_step(grads, s_.n_params(), state);
 }
 
@@ -98,8 +117,8 @@ void MlpGemmPath::forward_backward_loss(const float* params, const float* input,
   const size_t n = batch * s_.output_width;
   dL_doutput_.ensure(n);
   loss_partials_.ensure(ops::cuda::loss_partials_needed(n));
-  ops::cuda::loss_forward_backward(loss, y_[s_.n_layers() - 1].data(), target, n, 1.0f / float(n),
-                                   dL_doutput_.data(), loss_partials_.data(), state);
+  ops::cuda::loss_forward_backward(loss, y_out_.data(), target, n, 1.0f / float(n), dL_doutput_.data(),
+                                   loss_partials_.data(), state);
   backward(params, input, batch, dL_doutput_.data(), grads, ops::GradientMode::overwrite, dL_dinput, state);
 }
 #else

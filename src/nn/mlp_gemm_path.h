@@ -1,8 +1,11 @@
 #pragma once
 // The layer-by-layer MLP on CUDA for networks the fused kernel does not take ("MLP" /
-// "CutlassMLP" configs, any width): per layer one GEMM (ops::cuda::gemm, fp32) and one
-// activation pass, activations kept in device memory for backward. Same padded parameter
-// layout as the fused kernel (MlpShape), so snapshots and optimizers are shared.
+// "CutlassMLP" configs, any width): per layer one tensor-core GEMM (ops::cuda::gemm, fp16
+// weights and activations, fp32 accumulation and pre-activations, as tiny-cuda-nn's
+// CutlassMLP) and one activation pass, activations kept in device memory for backward;
+// the backward pass runs under the dynamic loss scale of TrainState. Same padded
+// parameter layout as the fused kernel (MlpShape), fp32 master weights, so snapshots and
+// optimizers are shared.
 #include <cstddef>
 #include <vector>
 
@@ -18,8 +21,8 @@ class MlpGemmPath {
   MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts);
   // output [batch, out] (may be null when keep); keep: store z, y of every layer.
   void forward(const float* params, const float* input, size_t batch, float* output, bool keep);
-  // After forward(keep = true) with the same input: parameter gradients (per mode) and
-  // dL_dinput (if non-null), then the step is settled on the device.
+  // After forward(keep = true) with the same input and parameters: parameter gradients
+  // (per mode) and dL_dinput (if non-null), then the step is settled on the device.
   void backward(const float* params, const float* input, size_t batch, const float* dL_doutput, float* grads,
                 ops::GradientMode mode, float* dL_dinput, ops::TrainState* state);
   void forward_backward_loss(const float* params, const float* input, const float* target, size_t batch,
@@ -30,8 +33,11 @@ class MlpGemmPath {
   MlpShape s_;
   ops::MlpActivations acts_;
   // Device scratch, grown on demand (Buffer::ensure).
-  std::vector<Buffer<float>> z_, y_;  // per layer, [batch, layer_out_logical]
-  Buffer<float> grad_a_, grad_b_;     // dL/dz and dL/d(layer input), ping-ponged
+  Buffer<uint16_t> w16_, x16_;                 // fp16 weights and input of the last forward()
+  std::vector<Buffer<float>> z_;               // per layer, [batch, layer_out_logical], fp32
+  std::vector<Buffer<uint16_t>> y16_;          // per layer, activations, fp16
+  Buffer<uint16_t> dz16_;                      // dL/dz of the current layer (scaled), fp16
+  Buffer<float> dx_, y_out_, grad_scaled_;     // dL/d(layer input) (scaled), fp32 output, scaled dW
   Buffer<float> dL_doutput_, loss_partials_;
 };
 

@@ -1,8 +1,10 @@
 #pragma once
 // Elementwise pieces of the layer-by-layer (GEMM) MLP on CUDA, for networks the fused
 // kernel does not take ("MLP" / "CutlassMLP", any width). The matrix products are
-// ops::cuda::gemm; these are the activation, loss and step-settling passes. fp32.
+// ops::cuda::gemm (fp16 operands on tensor cores); these are the activation, loss,
+// loss-scale and step-settling passes.
 #include <cstddef>
+#include <cstdint>
 
 #include "tessera/ops/activation.h"
 #include "tessera/ops/loss_kind.h"
@@ -14,6 +16,14 @@ namespace tessera::ops::cuda {
 void activation_forward(Activation act, const float* z, float* y, size_t n);
 // dz = dy * act'(z, y).
 void activation_backward(Activation act, const float* z, const float* y, const float* dy, float* dz, size_t n);
+// y16 = fp16(act(z)); y32 = act(z) too when non-null.
+void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n);
+// dz16 = fp16(s * dy * act'(z)), s = state->loss_scale (read on the device) when
+// scale_by_loss_scale, else 1 (dy already carries the scale).
+void activation_backward_half(Activation act, const float* z, const float* dy, uint16_t* dz16, size_t n,
+                              const TrainState* state, bool scale_by_loss_scale);
+// dst = (accumulate ? dst : 0) + scaled / state->loss_scale.
+void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state);
 // dL_dy = norm * loss'(y, target); state->last_loss = norm * sum loss(y, target)
 // (fixed-order sum). partials: scratch of loss_partials_needed(n) floats.
 size_t loss_partials_needed(size_t n);

@@ -1,4 +1,6 @@
 // Activation, loss and step-settling passes of the layer-by-layer (GEMM) MLP.
+#include <cuda_fp16.h>
+
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 
@@ -21,6 +23,34 @@ __global__ void activation_backward_kernel(const float* __restrict__ z, const fl
                                            const float* __restrict__ dy, float* __restrict__ dz, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     dz[i] = dy[i] * activation_derivative<float>(A, y[i], z[i]);
+}
+
+template <Activation A>
+__global__ void activation_forward_half_kernel(const float* __restrict__ z, __half* __restrict__ y16,
+                                               float* __restrict__ y32, size_t n) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float y = activation_value<float>(A, z[i]);
+    y16[i] = __float2half_rn(y);
+    if (y32) y32[i] = y;
+  }
+}
+
+template <Activation A>
+__global__ void activation_backward_half_kernel(const float* __restrict__ z, const float* __restrict__ dy,
+                                                __half* __restrict__ dz16, size_t n, const TrainState* state,
+                                                bool scale_by_loss_scale) {
+  const float s = scale_by_loss_scale ? state->loss_scale : 1.0f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float zi = z[i];
+    dz16[i] = __float2half_rn(s * dy[i] * activation_derivative<float>(A, activation_value<float>(A, zi), zi));
+  }
+}
+
+__global__ void unscale_kernel(const float* __restrict__ scaled, float* __restrict__ dst, size_t n, bool accumulate,
+                               const TrainState* state) {
+  const float inv = 1.0f / state->loss_scale;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = (accumulate ? dst[i] : 0.0f) + scaled[i] * inv;
 }
 
 // One partial per block (fixed grid), summed in order by the finishing kernel.
@@ -75,6 +105,31 @@ void activation_backward(Activation act, const float* z, const float* y, const f
     activation_backward_kernel<decltype(a)::value><<<blocks_for(n), kThreads>>>(z, y, dy, dz, n);
   });
   TESSERA_CUDA_CHECK_LAUNCH("activation_backward_kernel");
+}
+
+void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n) {
+  if (n == 0) return;
+  with_activation(act, [&](auto a) {
+    activation_forward_half_kernel<decltype(a)::value>
+        <<<blocks_for(n), kThreads>>>(z, reinterpret_cast<__half*>(y16), y32, n);
+  });
+  TESSERA_CUDA_CHECK_LAUNCH("activation_forward_half_kernel");
+}
+
+void activation_backward_half(Activation act, const float* z, const float* dy, uint16_t* dz16, size_t n,
+                              const TrainState* state, bool scale_by_loss_scale) {
+  if (n == 0) return;
+  with_activation(act, [&](auto a) {
+    activation_backward_half_kernel<decltype(a)::value>
+        <<<blocks_for(n), kThreads>>>(z, dy, reinterpret_cast<__half*>(dz16), n, state, scale_by_loss_scale);
+  });
+  TESSERA_CUDA_CHECK_LAUNCH("activation_backward_half_kernel");
+}
+
+void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state) {
+  if (n == 0) return;
+  unscale_kernel<<<blocks_for(n), kThreads>>>(scaled, dst, n, accumulate, state);
+  TESSERA_CUDA_CHECK_LAUNCH("unscale_kernel");
 }
 
 size_t loss_partials_needed(size_t) { return kLossBlocks; }
