@@ -12,10 +12,6 @@
 
 namespace tessera::ops::cuda {
 
-// y = act(z), n elements (in place allowed).
-void activation_forward(Activation act, const float* z, float* y, size_t n);
-// dz = dy * act'(z, y).
-void activation_backward(Activation act, const float* z, const float* y, const float* dy, float* dz, size_t n);
 // y16 = fp16(act(z)); y32 = act(z) too when non-null.
 void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n);
 // dz16 = fp16(s * dy * act'(z)), s = state->loss_scale (read on the device) when

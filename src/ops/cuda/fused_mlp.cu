@@ -176,6 +176,17 @@ bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, si
 }
 
 namespace {
+// Grows a workspace array (contents not kept) to at least `count` elements.
+template <typename T>
+void grow(T*& ptr, size_t& capacity, size_t count) {
+  if (capacity >= count) return;
+  cudaFree(ptr);
+  ptr = nullptr;
+  capacity = 0;
+  TESSERA_CUDA_CHECK(cudaMalloc(&ptr, count * sizeof(T)));
+  capacity = count;
+}
+
 void check_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training, const uint16_t* input) {
   TESSERA_CHECK(fused_mlp_accepts_half_input(shape, acts, batch, training) &&
                     (reinterpret_cast<uintptr_t>(input) & 15) == 0,
@@ -214,20 +225,8 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   // GEMM weight gradients leave one partial; the in-kernel ones one per block.
   const int grad_partials = plan.weight_grads_by_gemm ? 1 : int(plan.blocks);
   const size_t partial_floats = size_t(grad_partials) * n_params;
-  if (ws.partial_capacity < partial_floats) {
-    cudaFree(ws.grad_partials);
-    ws.grad_partials = nullptr;
-    ws.partial_capacity = 0;
-    TESSERA_CUDA_CHECK(cudaMalloc(&ws.grad_partials, partial_floats * sizeof(float)));
-    ws.partial_capacity = partial_floats;
-  }
-  if (ws.loss_capacity < plan.blocks) {
-    cudaFree(ws.loss_partials);
-    ws.loss_partials = nullptr;
-    ws.loss_capacity = 0;
-    TESSERA_CUDA_CHECK(cudaMalloc(&ws.loss_partials, plan.blocks * sizeof(float)));
-    ws.loss_capacity = plan.blocks;
-  }
+  grow(ws.grad_partials, ws.partial_capacity, partial_floats);
+  grow(ws.loss_partials, ws.loss_capacity, plan.blocks);
   // With a target the seed is the per-element loss derivative and the mean over
   // batch x outputs is applied when unscaling; an upstream gradient already carries its
   // mean factor. Either way the dynamic loss scale keeps the fp16 backward in range.
@@ -238,14 +237,7 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   launch.grad_partials = ws.grad_partials;
   launch.loss_partials = ws.loss_partials;
   if (plan.weight_grads_by_gemm) {
-    const size_t halves = detail::layer_store_halves(shape, a.batch);
-    if (ws.layer_store_capacity < halves) {
-      cudaFree(ws.layer_store);
-      ws.layer_store = nullptr;
-      ws.layer_store_capacity = 0;
-      TESSERA_CUDA_CHECK(cudaMalloc(&ws.layer_store, halves * sizeof(uint16_t)));
-      ws.layer_store_capacity = halves;
-    }
+    grow(ws.layer_store, ws.layer_store_capacity, detail::layer_store_halves(shape, a.batch));
     launch.layer_store = ws.layer_store;
   }
   if (use_mma) detail::mma_train(shape, acts, plan, launch);

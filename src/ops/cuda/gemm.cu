@@ -4,6 +4,7 @@
 
 #include "device_attributes.h"
 #include "gemm_internal.h"
+#include "tessera/core/buffer.h"
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
@@ -13,30 +14,18 @@ std::mutex& workspace_mutex() {
   static std::mutex m;
   return m;
 }
-// Scratch (split-K partials, packed operands), grown on demand and kept for the life of
-// the process. All work runs on the default stream, so a later call cannot overwrite
-// scratch an earlier one still reads.
-struct Workspace {
-  char* buffer = nullptr;
-  size_t capacity = 0;
-  char* get(size_t bytes) {
-    if (capacity < bytes) {
-      if (buffer) TESSERA_CUDA_CHECK(cudaFree(buffer));
-      buffer = nullptr;
-      capacity = 0;
-      TESSERA_CUDA_CHECK(cudaMalloc(&buffer, bytes));
-      capacity = bytes;
-    }
-    return buffer;
-  }
-};
-Workspace& split_k_workspace() {
-  static Workspace w;
-  return w;
+// Scratch (split-K partials, packed operands), grown on demand (Buffer::ensure) and kept for
+// the life of the process. All work runs on the default stream, so a later call cannot
+// overwrite scratch an earlier one still reads.
+char* split_k_workspace(size_t bytes) {
+  static Buffer<char> w(DeviceKind::cuda, 0);
+  w.ensure(bytes);
+  return w.data();
 }
-Workspace& pack_workspace() {
-  static Workspace w;
-  return w;
+char* pack_workspace(size_t bytes) {
+  static Buffer<char> w(DeviceKind::cuda, 0);
+  w.ensure(bytes);
+  return w.data();
 }
 
 detail::GemmParams make_params(const GemmDesc& d, const void* A, const void* B, void* C) {
@@ -86,7 +75,7 @@ void run_with_splits(detail::GemmParams& p, DType out, Launch&& launch) {
     launch(p);
     return;
   }
-  p.partials = reinterpret_cast<float*>(split_k_workspace().get(size_t(p.splits) * size_t(p.M * p.N * p.batch) * sizeof(float)));
+  p.partials = reinterpret_cast<float*>(split_k_workspace(size_t(p.splits) * size_t(p.M * p.N * p.batch) * sizeof(float)));
   launch(p);
   detail::launch_split_k_reduce(p, out);
 }
@@ -106,7 +95,7 @@ void pack_for_tma(detail::GemmParams& p) {
   auto bytes_of = [&](int64_t inner, int64_t outer) { return (detail::packed_ld(inner) * outer * p.batch * 2 + 255) / 256 * 256; };
   const size_t a_bytes = pack_a ? bytes_of(a_inner, a_outer) : 0;
   const size_t b_bytes = pack_b ? bytes_of(b_inner, b_outer) : 0;
-  char* scratch = pack_workspace().get(a_bytes + b_bytes);
+  char* scratch = pack_workspace(a_bytes + b_bytes);
   detail::PackJob jobs[2];
   int count = 0;
   if (pack_a) {

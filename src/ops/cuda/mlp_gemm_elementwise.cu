@@ -13,19 +13,6 @@ constexpr int kLossBlocks = 512;
 unsigned blocks_for(size_t n) { return unsigned(std::min<size_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
 
 template <Activation A>
-__global__ void activation_forward_kernel(const float* __restrict__ z, float* __restrict__ y, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    y[i] = activation_value<float>(A, z[i]);
-}
-
-template <Activation A>
-__global__ void activation_backward_kernel(const float* __restrict__ z, const float* __restrict__ y,
-                                           const float* __restrict__ dy, float* __restrict__ dz, size_t n) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    dz[i] = dy[i] * activation_derivative<float>(A, y[i], z[i]);
-}
-
-template <Activation A>
 __global__ void activation_forward_half_kernel(const float* __restrict__ z, __half* __restrict__ y16,
                                                float* __restrict__ y32, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
@@ -92,20 +79,6 @@ __global__ void settle_kernel(TrainState* state) {
 }
 
 }  // namespace
-
-void activation_forward(Activation act, const float* z, float* y, size_t n) {
-  if (n == 0) return;
-  with_activation(act, [&](auto a) { activation_forward_kernel<decltype(a)::value><<<blocks_for(n), kThreads>>>(z, y, n); });
-  TESSERA_CUDA_CHECK_LAUNCH("activation_forward_kernel");
-}
-
-void activation_backward(Activation act, const float* z, const float* y, const float* dy, float* dz, size_t n) {
-  if (n == 0) return;
-  with_activation(act, [&](auto a) {
-    activation_backward_kernel<decltype(a)::value><<<blocks_for(n), kThreads>>>(z, y, dy, dz, n);
-  });
-  TESSERA_CUDA_CHECK_LAUNCH("activation_backward_kernel");
-}
 
 void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n) {
   if (n == 0) return;

@@ -67,6 +67,17 @@ __device__ __forceinline__ void store4(OutT* dst, float4 v) {
   }
 }
 
+// dst[0..3] = alpha v + beta dst[0..3] (C's type; dst never read when beta = 0).
+template <typename OutT>
+__device__ __forceinline__ void write4(const GemmParams& p, OutT* dst, float4 v) {
+  float4 out = make_float4(p.alpha * v.x, p.alpha * v.y, p.alpha * v.z, p.alpha * v.w);
+  if (p.beta != 0.0f) {
+    const float4 old = load4(dst);
+    out.x += p.beta * old.x, out.y += p.beta * old.y, out.z += p.beta * old.z, out.w += p.beta * old.w;
+  }
+  store4(dst, out);
+}
+
 // Epilogue, in 32-column chunks through a small per-consumer staging buffer (the ring is
 // meanwhile refilled for the block's next tile), so that C is written along its contiguous
 // dimension with 4-element vector accesses: whole 32-byte sectors instead of the fragments'
@@ -94,7 +105,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
   const int lines = rows_are_lines ? 64 : kChunkCols, width = rows_are_lines ? kChunkCols : 64;
   const int pitch = rows_are_lines ? kRowPitch : kColPitch;
   const int64_t line_end = rows_are_lines ? p.M : p.N, pos_end = rows_are_lines ? p.N : p.M;
-  const int named_barrier = 1 + consumer;
+  const int named_barrier = 1 + consumer;  // this consumer warpgroup's 128 threads only
   // The common case, with index math hoisted out of the chunk loop (the generic loop's
   // per-element divisions and bounds checks cost ~7% of an 8192^3 product).
   const bool fast = rows_are_lines && vector_ok && tile_row + 64 <= p.M && n0 + BN <= p.N;
@@ -122,12 +133,12 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
             *reinterpret_cast<uint32_t*>(hs + r * kPitch + c) = *reinterpret_cast<const uint32_t*>(pair);
           }
         }
-        asm volatile("bar.sync %0, 128;" ::"r"(named_barrier) : "memory");
+        consumer_barrier(named_barrier);
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           *reinterpret_cast<uint4*>(dst0 + 16 * i * ld + chunk * kCols) =
               *reinterpret_cast<const uint4*>(src + 16 * i * kPitch);
-        asm volatile("bar.sync %0, 128;" ::"r"(named_barrier) : "memory");
+        consumer_barrier(named_barrier);
       }
       return;
     }
@@ -149,7 +160,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
         }
       }
     }
-    asm volatile("bar.sync %0, 128;" ::"r"(named_barrier) : "memory");
+    consumer_barrier(named_barrier);
     if (fast) {
       // Row-major, aligned, tile inside C: thread t writes 4 columns of rows t/8 + 16i.
       const float* src = st + (t / 8) * kRowPitch + (t % 8) * 4;
@@ -162,17 +173,10 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
       } else {
         OutT* dst = C + fast_offset + chunk * kChunkCols;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float4 v = *reinterpret_cast<const float4*>(src + 16 * i * kRowPitch);
-          float4 out = make_float4(p.alpha * v.x, p.alpha * v.y, p.alpha * v.z, p.alpha * v.w);
-          if (p.beta != 0.0f) {
-            const float4 old = load4(dst + i * step);
-            out.x += p.beta * old.x, out.y += p.beta * old.y, out.z += p.beta * old.z, out.w += p.beta * old.w;
-          }
-          store4(dst + i * step, out);
-        }
+        for (int i = 0; i < 4; ++i)
+          write4(p, dst + i * step, *reinterpret_cast<const float4*>(src + 16 * i * kRowPitch));
       }
-      asm volatile("bar.sync %0, 128;" ::"r"(named_barrier) : "memory");
+      consumer_barrier(named_barrier);
       continue;
     }
     const int64_t col0 = n0 + chunk * kChunkCols;
@@ -192,12 +196,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
       }
       OutT* dst = C + gl * ld + gp;
       if (vector_ok && gp + 3 < pos_end) {
-        float4 out = make_float4(p.alpha * v.x, p.alpha * v.y, p.alpha * v.z, p.alpha * v.w);
-        if (p.beta != 0.0f) {
-          const float4 old = load4(dst);
-          out.x += p.beta * old.x, out.y += p.beta * old.y, out.z += p.beta * old.z, out.w += p.beta * old.w;
-        }
-        store4(dst, out);
+        write4(p, dst, v);
       } else {
         for (int i = 0; i < 4 && gp + i < pos_end; ++i) {
           float out = p.alpha * vs[i];
@@ -206,7 +205,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
         }
       }
     }
-    asm volatile("bar.sync %0, 128;" ::"r"(named_barrier) : "memory");  // staging free again
+    consumer_barrier(named_barrier);  // staging free again
   }
 }
 

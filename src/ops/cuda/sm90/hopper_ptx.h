@@ -39,6 +39,9 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   } while (!done);
 }
 
+// Named barrier `id` (1-15) over one warpgroup's 128 threads.
+__device__ __forceinline__ void consumer_barrier(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
 // --- TMA ----------------------------------------------------------------------------------
 // Loads the box at coordinates (c0 innermost, c1, c2) of a 3-D tensor map into shared
 // memory; completion is counted in bytes on `bar`. Out-of-bounds elements arrive as zero.
@@ -92,54 +95,32 @@ __device__ __forceinline__ void set_max_registers_decrease() {
 // TransA/TransB = 1: that operand is stored MN-major (M or N contiguous) instead of K-major.
 template <int N, bool Bf16, int TransA, int TransB>
 struct Wgmma;
-template <int TransA, int TransB>
-struct Wgmma<256, false, TransA, TransB> {
-  static __device__ __forceinline__ void k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, p, 1, 1, %131, %132;\n}\n"
-        : TESSERA_ACC64(0), TESSERA_ACC64(64)
-        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransA), "n"(TransB));
-  }
-};
-template <int TransA, int TransB>
-struct Wgmma<256, true, TransA, TransB> {
-  static __device__ __forceinline__ void k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-        "%128, %129, p, 1, 1, %131, %132;\n}\n"
-        : TESSERA_ACC64(0), TESSERA_ACC64(64)
-        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransA), "n"(TransB));
-  }
-};
-template <int TransA, int TransB>
-struct Wgmma<128, false, TransA, TransB> {
-  static __device__ __forceinline__ void k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, %67, %68;\n}\n"
-        : TESSERA_ACC64(0)
-        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransA), "n"(TransB));
-  }
-};
-template <int TransA, int TransB>
-struct Wgmma<128, true, TransA, TransB> {
-  static __device__ __forceinline__ void k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
-    asm volatile(
-        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, %67, %68;\n}\n"
-        : TESSERA_ACC64(0)
-        : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransA), "n"(TransB));
-  }
-};
+
+// Accumulator register lists of the two shapes (operands %0.. of the asm below).
+#define TESSERA_REGS128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define TESSERA_REGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+// One specialization per shape and input type; after the NREG accumulators come desc_a,
+// desc_b, the scale-d flag (always 1: accumulate) and the two transpose immediates.
+#define TESSERA_WGMMA(N, BF16, TYPE, NREG, REGS, DESC_A, DESC_B, SCALE, TA, TB, ...)                  \
+  template <int TransA, int TransB>                                                                \
+  struct Wgmma<N, BF16, TransA, TransB> {                                                          \
+    static __device__ __forceinline__ void k16(float (&d)[NREG], uint64_t desc_a, uint64_t desc_b) { \
+      asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, " SCALE ", 0;\n"                          \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TYPE "." TYPE " " REGS ", "   \
+                   DESC_A ", " DESC_B ", p, 1, 1, " TA ", " TB ";\n}\n"                            \
+                   : __VA_ARGS__                                                                   \
+                   : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TransA), "n"(TransB));                  \
+    }                                                                                              \
+  };
+TESSERA_WGMMA(256, false, "f16", 128, TESSERA_REGS128, "%128", "%129", "%130", "%131", "%132", TESSERA_ACC64(0),
+              TESSERA_ACC64(64))
+TESSERA_WGMMA(256, true, "bf16", 128, TESSERA_REGS128, "%128", "%129", "%130", "%131", "%132", TESSERA_ACC64(0),
+              TESSERA_ACC64(64))
+TESSERA_WGMMA(128, false, "f16", 64, TESSERA_REGS64, "%64", "%65", "%66", "%67", "%68", TESSERA_ACC64(0))
+TESSERA_WGMMA(128, true, "bf16", 64, TESSERA_REGS64, "%64", "%65", "%66", "%67", "%68", TESSERA_ACC64(0))
+#undef TESSERA_WGMMA
+#undef TESSERA_REGS64
+#undef TESSERA_REGS128
 #undef TESSERA_ACC64
 #undef TESSERA_ACC8
 
