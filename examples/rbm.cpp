@@ -15,6 +15,7 @@
 #include "tessera/core/device.h"
 #include "tessera/core/error.h"
 #include "tessera/core/rng.h"
+#include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/ger.h"
 
@@ -45,28 +46,18 @@ std::vector<std::vector<float>> bars_and_stripes() {
 struct Rbm {
   DeviceKind dev;
   Buffer<float> W, v0, h0, v1, h1;  // W: [kV, kH] row-major
-  ops::cuda::GemvWorkspace ws;
   explicit Rbm(DeviceKind d)
       : dev(d), W(d, kV * kH), v0(d, kV), h0(d, kH), v1(d, kV), h1(d, kH) {}
 
   // out = sigmoid(op(W) in), then the bias unit of `out` back to 1.
   void propagate(ops::GemvOp op, const Buffer<float>& in, Buffer<float>& out) {
     const ops::GemvShape s{op, kV, kH, kH};
-    if (dev == DeviceKind::cpu) {
-      ops::cpu::gemv<float>(s, 1.0f, W.data(), in.data(), 0.0f, out.data(), ops::GemvActivation::Sigmoid);
-    } else {
-#ifdef TESSERA_HAS_CUDA
-      ops::cuda::gemv(s, 1.0f, W.data(), in.data(), 0.0f, out.data(), ops::GemvActivation::Sigmoid, ws);
-#endif
-    }
+    ops::call<ops::Gemv>(dev, s, 1.0f, W.data(), in.data(), 0.0f, out.data(), ops::GemvActivation::Sigmoid);
     const float one = 1.0f;
-    detail::copy_bytes(dev, out.data() + out.size() - 1, &one, sizeof(float), dev == DeviceKind::cuda, false);
+    detail::copy_bytes(dev, out.data() + out.size() - 1, &one, sizeof(float), true, false);
   }
   void rank1(float alpha, const Buffer<float>& v, const Buffer<float>& h) {
-    if (dev == DeviceKind::cpu) ops::cpu::ger(kV, kH, alpha, v.data(), h.data(), W.data(), kH);
-#ifdef TESSERA_HAS_CUDA
-    else ops::cuda::ger(kV, kH, alpha, v.data(), h.data(), W.data(), kH);
-#endif
+    ops::call<ops::Ger>(dev, kV, kH, alpha, v.data(), h.data(), W.data(), kH);
   }
 };
 

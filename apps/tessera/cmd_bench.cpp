@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "reference_figures.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device_timer.h"
 #include "tessera/core/error.h"
@@ -13,9 +14,8 @@
 #include "tessera/nn/fully_fused_mlp.h"
 #include "tessera/nn/trainer.h"
 
-#ifdef TESSERA_HAS_CUDA
+#include "tessera/ops/dispatch.h"
 #include "tessera/ops/fused_mlp_cuda.h"
-#endif
 
 namespace tessera::app {
 
@@ -24,25 +24,26 @@ namespace {
 struct MlpCase {
   uint32_t in, width, hidden, out;
   uint32_t log2_batch;
-  // tiny-cuda-nn 6ee3546 on an H100 (fused / JIT), ms; 0 = no reference
-  double tcnn_train, tcnn_infer, tcnn_jit_train, tcnn_jit_infer;
+  // tiny-cuda-nn 6ee3546 (fused / JIT) on the H100 and the H200 (DESIGN.md)
+  PerGpu<TcnnFigures> tcnn;
   const char* otype = "FullyFusedMLP";
 };
 
 const std::vector<MlpCase> kGpuCases = {
-    {32, 64, 2, 16, 18, 0.298, 0.105, 0.164, 0.074},
-    {32, 64, 4, 16, 20, 1.450, 0.443, 0.750, 0.253},
-    {32, 128, 3, 32, 20, 2.690, 1.058, 3.851, 0.664},
+    {32, 64, 2, 16, 18, {{0.298, 0.105, 0.164, 0.074}, {0.268, 0.103, 0.158, 0.072}}},
+    {32, 64, 4, 16, 20, {{1.450, 0.443, 0.750, 0.253}, {1.249, 0.445, 0.756, 0.253}}},
+    {32, 128, 3, 32, 20, {{2.690, 1.058, 3.851, 0.664}, {2.460, 1.041, 3.697, 0.614}}},
     // Wider than the fused kernel takes: the layer-by-layer tensor-core GEMM path.
-    {32, 256, 4, 16, 18, 0, 0, 0, 0, "CutlassMLP"},
+    {32, 256, 4, 16, 18, {}, "CutlassMLP"},
 };
-const std::vector<MlpCase> kCpuCases = {{32, 64, 2, 16, 14, 0, 0, 0, 0}};
+const std::vector<MlpCase> kCpuCases = {{32, 64, 2, 16, 14, {}}};
 
 struct BenchOptions {
   std::string device = "auto";
   std::string json_path;
   int iterations = 200, warmup = 20;
   int log2_batch = 0;  // override
+  ReferenceGpu reference = ReferenceGpu::H100;
 };
 
 std::vector<float> random_vector(size_t n, Pcg32& rng) {
@@ -98,35 +99,36 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
     const double used = double(mem_after - mem_before);
     r["gpu_bytes_per_sample_total"] = used / batch;
     r["gpu_bytes_per_sample_excluding_io"] = (used - io_bytes) / batch;
-#ifdef TESSERA_HAS_CUDA
     nn::MlpConfig mc = nn::parse_mlp_config(config["network"], c.in, c.out, dev);
-    if (std::string(c.otype) == "FullyFusedMLP") {
-      auto info = ops::cuda::fused_mlp_launch_info(mc.shape, mc.activations, batch, true);
+    if (std::string(c.otype) == "FullyFusedMLP" && ops::supported<ops::FusedMlpLaunchInfo>(dev)) {
+      auto info = ops::call<ops::FusedMlpLaunchInfo>(dev, mc.shape, mc.activations, batch, true, ops::FusedMlpOptions{});
       r["launch"] = {{"rows_per_block", info.rows_per_block}, {"warps_per_block", info.warps_per_block}, {"blocks", info.blocks},
                      {"blocks_per_sm", info.blocks_per_sm}, {"shared_bytes", info.shared_bytes},
                      {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared},
                      {"weight_grads_by_gemm", info.weight_grads_by_gemm}};
     }
-#endif
   }
-  if (c.tcnn_train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {
-    r["tcnn_train_ms"] = c.tcnn_train;
-    r["tcnn_infer_ms"] = c.tcnn_infer;
-    r["tcnn_jit_train_ms"] = c.tcnn_jit_train;
-    r["tcnn_jit_infer_ms"] = c.tcnn_jit_infer;
-    r["speedup_train_vs_tcnn_fused"] = c.tcnn_train / train;
-    r["speedup_infer_vs_tcnn_fused"] = c.tcnn_infer / infer;
-    r["speedup_train_vs_tcnn_best"] = std::min(c.tcnn_train, c.tcnn_jit_train) / train;
-    r["speedup_infer_vs_tcnn_best"] = std::min(c.tcnn_infer, c.tcnn_jit_infer) / infer;
+  const TcnnFigures& t = c.tcnn.on(o.reference);
+  if (dev == DeviceKind::cuda && t.train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {
+    r["tcnn_reference_gpu"] = to_string(o.reference);
+    r["tcnn_train_ms"] = t.train;
+    r["tcnn_infer_ms"] = t.infer;
+    r["tcnn_jit_train_ms"] = t.jit_train;
+    r["tcnn_jit_infer_ms"] = t.jit_infer;
+    r["speedup_train_vs_tcnn_fused"] = t.train / train;
+    r["speedup_infer_vs_tcnn_fused"] = t.infer / infer;
+    r["speedup_train_vs_tcnn_best"] = std::min(t.train, t.jit_train) / train;
+    r["speedup_infer_vs_tcnn_best"] = std::min(t.infer, t.jit_infer) / infer;
   }
   return r;
 }
 
-void run_mlp(const BenchOptions& o) {
+void run_mlp(BenchOptions o) {
   const DeviceKind dev = select_device(o.device);
   const auto& cases = dev == DeviceKind::cuda ? kGpuCases : kCpuCases;
   std::string gpu_name = "cpu";
   if (dev == DeviceKind::cuda) gpu_name = cuda_devices().at(0).name;
+  o.reference = reference_gpu_for(gpu_name);
   fmt::print("bench mlp on {} ({}); train = forward + loss + backward + Adam; median of {} runs\n", to_string(dev),
              gpu_name, o.iterations);
   fmt::print("{:<32} {:>8} {:>10} {:>10} {:>12} {:>12} {:>10} {:>10}\n", "case", "batch", "train ms", "infer ms",
@@ -146,7 +148,9 @@ void run_mlp(const BenchOptions& o) {
       fmt::print("{:<22} {:.0f} training samples/s\n", "", r["train_samples_per_s"].get<double>());
     results.push_back(r);
   }
-  fmt::print("(x = speed-up: tiny-cuda-nn time / ours; 'best' = tiny-cuda-nn's faster of fused and JIT)\n");
+  if (dev == DeviceKind::cuda)
+    fmt::print("(x = speed-up: tiny-cuda-nn time on the {} (DESIGN.md) / ours; 'best' = tiny-cuda-nn's faster of fused "
+               "and JIT)\n", to_string(o.reference));
   write_json_result(o.json_path, Json{{"suite", "mlp"}, {"gpu", gpu_name}, {"results", results}});
 }
 

@@ -13,10 +13,13 @@
 #include "image_io.h"
 #include "plot.h"
 #include "tessera/core/buffer.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/image_sample.h"
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
 #include "tessera/nn/trainer.h"
+#include "tessera/ops/dispatch.h"
 #include "tessera/ops/image_sample.h"
 
 namespace tessera::app {
@@ -129,13 +132,7 @@ void run(const FitImageOptions& o) {
   while (step < steps && (o.seconds <= 0 || train_seconds < o.seconds)) {
     Stopwatch clock;
     const uint64_t sample_seed = o.seed * 0x9e3779b97f4a7c15ULL + step;
-    if (dev == DeviceKind::cpu) {
-      ops::cpu::sample_image(image.data(), img.width, img.height, sample_seed, batch, xy.data(), target.data());
-    } else {
-#ifdef TESSERA_HAS_CUDA
-      ops::cuda::sample_image(image.data(), img.width, img.height, sample_seed, batch, xy.data(), target.data());
-#endif
-    }
+    ops::call<ops::SampleImage>(dev, image.data(), img.width, img.height, sample_seed, batch, xy.data(), target.data());
     loss = trainer->training_step(xy.data(), target.data(), batch);  // waits for the step
     train_seconds += clock.seconds();
     ++step;

@@ -2,7 +2,10 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [fit] [fit-image] [sanitize]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [fit] [fit-image] [sanitize] [compare]   (default: tests bench)
+# compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
+# build of the commit to compare against) and this build, interleaved in one run, then a
+# table of new/baseline per figure.
 set -uo pipefail
 BUILD=${BUILD:-build}
 OUT=${OUT:-gpu_out}
@@ -53,6 +56,22 @@ for step in "${steps[@]}"; do
       summary+=("memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)")
       compute-sanitizer --tool racecheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*GridCudaVsCpu*:*17x33x65_NN*wgmma*:*130x70x20*wgmma*' > "$OUT/racecheck.log" 2>&1
       summary+=("racecheck: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)")
+      ;;
+    compare)
+      BASE=${BASE:-.gpu/base/tessera}
+      export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
+      CMP=$(mktemp -d)  # the JSON stays there: only the table comes back
+      : > "$OUT/compare.log"
+      for suite in mlp encoding gemm gemv; do
+        dev=""; [ "$suite" = mlp ] || [ "$suite" = encoding ] && dev="--device cuda"
+        for round in 1 2; do  # base, new, base, new: drift shows as base-vs-base spread
+          "$BASE" bench $suite $dev --json "$CMP/cmp_${suite}_base$round.json" > /dev/null 2>&1
+          "$BUILD/tessera" bench $suite $dev --json "$CMP/cmp_${suite}_new$round.json" > /dev/null 2>&1
+        done
+        python3 scripts/gpu/compare_bench.py "$CMP/cmp_${suite}_base2.json" "$CMP/cmp_${suite}_new2.json" | tee -a "$OUT/compare.log"
+        python3 scripts/gpu/compare_bench.py "$CMP/cmp_${suite}_base1.json" "$CMP/cmp_${suite}_base2.json" | grep worst | sed 's/^/  base vs base (noise): /' | tee -a "$OUT/compare.log"
+      done
+      summary+=("compare: $(grep -c 'worst' "$OUT/compare.log") tables, see compare.log")
       ;;
     fit)
       "$BUILD/tessera" fit function --device cuda --out "$OUT/fit_adam" --json "$OUT/fit_adam.json" --no-progress 2>&1 | tee "$OUT/fit.log"

@@ -1,60 +1,12 @@
 #include "tessera/core/device.h"
 
-#include <cstdlib>
-#include <cstring>
-
+#include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
-
-#ifdef TESSERA_HAS_CUDA
-#include "tessera/core/cuda_check.h"
-#endif
 
 namespace tessera {
 
 const char* to_string(DeviceKind kind) { return kind == DeviceKind::cuda ? "cuda" : "cpu"; }
-
-bool built_with_cuda() {
-#ifdef TESSERA_HAS_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
-bool built_with_opencl() {
-#ifdef TESSERA_HAS_OPENCL
-  return true;
-#else
-  return false;
-#endif
-}
-
-std::vector<CudaDeviceInfo> cuda_devices() {
-  std::vector<CudaDeviceInfo> out;
-#ifdef TESSERA_HAS_CUDA
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no device" error
-    return out;
-  }
-  for (int i = 0; i < count; ++i) {
-    cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
-    CudaDeviceInfo info;
-    info.index = i;
-    info.name = p.name;
-    info.sm_count = p.multiProcessorCount;
-    info.compute_major = p.major;
-    info.compute_minor = p.minor;
-    info.total_memory = p.totalGlobalMem;
-    info.shared_memory_per_block_optin = p.sharedMemPerBlockOptin;
-    info.l2_cache_bytes = static_cast<size_t>(p.l2CacheSize);
-    out.push_back(info);
-  }
-#endif
-  return out;
-}
 
 bool cuda_available() {
   static const bool available = !cuda_devices().empty();
@@ -75,73 +27,38 @@ DeviceKind select_device(const std::string& name) {
 }
 
 void synchronize(DeviceKind kind) {
-#ifdef TESSERA_HAS_CUDA
-  if (kind == DeviceKind::cuda) TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
-#else
-  (void)kind;
-#endif
+  if (kind == DeviceKind::cpu) return;
+  backend_for(kind).synchronize_all();
 }
 
 namespace detail {
 
-static void require_cuda_build() {
-  TESSERA_CHECK(built_with_cuda(), "CUDA memory was requested but this build has no CUDA backend");
-}
-
-void* device_alloc(DeviceKind kind, size_t bytes) {
-  if (kind == DeviceKind::cpu) {
-    // 64-byte alignment keeps SIMD loads aligned in the CPU kernels.
-    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    TESSERA_CHECK(p != nullptr, "out of host memory allocating {} bytes", bytes);
-    return p;
-  }
-  require_cuda_build();
-#ifdef TESSERA_HAS_CUDA
-  void* p = nullptr;
-  TESSERA_CUDA_CHECK(cudaMalloc(&p, bytes));
-  return p;
-#else
-  return nullptr;
-#endif
-}
+void* device_alloc(DeviceKind kind, size_t bytes) { return backend_for(kind).allocate(bytes); }
 
 void device_free(DeviceKind kind, void* ptr) {
-  if (kind == DeviceKind::cpu) {
-    std::free(ptr);
-    return;
-  }
-#ifdef TESSERA_HAS_CUDA
-  cudaFree(ptr);  // never throws from a destructor path
-#endif
+  if (ptr) backend_for(kind).deallocate(ptr);
 }
 
 void copy_bytes(DeviceKind kind, void* dst, const void* src, size_t bytes, bool dst_on_device,
                 bool src_on_device) {
   if (bytes == 0) return;
-  if (kind == DeviceKind::cpu) {
+  Backend& b = backend_for(kind);
+  if (dst_on_device && src_on_device) {
+    b.copy_on_device(dst, src, bytes, b.default_stream());
+    b.synchronize(b.default_stream());  // callers expect the copy done on return
+  } else if (dst_on_device) {
+    b.copy_to_device(dst, src, bytes);
+  } else if (src_on_device) {
+    b.copy_to_host(dst, src, bytes);
+  } else {
     std::memcpy(dst, src, bytes);
-    return;
   }
-  require_cuda_build();
-#ifdef TESSERA_HAS_CUDA
-  cudaMemcpyKind dir = dst_on_device ? (src_on_device ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
-                                     : (src_on_device ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
-  TESSERA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, dir));
-#else
-  (void)dst_on_device;
-  (void)src_on_device;
-#endif
 }
 
 void fill_bytes(DeviceKind kind, void* dst, int value, size_t bytes) {
-  if (kind == DeviceKind::cpu) {
-    std::memset(dst, value, bytes);
-    return;
-  }
-  require_cuda_build();
-#ifdef TESSERA_HAS_CUDA
-  TESSERA_CUDA_CHECK(cudaMemset(dst, value, bytes));
-#endif
+  if (bytes == 0) return;
+  Backend& b = backend_for(kind);
+  b.fill(dst, value, bytes, b.default_stream());
 }
 
 }  // namespace detail

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tessera/core/error.h"
+#include "tessera/ops/dispatch.h"
 #include "tessera/ops/encodings.h"
 
 namespace tessera::nn {
@@ -16,12 +17,6 @@ namespace {
 
 constexpr const char* kEncodingChoices =
     "HashGrid, DenseGrid, Grid, Frequency, SphericalHarmonics, OneBlob, TriangleWave, Identity, Composite";
-
-bool on_cuda(DeviceKind d) { return d == DeviceKind::cuda; }
-
-#ifndef TESSERA_HAS_CUDA
-[[noreturn]] void no_cuda() { throw Error("this build has no CUDA backend"); }
-#endif
 
 // Frequency, TriangleWave, OneBlob, SphericalHarmonics, Identity: no parameters.
 class ElementwiseEncodingModule final : public Encoding {
@@ -42,24 +37,13 @@ class ElementwiseEncodingModule final : public Encoding {
   }
   void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
     if (batch == 0) return;
-    if (!on_cuda(device_)) return ops::cpu::elementwise_encode<float>(e_, in, in_stride, batch, out, out_stride);
-#ifdef TESSERA_HAS_CUDA
-    ops::cuda::elementwise_encode(e_, in, in_stride, batch, out, out_stride);
-#else
-    no_cuda();
-#endif
+    ops::call<ops::ElementwiseEncode>(device_, e_, in, in_stride, batch, out, out_stride);
   }
   void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
                 float* dL_din, uint32_t din_stride) override {
     if (batch == 0 || !dL_din) return;
-    if (!on_cuda(device_))
-      return ops::cpu::elementwise_encode_backward<float>(e_, in, in_stride, batch, dL_dout, dout_stride, dL_din,
-                                                          din_stride);
-#ifdef TESSERA_HAS_CUDA
-    ops::cuda::elementwise_encode_backward(e_, in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride);
-#else
-    no_cuda();
-#endif
+    ops::call<ops::ElementwiseEncodeBackward>(device_, e_, in, in_stride, batch, dL_dout, dout_stride, dL_din,
+                                              din_stride);
   }
 
  private:
@@ -83,35 +67,19 @@ class GridEncodingModule final : public Encoding {
   void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
     if (batch == 0) return;
     TESSERA_CHECK(p_.params, "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
-    if (!on_cuda(device_)) return ops::cpu::grid_encode<float>(g_, p_.params, in, in_stride, batch, out, out_stride);
-#ifdef TESSERA_HAS_CUDA
-    ops::cuda::grid_encode(g_, p_.params_half, in, in_stride, batch, out, out_stride);
-#else
-    no_cuda();
-#endif
+    ops::call<ops::GridEncode>(device_, g_, p_.params, p_.params_half, in, in_stride, batch, out, out_stride);
   }
-  bool can_encode_half() const override { return on_cuda(device_); }
+  bool can_encode_half() const override { return backend_for(device_).supports<ops::GridEncodeHalf>(); }
   void encode_half(const float* in, uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride) override {
-    TESSERA_CHECK(on_cuda(device_) && p_.params_half, "grid encoding: fp16 output is a CUDA path with bound parameters");
-#ifdef TESSERA_HAS_CUDA
-    ops::cuda::grid_encode_half(g_, p_.params_half, in, in_stride, batch, out, out_stride);
-#else
-    (void)in, (void)in_stride, (void)batch, (void)out, (void)out_stride;
-#endif
+    TESSERA_CHECK(p_.params, "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
+    ops::call<ops::GridEncodeHalf>(device_, g_, p_.params, p_.params_half, in, in_stride, batch, out, out_stride);
   }
   void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
                 float* dL_din, uint32_t din_stride) override {
     if (batch == 0) return;
     TESSERA_CHECK(p_.gradients, "grid encoding: parameters are not bound");
-    if (!on_cuda(device_))
-      return ops::cpu::grid_encode_backward<float>(g_, p_.params, in, in_stride, batch, dL_dout, dout_stride,
-                                                   p_.gradients, dL_din, din_stride);
-#ifdef TESSERA_HAS_CUDA
-    ops::cuda::grid_encode_backward(g_, p_.params_half, in, in_stride, batch, dL_dout, dout_stride, p_.gradients,
-                                    dL_din, din_stride);
-#else
-    no_cuda();
-#endif
+    ops::call<ops::GridEncodeBackward>(device_, g_, p_.params, p_.params_half, in, in_stride, batch, dL_dout,
+                                       dout_stride, p_.gradients, dL_din, din_stride);
   }
 
  private:

@@ -8,11 +8,10 @@
 #include "tessera/core/rng.h"
 #include "tessera/ops/mlp.h"
 #include "mlp_gemm_path.h"
-
-#ifdef TESSERA_HAS_CUDA
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/gemm.h"
+#include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
-#endif
 
 namespace tessera::nn {
 
@@ -63,13 +62,6 @@ MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_
   return m;
 }
 
-struct FullyFusedMlp::CudaWorkspace {
-#ifdef TESSERA_HAS_CUDA
-  ops::cuda::FusedMlpWorkspace fused;
-#endif
-  std::unique_ptr<MlpGemmPath> gemm;
-};
-
 namespace {
 // CPU forward context: the tape and where the input was.
 struct CpuContext final : ForwardContext {
@@ -77,35 +69,44 @@ struct CpuContext final : ForwardContext {
   size_t batch = 0;
   ops::cpu::MlpTape<float> tape;
 };
-// CUDA forward context: the fused kernel recomputes the forward pass in backward (cheaper
-// than storing every activation to global memory and reading it back).
-struct CudaContext final : ForwardContext {
+// Fused-kernel forward context: the kernel recomputes the forward pass in backward
+// (cheaper than storing every activation to global memory and reading it back).
+struct FusedContext final : ForwardContext {
   const float* input = nullptr;
   size_t batch = 0;
 };
+
+// The fused kernels where the backend has them and the config asks for a fused width; one
+// GEMM per layer where the backend has those passes; the reference on the CPU.
+FullyFusedMlp::Path choose_path(const MlpConfig& c, Backend& b) {
+  if (b.supports<ops::FusedMlpTrain>() && c.otype == "FullyFusedMLP" && ops::fused_width_supported(c.shape.width))
+    return FullyFusedMlp::Path::fused;
+  if (b.supports<ops::ActivationForwardHalf>() && b.supports<ops::Gemm>()) return FullyFusedMlp::Path::gemm;
+  TESSERA_CHECK(b.kind() == DeviceKind::cpu, "{}: the {} backend has neither the fused MLP nor the GEMM-MLP ops",
+                c.otype, b.name());
+  return FullyFusedMlp::Path::reference;
+}
 }  // namespace
 
 FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamStorage* storage)
-    : cfg_(config), device_(device), state_(device, 1), cuda_(std::make_unique<CudaWorkspace>()) {
+    : cfg_(config), device_(device), state_(device, 1) {
+  Backend& backend = backend_for(device);
   const size_t n = config.shape.n_params();
   if (storage) {
-    TESSERA_CHECK(storage->params && storage->gradients && (device != DeviceKind::cuda || storage->params_half),
+    TESSERA_CHECK(storage->params && storage->gradients && (!backend.uses_half_params() || storage->params_half),
                   "FullyFusedMLP: external parameter storage is incomplete");
     p_ = *storage;
   } else {
     params_ = Buffer<float>(device, n);
     grads_ = Buffer<float>(device, n);
-    if (device_ == DeviceKind::cuda) params_half_ = Buffer<uint16_t>(device, n);
+    if (backend.uses_half_params()) params_half_ = Buffer<uint16_t>(device, n);
     p_ = {params_.data(), grads_.data(), params_half_.size() ? params_half_.data() : nullptr};
   }
   ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);
   detail::fill_bytes(device_, p_.gradients, 0, n * sizeof(float));
-#ifdef TESSERA_HAS_CUDA
-  gemm_path_ = device_ == DeviceKind::cuda &&
-               (cfg_.otype != "FullyFusedMLP" || !ops::cuda::fused_width_supported(cfg_.shape.width));
-#endif
-  if (gemm_path_) cuda_->gemm = std::make_unique<MlpGemmPath>(cfg_.shape, cfg_.activations);
+  path_ = choose_path(cfg_, backend);
+  if (path_ == Path::gemm) gemm_ = std::make_unique<MlpGemmPath>(cfg_.shape, cfg_.activations, device);
   initialize(1337);
 }
 
@@ -133,14 +134,12 @@ void FullyFusedMlp::initialize(uint64_t seed) {
         w[size_t(o) * s.layer_in(l) + i] =
             cfg_.init == Initialization::He ? he_std * rng.normal() : rng.uniform(-xavier, xavier);
   }
-  detail::copy_bytes(device_, p_.params, host.data(), host.size() * sizeof(float), device_ == DeviceKind::cuda, false);
+  detail::copy_bytes(device_, p_.params, host.data(), host.size() * sizeof(float), true, false);
   params_changed();
 }
 
 void FullyFusedMlp::params_changed() {
-#ifdef TESSERA_HAS_CUDA
-  if (device_ == DeviceKind::cuda) ops::cuda::convert_to_half(p_.params, p_.params_half, n_params());
-#endif
+  if (p_.params_half) ops::call<ops::ConvertToHalf>(device_, p_.params, p_.params_half, n_params());
 }
 
 ops::TrainState FullyFusedMlp::read_train_state() {
@@ -150,18 +149,18 @@ ops::TrainState FullyFusedMlp::read_train_state() {
 }
 
 void FullyFusedMlp::inference_impl(const float* input, size_t batch, float* output) {
-  if (device_ == DeviceKind::cpu) {
-    ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, nullptr);
-    return;
+  switch (path_) {
+    case Path::reference:
+      return ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, nullptr);
+    case Path::gemm: return gemm_->forward(p_.params, input, batch, output, false);
+    case Path::fused:
+      return ops::call<ops::FusedMlpInference>(device_, cfg_.shape, cfg_.activations, p_.params_half, input, nullptr,
+                                               batch, output, kernel_options_);
   }
-  if (gemm_path_) return cuda_->gemm->forward(p_.params, input, batch, output, false);
-#ifdef TESSERA_HAS_CUDA
-  ops::cuda::fused_mlp_inference(cfg_.shape, cfg_.activations, p_.params_half, input, batch, output);
-#endif
 }
 
 std::unique_ptr<ForwardContext> FullyFusedMlp::forward_impl(const float* input, size_t batch, float* output) {
-  if (device_ == DeviceKind::cpu) {
+  if (path_ == Path::reference) {
     auto ctx = std::make_unique<CpuContext>();
     ctx->input = input;
     ctx->batch = batch;
@@ -173,16 +172,16 @@ std::unique_ptr<ForwardContext> FullyFusedMlp::forward_impl(const float* input, 
     ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, &ctx->tape);
     return ctx;
   }
-  auto ctx = std::make_unique<CudaContext>();
+  auto ctx = std::make_unique<FusedContext>();
   ctx->input = input;
   ctx->batch = batch;
-  if (gemm_path_) cuda_->gemm->forward(p_.params, input, batch, output, true);  // keeps the activations
+  if (path_ == Path::gemm) gemm_->forward(p_.params, input, batch, output, true);  // keeps the activations
   else if (output) inference_impl(input, batch, output);
   return ctx;
 }
 
 void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput, float* dL_dinput, GradientMode mode) {
-  if (device_ == DeviceKind::cpu) {
+  if (path_ == Path::reference) {
     auto* ctx = dynamic_cast<CpuContext*>(&base);
     TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
     ops::cpu::mlp_backward<float>(cfg_.shape, cfg_.activations, p_.params, ctx->input, ctx->batch, ctx->tape,
@@ -190,12 +189,11 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
     ops::finish_step(*state_.data(), all_finite(p_.gradients, n_params()));
     return;
   }
-#ifdef TESSERA_HAS_CUDA
-  auto* ctx = dynamic_cast<CudaContext*>(&base);
+  auto* ctx = dynamic_cast<FusedContext*>(&base);
   TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
-  if (gemm_path_)
-    return cuda_->gemm->backward(p_.params, ctx->input, ctx->batch, dL_doutput, p_.gradients, mode, dL_dinput,
-                                 state_.data());
+  if (path_ == Path::gemm)
+    return gemm_->backward(p_.params, ctx->input, ctx->batch, dL_doutput, p_.gradients, mode, dL_dinput,
+                           state_.data());
   ops::cuda::FusedTrainArgs a;
   a.weights = p_.params_half;
   a.input = ctx->input;
@@ -205,37 +203,30 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
   a.dL_dparams = p_.gradients;
   a.mode = mode;
   a.state = state_.data();
-  ops::cuda::fused_mlp_train(cfg_.shape, cfg_.activations, a, cuda_->fused);
-#endif
+  a.options = kernel_options_;
+  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
 bool FullyFusedMlp::accepts_half_input(size_t batch, bool training) const {
-#ifdef TESSERA_HAS_CUDA
-  return device_ == DeviceKind::cuda && !gemm_path_ && ops::cuda::fused_mlp_accepts_half_input(cfg_.shape, cfg_.activations, batch, training);
-#else
-  (void)batch, (void)training;
-  return false;
-#endif
+  return path_ == Path::fused && ops::call<ops::FusedMlpAcceptsHalfInput>(device_, cfg_.shape, cfg_.activations, batch,
+                                                                          training, kernel_options_);
 }
 
 void FullyFusedMlp::inference_half_input(const uint16_t* input, size_t batch, float* output) {
-  TESSERA_CHECK(device_ == DeviceKind::cuda, "FullyFusedMLP: fp16 input is a CUDA path");
-#ifdef TESSERA_HAS_CUDA
-  ops::cuda::fused_mlp_inference_half_input(cfg_.shape, cfg_.activations, p_.params_half, input, batch, output);
-#else
-  (void)input, (void)batch, (void)output;
-#endif
+  TESSERA_CHECK(path_ == Path::fused, "FullyFusedMLP: fp16 input is a fused-kernel path");
+  if (batch == 0) return;
+  ops::call<ops::FusedMlpInference>(device_, cfg_.shape, cfg_.activations, p_.params_half, nullptr, input, batch,
+                                    output, kernel_options_);
 }
 
 void FullyFusedMlp::forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
                                                      const LossParams& loss, float* output, float* dL_dinput) {
-  TESSERA_CHECK(device_ == DeviceKind::cuda, "FullyFusedMLP: fp16 input is a CUDA path");
+  TESSERA_CHECK(path_ == Path::fused, "FullyFusedMLP: fp16 input is a fused-kernel path");
   fused_loss_step(nullptr, input, target, batch, loss, output, dL_dinput);
 }
 
 void FullyFusedMlp::fused_loss_step(const float* input, const uint16_t* input_half, const float* target, size_t batch,
                                     const LossParams& loss, float* output, float* dL_dinput) {
-#ifdef TESSERA_HAS_CUDA
   ops::cuda::FusedTrainArgs a;
   a.weights = p_.params_half;
   a.input = input;
@@ -248,15 +239,13 @@ void FullyFusedMlp::fused_loss_step(const float* input, const uint16_t* input_ha
   a.dL_dparams = p_.gradients;
   a.mode = GradientMode::overwrite;
   a.state = state_.data();
-  ops::cuda::fused_mlp_train(cfg_.shape, cfg_.activations, a, cuda_->fused);
-#else
-  (void)input, (void)input_half, (void)target, (void)batch, (void)loss, (void)output, (void)dL_dinput;
-#endif
+  a.options = kernel_options_;
+  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
 void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* target, size_t batch,
                                                const LossParams& loss, float* output, float* dL_dinput) {
-  if (device_ == DeviceKind::cpu) {
+  if (path_ == Path::reference) {
     const uint32_t n_out = output_width();
     std::vector<float> out(batch * n_out), dL(batch * n_out);
     auto ctx = forward_impl(input, batch, out.data());
@@ -271,9 +260,9 @@ void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* 
     state_.data()->last_loss = float(loss_sum * norm);
     return;
   }
-  if (gemm_path_)
-    return cuda_->gemm->forward_backward_loss(p_.params, input, target, batch, loss, output, p_.gradients, dL_dinput,
-                                              state_.data());
+  if (path_ == Path::gemm)
+    return gemm_->forward_backward_loss(p_.params, input, target, batch, loss, output, p_.gradients, dL_dinput,
+                                        state_.data());
   fused_loss_step(input, nullptr, target, batch, loss, output, dL_dinput);
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The layer-by-layer MLP on CUDA for networks the fused kernel does not take ("MLP" /
+// The layer-by-layer MLP for networks the fused kernel does not take ("MLP" /
 // "CutlassMLP" configs, any width): per layer one tensor-core GEMM (ops::cuda::gemm, fp16
 // weights and activations, fp32 accumulation and pre-activations, as tiny-cuda-nn's
 // CutlassMLP) and one activation pass, activations kept in device memory for backward;
@@ -18,7 +18,7 @@ namespace tessera::nn {
 
 class MlpGemmPath {
  public:
-  MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts);
+  MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, DeviceKind device);
   // output [batch, out] (may be null when keep); keep: store z, y of every layer.
   void forward(const float* params, const float* input, size_t batch, float* output, bool keep);
   // After forward(keep = true) with the same input and parameters: parameter gradients
@@ -32,6 +32,7 @@ class MlpGemmPath {
  private:
   MlpShape s_;
   ops::MlpActivations acts_;
+  DeviceKind device_;
   // Device scratch, grown on demand (Buffer::ensure).
   Buffer<uint16_t> w16_, x16_;                 // fp16 weights and input of the last forward()
   std::vector<Buffer<float>> z_;               // per layer, [batch, layer_out_logical], fp32

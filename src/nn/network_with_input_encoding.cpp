@@ -3,10 +3,8 @@
 #include <vector>
 
 #include "tessera/core/error.h"
-
-#ifdef TESSERA_HAS_CUDA
+#include "tessera/ops/dispatch.h"
 #include "tessera/ops/optimizers.h"
-#endif
 
 namespace tessera::nn {
 
@@ -30,7 +28,7 @@ NetworkWithInputEncoding::NetworkWithInputEncoding(std::unique_ptr<Encoding> enc
   params_ = Buffer<float>(device, n_total);
   grads_ = Buffer<float>(device, n_total);
   grads_.zero();
-  if (device == DeviceKind::cuda) params_half_ = Buffer<uint16_t>(device, n_total);
+  if (backend_for(device).uses_half_params()) params_half_ = Buffer<uint16_t>(device, n_total);
   ParamStorage storage{params_.data(), grads_.data(), params_half()};
   mlp_ = std::make_unique<FullyFusedMlp>(mlp_cfg, device, &storage);
   encoding_->bind_params({params_.data() + n_mlp, grads_.data() + n_mlp,
@@ -51,20 +49,17 @@ void NetworkWithInputEncoding::initialize(uint64_t seed) {
     std::vector<float> host(n_enc);
     Pcg32 rng(seed, 0x9e3779b97f4a7c15ULL);
     encoding_->initialize(host.data(), rng);
-    detail::copy_bytes(device_, params_.data() + mlp_->n_params(), host.data(), n_enc * sizeof(float),
-                       device_ == DeviceKind::cuda, false);
+    detail::copy_bytes(device_, params_.data() + mlp_->n_params(), host.data(), n_enc * sizeof(float), true, false);
   }
   params_changed();
 }
 
 void NetworkWithInputEncoding::params_changed() {
-#ifdef TESSERA_HAS_CUDA
-  if (device_ == DeviceKind::cuda) ops::cuda::convert_to_half(params_.data(), params_half_.data(), n_params());
-#endif
+  if (params_half_.size()) ops::call<ops::ConvertToHalf>(device_, params_.data(), params_half_.data(), n_params());
 }
 
 bool NetworkWithInputEncoding::half_handover(size_t batch, bool training) const {
-  return device_ == DeviceKind::cuda && encoding_->can_encode_half() && mlp_->accepts_half_input(batch, training);
+  return encoding_->can_encode_half() && mlp_->accepts_half_input(batch, training);
 }
 
 void NetworkWithInputEncoding::inference_impl(const float* input, size_t batch, float* output) {

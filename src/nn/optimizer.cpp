@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tessera/core/error.h"
+#include "tessera/ops/dispatch.h"
 
 namespace tessera::nn {
 
@@ -15,11 +16,8 @@ void Adam::step(Network& net) {
     v_.zero();
   }
   ++steps_;
-  if (net.device() == DeviceKind::cpu) {
-    ops::cpu::adam_step(h_, n, net.n_matrix_params(), net.gradients(), net.params(), m_.data(), v_.data(), *net.train_state());
-  } else {
-    ops::cuda::adam_step(h_, n, net.n_matrix_params(), net.gradients(), net.params(), net.params_half(), m_.data(), v_.data(), net.train_state());
-  }
+  ops::call<ops::AdamStep>(net.device(), h_, n, net.n_matrix_params(), net.gradients(), net.params(), net.params_half(),
+                           m_.data(), v_.data(), net.train_state());
 }
 
 Json Adam::config() const {
@@ -34,11 +32,8 @@ Json Adam::config() const {
 
 void Sgd::step(Network& net) {
   ++steps_;
-  if (net.device() == DeviceKind::cpu) {
-    ops::cpu::sgd_step(lr_, l2_reg_, net.n_params(), net.gradients(), net.params(), *net.train_state());
-  } else {
-    ops::cuda::sgd_step(lr_, l2_reg_, net.n_params(), net.gradients(), net.params(), net.params_half(), net.train_state());
-  }
+  ops::call<ops::SgdStep>(net.device(), lr_, l2_reg_, net.n_params(), net.gradients(), net.params(), net.params_half(),
+                          net.train_state());
 }
 
 Json Sgd::config() const { return Json{{"otype", "SGD"}, {"learning_rate", lr_}, {"l2_reg", l2_reg_}}; }

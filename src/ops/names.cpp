@@ -6,6 +6,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/ops/activation.h"
+#include "tessera/ops/fused_mlp_cuda.h"
 #include "tessera/ops/loss_kind.h"
 
 namespace tessera {
@@ -48,5 +49,24 @@ const char* to_string(LossKind k) {
     if (kind == k) return n;
   return "?";
 }
+
+namespace ops {
+const char* to_string(FusedMlpKernel k) {
+  switch (k) {
+    case FusedMlpKernel::automatic: return "auto";
+    case FusedMlpKernel::mma: return "mma";
+    case FusedMlpKernel::wmma: return "wmma";
+  }
+  return "?";
+}
+const char* to_string(FusedWeightGrads g) {
+  switch (g) {
+    case FusedWeightGrads::automatic: return "auto";
+    case FusedWeightGrads::in_kernel: return "in_kernel";
+    case FusedWeightGrads::gemm: return "gemm";
+  }
+  return "?";
+}
+}  // namespace ops
 
 }  // namespace tessera

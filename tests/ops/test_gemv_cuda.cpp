@@ -13,6 +13,7 @@
 #include "support/random.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
+#include "tessera/core/backend.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/ger.h"
 
@@ -60,7 +61,7 @@ TEST_P(GemvCudaVsCpu, MatchesReference) {
   auto a = test::random_floats(c.offset + c.rows * s.lda, -1, 1, seed);
   auto x = test::random_floats(c.offset + s.x_size(), -1, 1, seed + 1);
   auto y0 = test::random_floats(s.y_size(), -1, 1, seed + 2);
-  ops::cuda::GemvWorkspace ws;
+  Workspace& ws = backend_for(DeviceKind::cuda).default_stream().workspace();
   std::vector<float> got, want;
   if (!c.half) {
     want = y0;

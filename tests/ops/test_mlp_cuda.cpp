@@ -91,28 +91,26 @@ std::string name_of(const Case& c) {
 // Each case runs three ways: "auto" (the mma kernel where the weights fit in shared
 // memory; weight gradients by GEMM for width 128 from 2^14 rows), the WMMA fallback, and
 // weight gradients by GEMM at any width and batch ("gemm_dw"; the mma kernel where it
-// fits), forced through TESSERA_FUSED_MLP_KERNEL and TESSERA_MLP_WEIGHT_GRADS.
-class FusedMlpVsCpu : public ::testing::TestWithParam<std::tuple<Case, std::string>> {
- protected:
-  void SetUp() override {
-    const std::string& mode = std::get<1>(GetParam());
-    if (mode == "wmma") setenv("TESSERA_FUSED_MLP_KERNEL", "wmma", 1);
-    if (mode == "gemm_dw") setenv("TESSERA_MLP_WEIGHT_GRADS", "gemm", 1);
-  }
-  void TearDown() override {
-    unsetenv("TESSERA_FUSED_MLP_KERNEL");
-    unsetenv("TESSERA_MLP_WEIGHT_GRADS");
-  }
-};
+// fits), named through FusedMlpOptions.
+class FusedMlpVsCpu : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
+
+ops::FusedMlpOptions options_for(const std::string& mode) {
+  ops::FusedMlpOptions o;
+  if (mode == "wmma") o.kernel = ops::FusedMlpKernel::wmma;
+  if (mode == "gemm_dw") o.weight_grads = ops::FusedWeightGrads::gemm;
+  return o;
+}
 
 struct Pair {
   std::unique_ptr<nn::Network> cpu, gpu;
 };
 
-Pair make_pair(const Case& c, uint64_t seed) {
+Pair make_pair(const Case& c, uint64_t seed, const ops::FusedMlpOptions& options = {}) {
   const Json cfg{{"otype", "FullyFusedMLP"}, {"n_neurons", c.width}, {"n_hidden_layers", c.hidden},
                  {"activation", to_string(c.act_hidden)}, {"output_activation", to_string(c.act_output)}};
   Pair p{nn::create_network(cfg, c.in, c.out, DeviceKind::cpu), nn::create_network(cfg, c.in, c.out, DeviceKind::cuda)};
+  auto* fused = dynamic_cast<nn::FullyFusedMlp*>(p.gpu.get());
+  if (fused) fused->set_kernel_options(options);
   p.cpu->initialize(seed);
   // Both networks use weights that fp16 represents exactly, so the comparison measures
   // the kernel's arithmetic, not the rounding of the weights.
@@ -136,7 +134,7 @@ TEST_P(FusedMlpVsCpu, ForwardBackwardAndLossMatchReference) {
   const std::string kernel = std::get<1>(GetParam());
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(::testing::Message() << name_of(c) << " kernel " << kernel << " seed " << seed);
-  Pair p = make_pair(c, seed);
+  Pair p = make_pair(c, seed, options_for(kernel));
   const size_t B = c.batch;
   const auto x = random_input(B * c.in, seed + 1);
   const auto target = test::random_floats(B * c.out, -1.0f, 1.0f, seed + 2);

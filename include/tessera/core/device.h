@@ -10,15 +10,18 @@ enum class DeviceKind { cpu, cuda };
 
 const char* to_string(DeviceKind kind);
 
-struct CudaDeviceInfo {
-  int index = 0;
+// What the ops size their launches by, read from the device once per backend (never
+// hard-coded, never shared between devices).
+struct DeviceAttributes {
   std::string name;
-  int sm_count = 0;
+  int index = 0;     // device ordinal within its backend kind
+  int sm_count = 1;  // CUDA: streaming multiprocessors; CPU: hardware threads
   int compute_major = 0, compute_minor = 0;
   size_t total_memory = 0;
   size_t shared_memory_per_block_optin = 0;
   size_t l2_cache_bytes = 0;
 };
+using CudaDeviceInfo = DeviceAttributes;
 
 // True when this build has the CUDA backend and a CUDA device is usable.
 bool cuda_available();
@@ -31,7 +34,7 @@ bool built_with_opencl();
 // Asking for "cuda" where none is usable is an error that says why.
 DeviceKind select_device(const std::string& name);
 
-// Waits for all queued device work (no-op on the CPU).
+// Waits for all queued work of the `kind` backend (no-op on the CPU).
 void synchronize(DeviceKind kind);
 
 }  // namespace tessera

@@ -5,11 +5,13 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/nn/network.h"
+#include "tessera/ops/fused_mlp_cuda.h"
 #include "tessera/ops/mlp_shape.h"
 
 namespace tessera::nn {
 
 enum class Initialization { Xavier, He };
+class MlpGemmPath;
 
 struct MlpConfig {
   std::string otype = "FullyFusedMLP";  // or "MLP" / "CutlassMLP": any width, GEMM per layer on CUDA
@@ -49,6 +51,15 @@ class FullyFusedMlp final : public Network {
   void params_changed() override;
   void initialize(uint64_t seed) override;
 
+  // Which fused kernel variant runs (tests name each one; default: chosen per shape).
+  void set_kernel_options(const ops::FusedMlpOptions& o) { kernel_options_ = o; }
+  const ops::FusedMlpOptions& kernel_options() const { return kernel_options_; }
+
+  // How this network runs on its backend: the fp32 reference (CPU), the fused tensor-core
+  // kernels, or one GEMM per layer (any width).
+  enum class Path { reference, fused, gemm };
+  Path path() const { return path_; }
+
   // CUDA: fp16 input straight into the kernel (no fp32 round trip) where
   // accepts_half_input says the kernel takes it (input width % 8 == 0, mma kernel).
   bool accepts_half_input(size_t batch, bool training) const;
@@ -77,9 +88,10 @@ class FullyFusedMlp final : public Network {
   Buffer<uint16_t> params_half_;
   ParamStorage p_;  // points into the buffers above or into the owner's storage
   Buffer<ops::TrainState> state_;
-  struct CudaWorkspace;
-  std::unique_ptr<CudaWorkspace> cuda_;
-  bool gemm_path_ = false;  // CUDA: layer-by-layer GEMMs instead of the fused kernel
+  Path path_ = Path::reference;
+  ops::FusedMlpOptions kernel_options_;
+  ops::FusedMlpWorkspace fused_ws_;
+  std::unique_ptr<MlpGemmPath> gemm_;
 };
 
 }  // namespace tessera::nn

@@ -8,6 +8,10 @@
 
 #include "tessera/ops/encoding_math.h"
 
+namespace tessera {
+class Stream;
+}
+
 namespace tessera::ops {
 
 // Encodings without parameters, applied per input dimension (SphericalHarmonics: per
@@ -57,6 +61,37 @@ constexpr float kGridInitRange = 1e-4f;
 // fits in 2^log2_hashmap_size entries are stored densely, others are hashed.
 GridLayout make_grid_layout(uint32_t n_dims, uint32_t n_levels, uint32_t n_features, uint32_t log2_hashmap_size,
                             float base_resolution, float per_level_scale, bool hashed, GridInterpolation interpolation);
+
+// Op tags (dispatch.h). Grid ops get both parameter copies: the CPU reads the fp32 master
+// params, CUDA the fp16 params_half.
+struct ElementwiseEncode {
+  static constexpr const char* name = "elementwise_encode";
+  using Fn = void(Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
+                  float* out, uint32_t out_stride);
+};
+struct ElementwiseEncodeBackward {
+  static constexpr const char* name = "elementwise_encode_backward";
+  using Fn = void(Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
+                  const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride);
+};
+struct GridEncode {
+  static constexpr const char* name = "grid_encode";
+  using Fn = void(Stream&, const GridLayout& g, const float* params, const uint16_t* params_half, const float* in,
+                  uint32_t in_stride, size_t batch, float* out, uint32_t out_stride);
+};
+// fp16 output (fp16 bits) for consumers that read fp16 (the fused MLP).
+struct GridEncodeHalf {
+  static constexpr const char* name = "grid_encode_half";
+  using Fn = void(Stream&, const GridLayout& g, const float* params, const uint16_t* params_half, const float* in,
+                  uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride);
+};
+// Adds into dL_dparams [n_params]; writes dL_din [batch, n_dims] (overwrite) when non-null.
+struct GridEncodeBackward {
+  static constexpr const char* name = "grid_encode_backward";
+  using Fn = void(Stream&, const GridLayout& g, const float* params, const uint16_t* params_half, const float* in,
+                  uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams,
+                  float* dL_din, uint32_t din_stride);
+};
 
 namespace cpu {
 

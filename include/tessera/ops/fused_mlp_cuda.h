@@ -7,39 +7,63 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/buffer.h"
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/train_state.h"
 
-namespace tessera::ops::cuda {
+namespace tessera {
+class Stream;
+}
 
-// Hidden widths the fused kernel is compiled for.
-constexpr uint32_t kFusedWidths[] = {16, 32, 64, 128};
-bool fused_width_supported(uint32_t width);
+namespace tessera::ops {
 
-// Device scratch the training launch needs; grown on demand by the launcher.
-struct FusedMlpWorkspace {
-  float* grad_partials = nullptr;  // [blocks, n_params]
-  float* loss_partials = nullptr;  // [blocks]
-  size_t partial_capacity = 0;     // floats in grad_partials
-  size_t loss_capacity = 0;
-  uint16_t* layer_store = nullptr;  // fp16 layer inputs and dZ for GEMM weight gradients
-  size_t layer_store_capacity = 0;  // halves
-  ~FusedMlpWorkspace();
+// Which kernel runs the fused MLP and how it takes weight gradients, chosen explicitly
+// (tests cover every variant) or automatically: the mma kernel where the weights fit in
+// shared memory, else WMMA; weight gradients by GEMM for width 128 from 2^14 rows.
+enum class FusedMlpKernel { automatic, mma, wmma };
+enum class FusedWeightGrads { automatic, in_kernel, gemm };
+struct FusedMlpOptions {
+  FusedMlpKernel kernel = FusedMlpKernel::automatic;
+  FusedWeightGrads weight_grads = FusedWeightGrads::automatic;
 };
+const char* to_string(FusedMlpKernel k);
+const char* to_string(FusedWeightGrads g);
+
+// Hidden widths the fused kernel is compiled for (the one list).
+constexpr uint32_t kFusedWidths[] = {16, 32, 64, 128};
+constexpr bool fused_width_supported(uint32_t width) {
+  for (uint32_t w : kFusedWidths)
+    if (w == width) return true;
+  return false;
+}
+
+// Device scratch the training launch needs; grown on demand by the launcher. Owned by
+// the network, so two networks never share it.
+struct FusedMlpWorkspace {
+  Buffer<float> grad_partials{DeviceKind::cuda, 0};     // [blocks, n_params]
+  Buffer<float> loss_partials{DeviceKind::cuda, 0};     // [blocks]
+  Buffer<uint16_t> layer_store{DeviceKind::cuda, 0};    // fp16 layer inputs and dZ for GEMM weight gradients
+};
+
+}  // namespace tessera::ops
+
+namespace tessera::ops::cuda {
 
 // weights: fp16 bits, shape.n_params() (padded layout). input: [batch, input_width],
 // output: [batch, output_width] (fp32, device).
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                         const float* input, size_t batch, float* output);
+                         const float* input, size_t batch, float* output, const FusedMlpOptions& options = {});
 
 // fp16 input ([batch, input_width] fp16 bits) skips the fp32 round trip when a producer
 // (e.g. an encoding) can write fp16: the mma kernel reads it directly. It needs
 // input_width % 8 == 0, a 16-byte aligned pointer and the mma kernel for this call, which
 // fused_mlp_accepts_half_input tells.
-bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
+bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                                  const FusedMlpOptions& options = {});
 void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                                    const uint16_t* input, size_t batch, float* output);
+                                    const uint16_t* input, size_t batch, float* output,
+                                    const FusedMlpOptions& options = {});
 
 struct FusedTrainArgs {
   const uint16_t* weights = nullptr;   // fp16 bits, n_params
@@ -56,6 +80,7 @@ struct FusedTrainArgs {
   float* dL_dparams = nullptr;         // [n_params], written per `mode`
   GradientMode mode = GradientMode::overwrite;
   TrainState* state = nullptr;         // device
+  FusedMlpOptions options;
 };
 
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& args,
@@ -73,6 +98,31 @@ struct FusedLaunchInfo {
   bool weight_grads_by_gemm = false;
 };
 FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch,
-                                      bool training);
+                                      bool training, const FusedMlpOptions& options = {});
 
 }  // namespace tessera::ops::cuda
+
+namespace tessera::ops {
+// Op tags (dispatch.h). Inference takes an fp32 input or fp16 bits (input_half, where
+// FusedMlpAcceptsHalfInput says the kernel reads it).
+struct FusedMlpInference {
+  static constexpr const char* name = "fused_mlp_inference";
+  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
+                  const uint16_t* input_half, size_t batch, float* output, const FusedMlpOptions& options);
+};
+struct FusedMlpTrain {
+  static constexpr const char* name = "fused_mlp_train";
+  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const cuda::FusedTrainArgs& args,
+                  FusedMlpWorkspace& workspace);
+};
+struct FusedMlpAcceptsHalfInput {
+  static constexpr const char* name = "fused_mlp_accepts_half_input";
+  using Fn = bool(Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                  const FusedMlpOptions& options);
+};
+struct FusedMlpLaunchInfo {
+  static constexpr const char* name = "fused_mlp_launch_info";
+  using Fn = cuda::FusedLaunchInfo(Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                                   const FusedMlpOptions& options);
+};
+}  // namespace tessera::ops

@@ -7,6 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 
+namespace tessera {
+class Stream;
+}
+
 namespace tessera::ops {
 
 enum class DType { f32, f16, bf16 };
@@ -42,6 +46,13 @@ inline OperandStrides operand_strides(const GemmOperand& o) {
   return row_major_view ? OperandStrides{o.ld, 1} : OperandStrides{1, o.ld};
 }
 
+// Op tag (dispatch.h): the backend's fastest kernel for the problem. Pointers to fp32, or
+// fp16/bf16 bits.
+struct Gemm {
+  static constexpr const char* name = "gemm";
+  using Fn = void(Stream&, const GemmDesc& d, const void* A, const void* B, void* C);
+};
+
 namespace cpu {
 // Reference: double accumulation. Pointers to fp32, or fp16/bf16 bits.
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
@@ -55,9 +66,12 @@ namespace cuda {
 enum class GemmKernel { simt, wmma, wgmma };
 const char* to_string(GemmKernel k);
 // Runs the fastest kernel that can: fp32 -> simt; fp16/bf16 -> wgmma on Hopper, else wmma.
+// Without a stream: the CUDA backend's default stream.
+void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C);
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
 // Runs the named kernel; throws tessera::Error saying why when it cannot run this problem
 // on this GPU.
+void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel);
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel);
 // Whether `kernel` can run this problem (with these operand addresses) on the current GPU.
 bool gemm_kernel_can_run(GemmKernel kernel, const GemmDesc& d, const void* A, const void* B);

@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/backend.h"
+
+
 namespace tessera::ops {
 
 enum class GemvOp { N, T };
@@ -20,6 +23,18 @@ struct GemvShape {
   size_t y_size() const { return op == GemvOp::N ? rows : cols; }
 };
 
+// Op tags (dispatch.h): fp32, and fp16 bits for A, x, y.
+struct Gemv {
+  static constexpr const char* name = "gemv";
+  using Fn = void(Stream&, const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y,
+                  GemvActivation act);
+};
+struct GemvHalf {
+  static constexpr const char* name = "gemv_half";
+  using Fn = void(Stream&, const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta,
+                  uint16_t* y, GemvActivation act);
+};
+
 namespace cpu {
 // Reference: double accumulation. T = float, or uint16_t for fp16 bits.
 template <typename T>
@@ -27,17 +42,12 @@ void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T
 }  // namespace cpu
 
 namespace cuda {
-// Device scratch for the op-T split reduction; grown on demand.
-struct GemvWorkspace {
-  float* partials = nullptr;
-  size_t capacity = 0;
-  ~GemvWorkspace();
-};
+// ws: the stream's workspace (the op-T split reduction's partials live there).
 void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, GemvActivation act,
-          GemvWorkspace& ws);
+          Workspace& ws);
 // fp16 bits for A, x, y.
 void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
-          GemvActivation act, GemvWorkspace& ws);
+          GemvActivation act, Workspace& ws);
 }  // namespace cuda
 
 }  // namespace tessera::ops

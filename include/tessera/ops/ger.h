@@ -4,7 +4,17 @@
 // learning rules. fp32.
 #include <cstddef>
 
+namespace tessera {
+class Stream;
+}
+
 namespace tessera::ops {
+
+struct Ger {
+  static constexpr const char* name = "ger";
+  using Fn = void(Stream&, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
+                  size_t lda);
+};
 
 namespace cpu {
 void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda);

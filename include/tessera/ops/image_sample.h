@@ -8,6 +8,10 @@
 
 #include "tessera/core/hd.h"
 
+namespace tessera {
+class Stream;
+}
+
 namespace tessera::ops {
 
 TESSERA_HD uint32_t pcg_hash(uint32_t v) {
@@ -41,6 +45,13 @@ TESSERA_HD void bilinear_rgb(const float* image, uint32_t width, uint32_t height
   for (int c = 0; c < 3; ++c)
     out[c] = (1 - ty) * ((1 - tx) * p00[c] + tx * p10[c]) + ty * ((1 - tx) * p01[c] + tx * p11[c]);
 }
+
+// n samples: xy [n, 2], rgb [n, 3] drawn from image [height, width, 3].
+struct SampleImage {
+  static constexpr const char* name = "sample_image";
+  using Fn = void(Stream&, const float* image, uint32_t width, uint32_t height, uint64_t seed, size_t n, float* xy,
+                  float* rgb);
+};
 
 namespace cpu {
 // xy: [n, 2]; target: [n, 3].

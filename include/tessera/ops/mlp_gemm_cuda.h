@@ -10,6 +10,42 @@
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/train_state.h"
 
+namespace tessera {
+class Stream;
+}
+
+namespace tessera::ops {
+// Op tags (dispatch.h) of the passes below, so the layer-by-layer MLP (nn/mlp_gemm_path)
+// runs on any backend that registers them.
+struct ActivationForwardHalf {
+  static constexpr const char* name = "activation_forward_half";
+  using Fn = void(Stream&, Activation act, const float* z, uint16_t* y16, float* y32, size_t n);
+};
+struct ActivationBackwardHalf {
+  static constexpr const char* name = "activation_backward_half";
+  using Fn = void(Stream&, Activation act, const float* z, const float* dy, uint16_t* dz16, size_t n,
+                  const TrainState* state, bool scale_by_loss_scale);
+};
+struct Unscale {
+  static constexpr const char* name = "unscale";
+  using Fn = void(Stream&, const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state);
+};
+// partials: scratch of LossPartialsNeeded floats.
+struct LossForwardBackward {
+  static constexpr const char* name = "loss_forward_backward";
+  using Fn = void(Stream&, const LossParams& loss, const float* y, const float* target, size_t n, float norm,
+                  float* dL_dy, float* partials, TrainState* state);
+};
+struct LossPartialsNeeded {
+  static constexpr const char* name = "loss_partials_needed";
+  using Fn = size_t(Stream&, size_t n);
+};
+struct SettleStep {
+  static constexpr const char* name = "settle_step";
+  using Fn = void(Stream&, const float* grads, size_t n, TrainState* state);
+};
+}  // namespace tessera::ops
+
 namespace tessera::ops::cuda {
 
 // y16 = fp16(act(z)); y32 = act(z) too when non-null.

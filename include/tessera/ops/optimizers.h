@@ -6,6 +6,10 @@
 
 #include "tessera/ops/train_state.h"
 
+namespace tessera {
+class Stream;
+}
+
 namespace tessera::ops {
 
 struct AdamHyper {
@@ -15,6 +19,24 @@ struct AdamHyper {
   // Parameters past the network's matrices (encoding tables): see adam_update.
   float non_matrix_learning_rate_factor = 1.0f;
   bool optimize_matrix = true, optimize_non_matrix = true;
+};
+
+// Op tags (ops::call<Op>(stream, ...), dispatch.h). A step flagged skip_this_step changes
+// nothing; params_half (optional) is the fp16 copy refreshed in the same pass.
+struct AdamStep {
+  static constexpr const char* name = "adam_step";
+  using Fn = void(Stream&, const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
+                  uint16_t* params_half, float* m, float* v, TrainState* state);
+};
+struct SgdStep {
+  static constexpr const char* name = "sgd_step";
+  using Fn = void(Stream&, float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
+                  uint16_t* params_half, TrainState* state);
+};
+// dst [n] = fp16 bits of src [n].
+struct ConvertToHalf {
+  static constexpr const char* name = "convert_to_half";
+  using Fn = void(Stream&, const float* src, uint16_t* dst, size_t n);
 };
 
 namespace cpu {

@@ -2,14 +2,13 @@
 // workspace, and sums the per-block gradient partials in a fixed order (deterministic,
 // no atomics on the gradient) while settling the step (finite? loss scale? loss).
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
 #include <cuda_fp16.h>
 
+#include "device_attributes.h"
 #include "fused_mlp_internal.h"
 #include "tessera/core/cuda_check.h"
 
@@ -64,44 +63,28 @@ __global__ void __launch_bounds__(kReduceWarps * 32)
 
 }  // namespace
 
-DeviceLimits device_limits() {
-  int dev = 0;
-  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
-  static std::mutex mutex;
-  static std::map<int, DeviceLimits> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(dev);
-  if (it != known.end()) return it->second;
-  DeviceLimits d;
-  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&d.sm_count, cudaDevAttrMultiProcessorCount, dev));
-  int optin = 0;
-  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  d.smem_optin = size_t(optin);
-  known.emplace(dev, d);
-  return d;
-}
+DeviceLimits device_limits() { return {sm_count(), smem_optin()}; }
 
 namespace {
 
-// Plans depend only on these, and computing one takes a dozen occupancy queries: a
-// training loop asks for the same plan every step, so it is computed once.
-// Weight gradients by GEMM (mma kernel, training): TESSERA_MLP_WEIGHT_GRADS=gemm|fused
-// forces it on or off (tests cover both); otherwise on for width 128 from 2^14 rows. At
-// width 128 the in-kernel dW phases (per tile of 64 rows, accumulators in global memory
-// because 128-row tiles do not fit) cost more than storing every layer's input and dZ and
-// running one split-K GEMM per layer over the whole batch.
-bool wants_weight_grads_by_gemm(const MlpShape& s, size_t batch) {
-  if (const char* forced = std::getenv("TESSERA_MLP_WEIGHT_GRADS")) {
-    if (std::strcmp(forced, "gemm") == 0) return true;
-    if (std::strcmp(forced, "fused") == 0) return false;
-  }
+// Weight gradients by GEMM (mma kernel, training): on for width 128 from 2^14 rows unless
+// the options say otherwise. At width 128 the in-kernel dW phases (per tile of 64 rows,
+// accumulators in global memory because 128-row tiles do not fit) cost more than storing
+// every layer's input and dZ and running one split-K GEMM per layer over the whole batch.
+bool wants_weight_grads_by_gemm(const MlpShape& s, size_t batch, const FusedMlpOptions& o) {
+  if (o.weight_grads != FusedWeightGrads::automatic) return o.weight_grads == FusedWeightGrads::gemm;
   return s.width == 128 && batch >= (size_t(1) << 14);
 }
 
-FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivations acts, size_t batch, bool training) {
-  int dev = 0;
-  TESSERA_CUDA_CHECK(cudaGetDevice(&dev));
-  const bool gemm_dw = kernel == FusedKernel::mma && training && wants_weight_grads_by_gemm(s, batch);
+// Plans depend only on these, and computing one takes a dozen occupancy queries: a
+// training loop asks for the same plan every step, so plans are cached, per device. The
+// cache is bounded (NeRF's batch changes every step): past kMaxPlans it starts over.
+constexpr size_t kMaxPlans = 1024;
+
+FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivations acts, size_t batch, bool training,
+                            const FusedMlpOptions& options) {
+  const int dev = current_device();
+  const bool gemm_dw = kernel == FusedKernel::mma && training && wants_weight_grads_by_gemm(s, batch, options);
   using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, size_t, bool, bool>;
   const Key key{dev, int(kernel), s.input_width, s.width, s.n_hidden_layers, s.output_width,
                 int(acts.hidden), int(acts.output), batch, training, gemm_dw};
@@ -115,18 +98,19 @@ FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivation
   const FusedLaunchInfo plan =
       kernel == FusedKernel::mma ? mma_plan(s, acts, batch, training, gemm_dw) : wmma_plan(s, acts, batch, training);
   std::lock_guard<std::mutex> lock(mutex);
+  if (plans.size() >= kMaxPlans) plans.clear();
   plans.emplace(key, plan);
   return plan;
 }
 
-// TESSERA_FUSED_MLP_KERNEL=mma|wmma forces a kernel; otherwise mma where it fits.
-FusedKernel choose_kernel(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
-  if (const char* forced = std::getenv("TESSERA_FUSED_MLP_KERNEL")) {
-    if (std::strcmp(forced, "wmma") == 0) return FusedKernel::wmma;
-    if (std::strcmp(forced, "mma") == 0) return FusedKernel::mma;
-  }
-  return cached_plan(FusedKernel::mma, shape, acts, batch, training).blocks > 0 ? FusedKernel::mma
-                                                                                : FusedKernel::wmma;
+// The options' kernel, or mma where it fits.
+FusedKernel choose_kernel(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                          const FusedMlpOptions& options) {
+  if (options.kernel == FusedMlpKernel::wmma) return FusedKernel::wmma;
+  const bool mma_fits = cached_plan(FusedKernel::mma, shape, acts, batch, training, options).blocks > 0;
+  TESSERA_CHECK(mma_fits || options.kernel != FusedMlpKernel::mma,
+                "FullyFusedMLP: the mma kernel was asked for but cannot hold this network's weights on this device");
+  return mma_fits ? FusedKernel::mma : FusedKernel::wmma;
 }
 
 }  // namespace
@@ -141,54 +125,37 @@ void check_shape(const MlpShape& s) {
 }
 }  // namespace
 
-bool fused_width_supported(uint32_t width) {
-  return std::find(std::begin(kFusedWidths), std::end(kFusedWidths), width) != std::end(kFusedWidths);
-}
-
-FusedMlpWorkspace::~FusedMlpWorkspace() {
-  cudaFree(grad_partials);
-  cudaFree(loss_partials);
-  cudaFree(layer_store);
-}
-
-FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
+FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                                      const FusedMlpOptions& options) {
   check_shape(shape);
-  return detail::cached_plan(detail::choose_kernel(shape, acts, batch, training), shape, acts, batch, training);
+  return detail::cached_plan(detail::choose_kernel(shape, acts, batch, training, options), shape, acts, batch, training,
+                             options);
 }
 
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                         const float* input, size_t batch, float* output) {
+                         const float* input, size_t batch, float* output, const FusedMlpOptions& options) {
   check_shape(shape);
   if (batch == 0) return;
   TESSERA_CHECK(weights && input && output, "fused_mlp_inference: null pointer argument");
-  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, batch, false);
-  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, batch, false);
+  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, batch, false, options);
+  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, batch, false, options);
   if (kernel == detail::FusedKernel::mma)
     detail::mma_inference(shape, acts, plan, weights, input, nullptr, batch, output);
   else
     detail::wmma_inference(shape, acts, plan, weights, input, batch, output);
 }
 
-bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training) {
+bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                                  const FusedMlpOptions& options) {
   check_shape(shape);
   return shape.input_width % 8 == 0 &&
-         detail::choose_kernel(shape, acts, std::max<size_t>(batch, 1), training) == detail::FusedKernel::mma;
+         detail::choose_kernel(shape, acts, std::max<size_t>(batch, 1), training, options) == detail::FusedKernel::mma;
 }
 
 namespace {
-// Grows a workspace array (contents not kept) to at least `count` elements.
-template <typename T>
-void grow(T*& ptr, size_t& capacity, size_t count) {
-  if (capacity >= count) return;
-  cudaFree(ptr);
-  ptr = nullptr;
-  capacity = 0;
-  TESSERA_CUDA_CHECK(cudaMalloc(&ptr, count * sizeof(T)));
-  capacity = count;
-}
-
-void check_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training, const uint16_t* input) {
-  TESSERA_CHECK(fused_mlp_accepts_half_input(shape, acts, batch, training) &&
+void check_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training, const uint16_t* input,
+                      const FusedMlpOptions& options) {
+  TESSERA_CHECK(fused_mlp_accepts_half_input(shape, acts, batch, training, options) &&
                     (reinterpret_cast<uintptr_t>(input) & 15) == 0,
                 "FullyFusedMLP: fp16 input needs input_width % 8 == 0 (got {}), a 16-byte aligned pointer and the "
                 "mma kernel; check fused_mlp_accepts_half_input first", shape.input_width);
@@ -196,12 +163,13 @@ void check_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, 
 }  // namespace
 
 void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                                    const uint16_t* input, size_t batch, float* output) {
+                                    const uint16_t* input, size_t batch, float* output,
+                                    const FusedMlpOptions& options) {
   check_shape(shape);
   if (batch == 0) return;
   TESSERA_CHECK(weights && input && output, "fused_mlp_inference_half_input: null pointer argument");
-  check_half_input(shape, acts, batch, false, input);
-  const FusedLaunchInfo plan = detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, false);
+  check_half_input(shape, acts, batch, false, input, options);
+  const FusedLaunchInfo plan = detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, false, options);
   detail::mma_inference(shape, acts, plan, weights, nullptr, input, batch, output);
 }
 
@@ -209,7 +177,7 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   check_shape(shape);
   TESSERA_CHECK(a.weights && (a.input != nullptr) != (a.input_half != nullptr) && a.dL_dparams && a.state,
                 "fused_mlp_train: null pointer argument (or both an fp32 and an fp16 input)");
-  if (a.input_half && a.batch > 0) check_half_input(shape, acts, a.batch, true, a.input_half);
+  if (a.input_half && a.batch > 0) check_half_input(shape, acts, a.batch, true, a.input_half, a.options);
   TESSERA_CHECK((a.target != nullptr) != (a.dL_doutput != nullptr),
                 "fused_mlp_train: give exactly one of a target (with a loss) or dL/doutput");
   if (a.batch == 0) {
@@ -217,16 +185,16 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
       TESSERA_CUDA_CHECK(cudaMemset(a.dL_dparams, 0, shape.n_params() * sizeof(float)));
     return;
   }
-  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, a.batch, true);
+  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, a.batch, true, a.options);
   const bool use_mma = kernel == detail::FusedKernel::mma;
-  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, a.batch, true);
+  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, a.batch, true, a.options);
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: no kernel configuration fits this network on this device");
   const size_t n_params = shape.n_params();
   // GEMM weight gradients leave one partial; the in-kernel ones one per block.
   const int grad_partials = plan.weight_grads_by_gemm ? 1 : int(plan.blocks);
   const size_t partial_floats = size_t(grad_partials) * n_params;
-  grow(ws.grad_partials, ws.partial_capacity, partial_floats);
-  grow(ws.loss_partials, ws.loss_capacity, plan.blocks);
+  ws.grad_partials.ensure(partial_floats);
+  ws.loss_partials.ensure(plan.blocks);
   // With a target the seed is the per-element loss derivative and the mean over
   // batch x outputs is applied when unscaling; an upstream gradient already carries its
   // mean factor. Either way the dynamic loss scale keeps the fp16 backward in range.
@@ -234,18 +202,18 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   detail::TrainLaunch launch;
   launch.args = &a;
   launch.input_grad_scale = norm;
-  launch.grad_partials = ws.grad_partials;
-  launch.loss_partials = ws.loss_partials;
+  launch.grad_partials = ws.grad_partials.data();
+  launch.loss_partials = ws.loss_partials.data();
   if (plan.weight_grads_by_gemm) {
-    grow(ws.layer_store, ws.layer_store_capacity, detail::layer_store_halves(shape, a.batch));
-    launch.layer_store = ws.layer_store;
+    ws.layer_store.ensure(detail::layer_store_halves(shape, a.batch));
+    launch.layer_store = ws.layer_store.data();
   }
   if (use_mma) detail::mma_train(shape, acts, plan, launch);
   else detail::wmma_train(shape, acts, plan, launch);
   const unsigned reduce_blocks = unsigned((n_params + 31) / 32);
   detail::reduce_grad_partials_kernel<<<reduce_blocks, detail::kReduceWarps * 32>>>(
-      ws.grad_partials, grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
-      ws.loss_partials, int(plan.blocks), norm, a.state);
+      ws.grad_partials.data(), grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
+      ws.loss_partials.data(), int(plan.blocks), norm, a.state);
   TESSERA_CUDA_CHECK_LAUNCH("reduce_grad_partials_kernel");
 }
 

@@ -30,8 +30,8 @@ struct TrainLaunch {
 // layer) and its dZ, fp16 [batch, columns].
 size_t layer_store_halves(const MlpShape& shape, size_t batch);
 
-// Which kernel runs: TESSERA_FUSED_MLP_KERNEL=mma|wmma forces one (tests use this to
-// cover both); otherwise mma where it fits, else wmma (the launcher decides).
+// Which kernel runs: FusedMlpOptions::kernel names one (tests cover both); otherwise mma
+// where it fits, else wmma (the launcher decides).
 enum class FusedKernel { mma, wmma };
 
 // *_plan compute a launch configuration (occupancy queries: not for every step; the

@@ -1,32 +1,19 @@
 // GEMM dispatcher: argument checks, operand strides, kernel choice, split-K.
 #include <algorithm>
-#include <mutex>
 
 #include "device_attributes.h"
 #include "gemm_internal.h"
-#include "tessera/core/buffer.h"
+#include "tessera/core/backend.h"
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
 
 namespace {
-std::mutex& workspace_mutex() {
-  static std::mutex m;
-  return m;
-}
-// Scratch (split-K partials, packed operands), grown on demand (Buffer::ensure) and kept for
-// the life of the process. All work runs on the default stream, so a later call cannot
-// overwrite scratch an earlier one still reads.
-char* split_k_workspace(size_t bytes) {
-  static Buffer<char> w(DeviceKind::cuda, 0);
-  w.ensure(bytes);
-  return w.data();
-}
-char* pack_workspace(size_t bytes) {
-  static Buffer<char> w(DeviceKind::cuda, 0);
-  w.ensure(bytes);
-  return w.data();
-}
+// Scratch (split-K partials, packed operands) comes from the stream's workspace: work on
+// one stream runs in order, so a later product cannot overwrite scratch an earlier one
+// still reads, and products on two streams never share it.
+char* split_k_workspace(Stream& s, size_t bytes) { return static_cast<char*>(s.workspace().get("gemm.split_k", bytes)); }
+char* pack_workspace(Stream& s, size_t bytes) { return static_cast<char*>(s.workspace().get("gemm.pack", bytes)); }
 
 detail::GemmParams make_params(const GemmDesc& d, const void* A, const void* B, void* C) {
   detail::GemmParams p{};
@@ -67,24 +54,23 @@ void plan_split_k(detail::GemmParams& p, int64_t tile_m, int64_t tile_n, int64_t
   p.splits = int((p.K + p.k_split - 1) / p.k_split);
 }
 
-// Runs `launch` directly, or into split-K partials that a second kernel sums. The caller
-// holds workspace_mutex().
+// Runs `launch` directly, or into split-K partials that a second kernel sums.
 template <typename Launch>
-void run_with_splits(detail::GemmParams& p, DType out, Launch&& launch) {
+void run_with_splits(Stream& s, detail::GemmParams& p, DType out, Launch&& launch) {
   if (p.splits <= 1) {
     launch(p);
     return;
   }
-  p.partials = reinterpret_cast<float*>(split_k_workspace(size_t(p.splits) * size_t(p.M * p.N * p.batch) * sizeof(float)));
+  p.partials =
+      reinterpret_cast<float*>(split_k_workspace(s, size_t(p.splits) * size_t(p.M * p.N * p.batch) * sizeof(float)));
   launch(p);
   detail::launch_split_k_reduce(p, out);
 }
 
 #ifdef TESSERA_HAS_WGMMA
 // Copies the operands TMA cannot read in place (misaligned base, leading dimension or
-// batch stride) into dense aligned scratch and points p at the copies. The caller holds
-// workspace_mutex().
-void pack_for_tma(detail::GemmParams& p) {
+// batch stride) into dense aligned scratch and points p at the copies.
+void pack_for_tma(Stream& s, detail::GemmParams& p) {
   // Each operand as lines of `inner` contiguous elements; K-major when K is contiguous.
   const bool a_k_major = p.a_col_stride == 1, b_k_major = p.b_row_stride == 1;
   const bool pack_a = !detail::wgmma_operand_ok(p.A, p.a_row_stride, p.a_col_stride, p.stride_a, p.batch);
@@ -95,7 +81,7 @@ void pack_for_tma(detail::GemmParams& p) {
   auto bytes_of = [&](int64_t inner, int64_t outer) { return (detail::packed_ld(inner) * outer * p.batch * 2 + 255) / 256 * 256; };
   const size_t a_bytes = pack_a ? bytes_of(a_inner, a_outer) : 0;
   const size_t b_bytes = pack_b ? bytes_of(b_inner, b_outer) : 0;
-  char* scratch = pack_workspace(a_bytes + b_bytes);
+  char* scratch = pack_workspace(s, a_bytes + b_bytes);
   detail::PackJob jobs[2];
   int count = 0;
   if (pack_a) {
@@ -114,7 +100,7 @@ void pack_for_tma(detail::GemmParams& p) {
     if (b_k_major) p.b_col_stride = new_ld, p.b_row_stride = 1;
     else p.b_row_stride = new_ld, p.b_col_stride = 1;
   }
-  detail::launch_pack_operands(jobs, count);
+  detail::launch_pack_operands(jobs, count, p.stream);
 }
 #endif
 
@@ -164,12 +150,13 @@ GemmKernel gemm_kernel_for(const GemmDesc& d, const void* A, const void* B) {
   return gemm_kernel_can_run(GemmKernel::wgmma, d, A, B) ? GemmKernel::wgmma : GemmKernel::wmma;
 }
 
-void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel) {
+void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel) {
   check_gemm(d);
   if (d.M == 0 || d.N == 0) return;
   TESSERA_CHECK(A && B && C, "gemm: null pointer argument");
   check_dimensions(d);
   detail::GemmParams p = make_params(d, A, B, C);
+  p.stream = static_cast<cudaStream_t>(stream.native());
   if (const char* why = cannot_run(kernel, d, p)) throw Error(format_message("gemm: {}", why));
   switch (kernel) {
     case GemmKernel::simt:
@@ -177,17 +164,15 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel k
       return;
     case GemmKernel::wmma: {
       plan_split_k(p, 128, 128, 32, 4, true, 32);
-      std::lock_guard<std::mutex> lock(workspace_mutex());
-      run_with_splits(p, d.c.type, [&](const detail::GemmParams& q) { detail::launch_wmma_gemm(q, d.a.type, d.c.type); });
+      run_with_splits(stream, p, d.c.type, [&](const detail::GemmParams& q) { detail::launch_wmma_gemm(q, d.a.type, d.c.type); });
       return;
     }
     case GemmKernel::wgmma: {
 #ifdef TESSERA_HAS_WGMMA
-      std::lock_guard<std::mutex> lock(workspace_mutex());
-      pack_for_tma(p);
+      pack_for_tma(stream, p);
       const int tile_n = detail::wgmma_gemm_tile_n(p);
       plan_split_k(p, 128, tile_n, 64, 8, false, detail::sm_count());
-      run_with_splits(p, d.c.type,
+      run_with_splits(stream, p, d.c.type,
                       [&](const detail::GemmParams& q) { detail::launch_wgmma_gemm(q, d.a.type, d.c.type, tile_n); });
 #endif
       return;
@@ -195,10 +180,18 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel k
   }
 }
 
-void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
+void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C) {
   check_gemm(d);
   if (d.M == 0 || d.N == 0) return;
-  gemm(d, A, B, C, gemm_kernel_for(d, A, B));
+  gemm(stream, d, A, B, C, gemm_kernel_for(d, A, B));
+}
+
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel) {
+  gemm(backend_for(DeviceKind::cuda).default_stream(), d, A, B, C, kernel);
+}
+
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
+  gemm(backend_for(DeviceKind::cuda).default_stream(), d, A, B, C);
 }
 
 }  // namespace tessera::ops::cuda

@@ -27,6 +27,7 @@ struct GemmParams {
   int splits;
   int64_t k_split;
   float* partials;
+  cudaStream_t stream;  // every launch of one product runs on it
 };
 
 template <typename T>
@@ -62,7 +63,7 @@ struct PackJob {
 };
 __host__ __device__ inline size_t packed_ld(int64_t inner) { return size_t((inner + 7) / 8 * 8); }
 // Runs 1 or 2 jobs in one launch.
-void launch_pack_operands(const PackJob* jobs, int count);
+void launch_pack_operands(const PackJob* jobs, int count, cudaStream_t stream);
 
 #ifdef TESSERA_HAS_WGMMA
 // Hopper wgmma + TMA kernel (compiled for sm_90a; runs only on compute capability 9.0).

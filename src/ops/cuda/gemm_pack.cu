@@ -34,7 +34,7 @@ __global__ void pack_operands_kernel(PackJobs jobs) {
 
 }  // namespace
 
-void launch_pack_operands(const PackJob* jobs, int count) {
+void launch_pack_operands(const PackJob* jobs, int count, cudaStream_t stream) {
   PackJobs p{};
   int64_t lines = 0, inner = 0;
   for (int i = 0; i < count; ++i) {
@@ -50,7 +50,7 @@ void launch_pack_operands(const PackJob* jobs, int count) {
   // shorter operand's lines.
   const dim3 grid(unsigned(std::min<int64_t>((inner + 2047) / 2048, 8)), unsigned(std::min<int64_t>(lines, 65535)),
                   unsigned((lines + 65534) / 65535));
-  pack_operands_kernel<<<grid, 256>>>(p);
+  pack_operands_kernel<<<grid, 256, 0, stream>>>(p);
   TESSERA_CUDA_CHECK_LAUNCH("pack_operands_kernel");
 }
 

@@ -166,12 +166,12 @@ void launch_simt_gemm(const GemmParams& p) {
   // 64 x 64 tiles (more blocks to spread over the SMs).
   if (p.a_vec && p.b_vec && p.M * p.N >= int64_t(1) << 20) {
     const dim3 grid(unsigned((p.N + BN2 - 1) / BN2), unsigned((p.M + BM2 - 1) / BM2), unsigned(p.batch));
-    simt_gemm_128_kernel<<<grid, kThreads>>>(p);
+    simt_gemm_128_kernel<<<grid, kThreads, 0, p.stream>>>(p);
     TESSERA_CUDA_CHECK_LAUNCH("simt_gemm_128_kernel");
     return;
   }
   const dim3 grid(unsigned((p.N + BN - 1) / BN), unsigned((p.M + BM - 1) / BM), unsigned(p.batch));
-  simt_gemm_kernel<<<grid, kThreads>>>(p);
+  simt_gemm_kernel<<<grid, kThreads, 0, p.stream>>>(p);
   TESSERA_CUDA_CHECK_LAUNCH("simt_gemm_kernel");
 }
 

@@ -278,9 +278,9 @@ void launch_split_k_reduce(const GemmParams& p, DType out) {
   const int64_t n = p.M * p.N * p.batch;
   const unsigned blocks = unsigned((n + 255) / 256);
   switch (out) {
-    case DType::f32: split_k_reduce_kernel<float><<<blocks, 256>>>(p); break;
-    case DType::f16: split_k_reduce_kernel<__half><<<blocks, 256>>>(p); break;
-    case DType::bf16: split_k_reduce_kernel<__nv_bfloat16><<<blocks, 256>>>(p); break;
+    case DType::f32: split_k_reduce_kernel<float><<<blocks, 256, 0, p.stream>>>(p); break;
+    case DType::f16: split_k_reduce_kernel<__half><<<blocks, 256, 0, p.stream>>>(p); break;
+    case DType::bf16: split_k_reduce_kernel<__nv_bfloat16><<<blocks, 256, 0, p.stream>>>(p); break;
   }
   TESSERA_CUDA_CHECK_LAUNCH("split_k_reduce_kernel");
 }
@@ -294,9 +294,9 @@ void launch_wmma_gemm(const GemmParams& p, DType in, DType out) {
     if (async) {
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(wmma_gemm_async_kernel<T, O>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(kAsyncSmemBytes)));
-      wmma_gemm_async_kernel<T, O><<<grid, kThreads, kAsyncSmemBytes>>>(p);
+      wmma_gemm_async_kernel<T, O><<<grid, kThreads, kAsyncSmemBytes, p.stream>>>(p);
     } else {
-      wmma_gemm_kernel<T, O><<<grid, kThreads>>>(p);
+      wmma_gemm_kernel<T, O><<<grid, kThreads, 0, p.stream>>>(p);
     }
   };
   auto with_out = [&](auto in_tag) {

@@ -16,9 +16,6 @@
 
 namespace tessera::ops::cuda {
 
-GemvWorkspace::~GemvWorkspace() {
-  if (partials) cudaFree(partials);
-}
 
 namespace {
 
@@ -221,7 +218,7 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 template <typename T>
 void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, GemvActivation act,
-            GemvWorkspace& ws) {
+            Workspace& ws) {
   if (s.y_size() == 0) return;
   TESSERA_CHECK(s.lda >= s.cols, "gemv: lda {} is smaller than cols {}", s.lda, s.cols);
   TESSERA_CHECK((A && x && y) || s.x_size() == 0, "gemv: null pointer argument");
@@ -265,13 +262,7 @@ void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta,
   float* partials = nullptr;
   if (splits > 1) {
     const size_t need = splits * s.cols;
-    if (ws.capacity < need) {
-      if (ws.partials) TESSERA_CUDA_CHECK(cudaFree(ws.partials));
-      ws.partials = nullptr;
-      TESSERA_CUDA_CHECK(cudaMalloc(&ws.partials, need * sizeof(float)));
-      ws.capacity = need;
-    }
-    partials = ws.partials;
+    partials = static_cast<float*>(ws.get("gemv.partials", need * sizeof(float)));
   }
   const dim3 grid(unsigned(blocks_x), unsigned(std::max<size_t>(splits, 1))), block(32, kRowPhases);
   if (vec) gemv_t_kernel<T, true><<<grid, block>>>(s.rows, s.cols, s.lda, rows_per_split, alpha, A, x, beta, y, partials, act);
@@ -286,12 +277,12 @@ void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta,
 }  // namespace
 
 void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, GemvActivation act,
-          GemvWorkspace& ws) {
+          Workspace& ws) {
   launch<float>(s, alpha, A, x, beta, y, act, ws);
 }
 
 void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
-          GemvActivation act, GemvWorkspace& ws) {
+          GemvActivation act, Workspace& ws) {
   launch<__half>(s, alpha, reinterpret_cast<const __half*>(A), reinterpret_cast<const __half*>(x), beta,
                  reinterpret_cast<__half*>(y), act, ws);
 }

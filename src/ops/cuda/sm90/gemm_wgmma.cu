@@ -373,16 +373,13 @@ template <int BN, bool Bf16, int TransA, int TransB, typename OutT>
 void launch_instance(const GemmParams& p, const CUtensorMap& map_a, const CUtensorMap& map_b) {
   auto kernel = wgmma_gemm_kernel<BN, Bf16, TransA, TransB, OutT>;
   const size_t smem = TileConfig<BN>::kSmemBytes;
-  static const bool configured = [&] {  // once per instance and process (host time counts on small products)
-    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    return true;
-  }();
-  (void)configured;
+  static OncePerDevice configure;  // once per instance and device (host time counts on small products)
+  configure([&] { TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))); });
   const int tiles_m = int((p.M + BM - 1) / BM), tiles_n = int((p.N + BN - 1) / BN);
   const int64_t items = int64_t(tiles_m) * tiles_n * p.batch * p.splits;
   TESSERA_CHECK(items < (int64_t(1) << 31), "gemm: too many output tiles ({})", items);
   const unsigned blocks = unsigned(std::min<int64_t>(items, sm_count()));
-  kernel<<<blocks, kThreads, smem>>>(map_a, map_b, p, tiles_m, tiles_n, int(items));
+  kernel<<<blocks, kThreads, smem, p.stream>>>(map_a, map_b, p, tiles_m, tiles_n, int(items));
   TESSERA_CUDA_CHECK_LAUNCH("wgmma_gemm_kernel");
 }
 
@@ -407,9 +404,7 @@ void launch_with_layouts(const GemmParams& p, DType out, const CUtensorMap& ma, 
 }  // namespace
 
 bool wgmma_gemm_available() {
-  static const bool ok = device_attribute(cudaDevAttrComputeCapabilityMajor) == 9 &&
-                         device_attribute(cudaDevAttrComputeCapabilityMinor) == 0;
-  return ok;
+  return compute_capability() == 90;
 }
 
 bool wgmma_operand_ok(const void* base, size_t row_stride, size_t col_stride, int64_t batch_stride, int64_t batch) {

@@ -1,6 +1,5 @@
 #include "cublas_runtime.h"
 
-#ifdef TESSERA_HAS_CUDA
 #include <dlfcn.h>
 
 namespace tessera::app {
@@ -39,4 +38,3 @@ CublasRuntime::~CublasRuntime() {
 }
 
 }  // namespace tessera::app
-#endif

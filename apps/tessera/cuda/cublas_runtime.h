@@ -1,7 +1,6 @@
 #pragma once
 // cuBLAS as the benchmarks' baseline, loaded at run time (dlopen) so the tessera binary
 // itself needs only the GPU driver; `available()` is false where no libcublas is found.
-#ifdef TESSERA_HAS_CUDA
 #include <cublas_v2.h>
 
 #include <string>
@@ -32,4 +31,3 @@ class CublasRuntime {
 };
 
 }  // namespace tessera::app
-#endif

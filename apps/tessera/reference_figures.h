@@ -1,0 +1,27 @@
+#pragma once
+// The vendor / tiny-cuda-nn figures of DESIGN.md's reference table, per GPU model: a bench
+// compares against the figures of the GPU it runs on (H200 or H100; other GPUs get the
+// H100 figures, labelled as such).
+#include <string>
+
+namespace tessera::app {
+
+enum class ReferenceGpu { H100, H200 };
+
+inline ReferenceGpu reference_gpu_for(const std::string& gpu_name) {
+  return gpu_name.find("H200") != std::string::npos ? ReferenceGpu::H200 : ReferenceGpu::H100;
+}
+inline const char* to_string(ReferenceGpu g) { return g == ReferenceGpu::H200 ? "H200" : "H100"; }
+
+// Milliseconds, train = forward + backward + Adam; 0 = no reference.
+struct TcnnFigures {
+  double train = 0, infer = 0, jit_train = 0, jit_infer = 0;
+};
+
+template <typename T>
+struct PerGpu {
+  T h100{}, h200{};
+  const T& on(ReferenceGpu g) const { return g == ReferenceGpu::H200 ? h200 : h100; }
+};
+
+}  // namespace tessera::app

@@ -1,0 +1,45 @@
+#include "tessera/core/backend.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tessera {
+
+Workspace::~Workspace() {
+  for (auto& [slot, block] : blocks_) backend_.deallocate(block.ptr);
+}
+
+void* Workspace::get(const std::string& slot, size_t bytes) {
+  Block& b = blocks_[slot];
+  if (bytes > b.bytes) {
+    // Grow by at least half again, so a slowly rising size (NeRF's sample count) does not
+    // reallocate every call.
+    const size_t grown = std::max(bytes, b.bytes + b.bytes / 2);
+    backend_.deallocate(b.ptr);
+    b = {};
+    b.ptr = backend_.allocate(grown);
+    b.bytes = grown;
+  }
+  return b.ptr;
+}
+
+size_t Workspace::bytes_held() const {
+  size_t n = 0;
+  for (const auto& [slot, block] : blocks_) n += block.bytes;
+  return n;
+}
+
+void Stream::synchronize() { backend_->synchronize(*this); }
+
+std::vector<std::string> Backend::op_names() const {
+  std::vector<std::string> names;
+  for (const auto& [type, entry] : ops_) names.emplace_back(entry.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string Backend::op_list() const { return fmt::format("{}", fmt::join(op_names(), ", ")); }
+
+}  // namespace tessera

@@ -1,0 +1,16 @@
+#pragma once
+// Makers of the concrete backends, for the one registration point
+// (src/registry/backends.cpp). Not part of the public API.
+#include <memory>
+#include <vector>
+
+#include "tessera/core/backend.h"
+
+namespace tessera::detail {
+
+std::unique_ptr<Backend> make_cpu_backend();
+// CUDA builds only (src/core/cuda/cuda_backend.cpp).
+std::unique_ptr<Backend> make_cuda_backend(int device);
+std::vector<DeviceAttributes> list_cuda_devices();
+
+}  // namespace tessera::detail

@@ -1,0 +1,125 @@
+// The CUDA backend: one per GPU. Device memory by cudaMalloc, copies and fills on the
+// backend's streams, device events for timing, the device's limits read once.
+#include <cuda_runtime.h>
+
+#include "../backend_factories.h"
+#include "tessera/core/cuda_check.h"
+
+namespace tessera::detail {
+namespace {
+
+cudaStream_t native(Stream& s) { return static_cast<cudaStream_t>(s.native()); }
+
+class CudaEvent final : public Backend::Event {
+ public:
+  CudaEvent() { TESSERA_CUDA_CHECK(cudaEventCreate(&event_)); }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  void record(Stream& s) override { TESSERA_CUDA_CHECK(cudaEventRecord(event_, native(s))); }
+  float elapsed_since(Event& start) override {
+    TESSERA_CUDA_CHECK(cudaEventSynchronize(event_));
+    float ms = 0.0f;
+    TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<CudaEvent&>(start).event_, event_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// A stream the backend created (the default stream is the legacy one and is not owned).
+class OwnedCudaStream final : public Stream {
+ public:
+  OwnedCudaStream(Backend& b, cudaStream_t s) : Stream(b, s) {}
+  ~OwnedCudaStream() { cudaStreamDestroy(static_cast<cudaStream_t>(native())); }
+};
+
+DeviceAttributes read_attributes(int device) {
+  cudaDeviceProp p{};
+  TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+  DeviceAttributes a;
+  a.index = device;
+  a.name = p.name;
+  a.sm_count = p.multiProcessorCount;
+  a.compute_major = p.major;
+  a.compute_minor = p.minor;
+  a.total_memory = p.totalGlobalMem;
+  a.shared_memory_per_block_optin = p.sharedMemPerBlockOptin;
+  a.l2_cache_bytes = size_t(p.l2CacheSize);
+  return a;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    TESSERA_CUDA_CHECK(cudaSetDevice(device));
+    attributes_ = read_attributes(device);
+    // The legacy default stream: what every op ran on before streams were explicit, and
+    // what synchronizes with plain cudaMemcpy in user code.
+    set_default_stream(std::make_unique<Stream>(*this, nullptr));
+  }
+  DeviceKind kind() const override { return DeviceKind::cuda; }
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+  bool uses_half_params() const override { return true; }
+
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (bytes == 0) return nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_b = 0, total_b = 0;
+      cudaMemGetInfo(&free_b, &total_b);
+      throw Error(format_message("out of GPU memory on {}: asked for {} MiB, {} MiB free of {} MiB", name(),
+                                 bytes >> 20, free_b >> 20, total_b >> 20));
+    }
+    return p;
+  }
+  void deallocate(void* ptr) noexcept override {
+    if (ptr) cudaFree(ptr);  // never throws from a destructor path
+  }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (bytes) TESSERA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes) TESSERA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
+  void copy_on_device(void* dst, const void* src, size_t bytes, Stream& s) override {
+    if (bytes) TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, native(s)));
+  }
+  void fill(void* dst, int byte_value, size_t bytes, Stream& s) override {
+    if (bytes) TESSERA_CUDA_CHECK(cudaMemsetAsync(dst, byte_value, bytes, native(s)));
+  }
+  void synchronize(Stream& s) override { TESSERA_CUDA_CHECK(cudaStreamSynchronize(native(s))); }
+  void synchronize_all() override { TESSERA_CUDA_CHECK(cudaDeviceSynchronize()); }
+  size_t memory_used() const override {
+    size_t free_b = 0, total_b = 0;
+    TESSERA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+  }
+  std::unique_ptr<Stream> create_stream() override {
+    cudaStream_t s = nullptr;
+    TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return std::make_unique<OwnedCudaStream>(*this, s);
+  }
+  std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
+
+ private:
+  int device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+std::vector<DeviceAttributes> list_cuda_devices() {
+  std::vector<DeviceAttributes> out;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return out;
+  }
+  for (int i = 0; i < count; ++i) out.push_back(read_attributes(i));
+  return out;
+}
+
+}  // namespace tessera::detail

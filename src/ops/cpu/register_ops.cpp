@@ -1,0 +1,50 @@
+// The CPU backend's op table: the reference implementations, behind the same signatures
+// every backend registers (ops/dispatch.h).
+#include "../register_ops.h"
+#include "tessera/ops/encodings.h"
+#include "tessera/ops/gemm.h"
+#include "tessera/ops/gemv.h"
+#include "tessera/ops/ger.h"
+#include "tessera/ops/image_sample.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera::ops::cpu {
+
+void register_ops(Backend& b) {
+  b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
+                        uint16_t*, float* m, float* v, TrainState* state) {
+    adam_step(h, n, n_matrix, grad, params, m, v, *state);
+  });
+  b.add_op<SgdStep>([](Stream&, float lr, float l2, size_t n, const float* grad, float* params, uint16_t*,
+                       TrainState* state) { sgd_step(lr, l2, n, grad, params, *state); });
+  b.add_op<ElementwiseEncode>([](Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
+                                 size_t batch, float* out, uint32_t out_stride) {
+    elementwise_encode<float>(e, in, in_stride, batch, out, out_stride);
+  });
+  b.add_op<ElementwiseEncodeBackward>([](Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
+                                         size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_din,
+                                         uint32_t din_stride) {
+    elementwise_encode_backward<float>(e, in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride);
+  });
+  b.add_op<GridEncode>([](Stream&, const GridLayout& g, const float* params, const uint16_t*, const float* in,
+                          uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) {
+    grid_encode<float>(g, params, in, in_stride, batch, out, out_stride);
+  });
+  b.add_op<GridEncodeBackward>([](Stream&, const GridLayout& g, const float* params, const uint16_t*,
+                                  const float* in, uint32_t in_stride, size_t batch, const float* dL_dout,
+                                  uint32_t dout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride) {
+    grid_encode_backward<float>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din,
+                                din_stride);
+  });
+  b.add_op<SampleImage>([](Stream&, const float* image, uint32_t w, uint32_t h, uint64_t seed, size_t n, float* xy,
+                           float* rgb) { sample_image(image, w, h, seed, n, xy, rgb); });
+  b.add_op<Gemv>([](Stream&, const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y,
+                    GemvActivation act) { gemv<float>(s, alpha, A, x, beta, y, act); });
+  b.add_op<GemvHalf>([](Stream&, const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta,
+                        uint16_t* y, GemvActivation act) { gemv<uint16_t>(s, alpha, A, x, beta, y, act); });
+  b.add_op<Ger>([](Stream&, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
+                   size_t lda) { ger(rows, cols, alpha, x, y, A, lda); });
+  b.add_op<Gemm>([](Stream&, const GemmDesc& d, const void* A, const void* B, void* C) { gemm(d, A, B, C); });
+}
+
+}  // namespace tessera::ops::cpu

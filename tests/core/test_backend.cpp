@@ -1,0 +1,91 @@
+// The backend layer: op tables, the error for an op a backend lacks, stream workspaces,
+// events, and the error for a backend the build or machine does not have.
+#include <gtest/gtest.h>
+
+#include "support/errors.h"
+#include "tessera/core/backend.h"
+#include "tessera/core/buffer.h"
+#include "tessera/core/device_timer.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/encodings.h"
+#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/gemv.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera {
+namespace {
+
+TEST(Backend, CpuRegistersTheReferenceOps) {
+  Backend& cpu = backend_for(DeviceKind::cpu);
+  EXPECT_EQ(cpu.kind(), DeviceKind::cpu);
+  EXPECT_EQ(cpu.name(), "cpu");
+  EXPECT_GE(cpu.attributes().sm_count, 1);
+  EXPECT_TRUE(cpu.supports<ops::AdamStep>());
+  EXPECT_TRUE(cpu.supports<ops::GridEncode>());
+  EXPECT_TRUE(cpu.supports<ops::Gemv>());
+  EXPECT_FALSE(cpu.uses_half_params());
+  // the fused tensor-core MLP is a CUDA op
+  EXPECT_FALSE(cpu.supports<ops::FusedMlpTrain>());
+  const auto names = cpu.op_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "adam_step"), names.end());
+}
+
+TEST(Backend, UnsupportedOpIsAnErrorNamingOpAndBackend) {
+  const std::string msg = test::error_of([] {
+    ops::GridLayout g{};
+    ops::call<ops::GridEncodeHalf>(DeviceKind::cpu, g, nullptr, nullptr, nullptr, 0u, size_t(1), nullptr, 0u);
+  });
+  EXPECT_NE(msg.find("grid_encode_half"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cpu backend"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("adam_step"), std::string::npos) << "the message lists what the backend has: " << msg;
+}
+
+TEST(Backend, DispatchRunsTheRegisteredOp) {
+  // y = sigmoid(A x) through ops::call on the CPU, against the direct reference call.
+  const ops::GemvShape s{ops::GemvOp::N, 3, 2, 2};
+  const std::vector<float> A{1, 2, -1, 0.5f, 0, 3}, x{0.25f, -1};
+  std::vector<float> y(3), ref(3);
+  ops::call<ops::Gemv>(DeviceKind::cpu, s, 1.0f, A.data(), x.data(), 0.0f, y.data(), ops::GemvActivation::Sigmoid);
+  ops::cpu::gemv<float>(s, 1.0f, A.data(), x.data(), 0.0f, ref.data(), ops::GemvActivation::Sigmoid);
+  EXPECT_EQ(y, ref);
+  EXPECT_NEAR(y[0], 1.0f / (1.0f + std::exp(-(0.25f - 2.0f))), 1e-6f);
+}
+
+TEST(Backend, StreamWorkspaceGrowsRarelyAndKeepsSlotsApart) {
+  Backend& cpu = backend_for(DeviceKind::cpu);
+  auto stream = cpu.create_stream();
+  Workspace& ws = stream->workspace();
+  void* a = ws.get("test.a", 1000);
+  EXPECT_EQ(ws.get("test.a", 800), a) << "a smaller request reuses the block";
+  void* b = ws.get("test.b", 100);
+  EXPECT_NE(a, b);
+  ws.get("test.a", 1001);  // grows by at least half again
+  const size_t held = ws.bytes_held();
+  EXPECT_GE(held, 1500u + 100u);
+  ws.get("test.a", 1400);
+  EXPECT_EQ(ws.bytes_held(), held) << "a size within the grown block does not reallocate";
+  // another stream has its own workspace
+  auto other = cpu.create_stream();
+  EXPECT_EQ(other->workspace().bytes_held(), 0u);
+  stream->synchronize();
+}
+
+TEST(Backend, CpuEventsTimeHostWork) {
+  DeviceTimer t(DeviceKind::cpu);
+  t.start();
+  volatile double sink = 0;
+  for (int i = 0; i < 100000; ++i) sink = sink + i;
+  t.stop();
+  EXPECT_GE(t.milliseconds(), 0.0f);
+}
+
+TEST(Backend, MissingCudaBackendSaysWhy) {
+  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
+  EXPECT_FALSE(backend_available(DeviceKind::cuda));
+  const std::string msg = test::error_of([] { backend_for(DeviceKind::cuda); });
+  EXPECT_NE(msg.find("CUDA backend"), std::string::npos) << msg;
+  EXPECT_NE(test::error_of([] { Buffer<float> b(DeviceKind::cuda, 4); }), "");
+}
+
+}  // namespace
+}  // namespace tessera
