@@ -110,15 +110,7 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
   }
   const TcnnFigures& t = c.tcnn.on(o.reference);
   if (dev == DeviceKind::cuda && t.train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {
-    r["tcnn_reference_gpu"] = to_string(o.reference);
-    r["tcnn_train_ms"] = t.train;
-    r["tcnn_infer_ms"] = t.infer;
-    r["tcnn_jit_train_ms"] = t.jit_train;
-    r["tcnn_jit_infer_ms"] = t.jit_infer;
-    r["speedup_train_vs_tcnn_fused"] = t.train / train;
-    r["speedup_infer_vs_tcnn_fused"] = t.infer / infer;
-    r["speedup_train_vs_tcnn_best"] = std::min(t.train, t.jit_train) / train;
-    r["speedup_infer_vs_tcnn_best"] = std::min(t.infer, t.jit_infer) / infer;
+    add_tcnn_comparison(r, t, o.reference, train, infer);
   }
   return r;
 }

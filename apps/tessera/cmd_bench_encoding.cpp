@@ -112,17 +112,8 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
          {"scatter_atomic_ops_per_s", double(batch) * levels * corners / (enc_bwd * 1e-3)},
          {"gather_bytes", gather_bytes}};
   if (dev == DeviceKind::cuda) {
-    const TcnnFigures& t = c.tcnn.on(o.reference);
     r["gpu_bytes_total"] = double(mem_after - mem_before);
-    r["tcnn_reference_gpu"] = to_string(o.reference);
-    r["tcnn_train_ms"] = t.train;
-    r["tcnn_infer_ms"] = t.infer;
-    r["tcnn_jit_train_ms"] = t.jit_train;
-    r["tcnn_jit_infer_ms"] = t.jit_infer;
-    r["speedup_train_vs_tcnn_fused"] = t.train / train;
-    r["speedup_infer_vs_tcnn_fused"] = t.infer / infer;
-    r["speedup_train_vs_tcnn_best"] = std::min(t.train, t.jit_train) / train;
-    r["speedup_infer_vs_tcnn_best"] = std::min(t.infer, t.jit_infer) / infer;
+    add_tcnn_comparison(r, c.tcnn.on(o.reference), o.reference, train, infer);
   }
   return r;
 }

@@ -2,7 +2,10 @@
 // The vendor / tiny-cuda-nn figures of DESIGN.md's reference table, per GPU model: a bench
 // compares against the figures of the GPU it runs on (H200 or H100; other GPUs get the
 // H100 figures, labelled as such).
+#include <algorithm>
 #include <string>
+
+#include "tessera/core/config.h"
 
 namespace tessera::app {
 
@@ -23,5 +26,19 @@ struct PerGpu {
   T h100{}, h200{};
   const T& on(ReferenceGpu g) const { return g == ReferenceGpu::H200 ? h200 : h100; }
 };
+
+// Adds tiny-cuda-nn's figures on `gpu` and the speed-ups of ours (train / infer ms) to a
+// bench result.
+inline void add_tcnn_comparison(Json& r, const TcnnFigures& t, ReferenceGpu gpu, double train, double infer) {
+  r["tcnn_reference_gpu"] = to_string(gpu);
+  r["tcnn_train_ms"] = t.train;
+  r["tcnn_infer_ms"] = t.infer;
+  r["tcnn_jit_train_ms"] = t.jit_train;
+  r["tcnn_jit_infer_ms"] = t.jit_infer;
+  r["speedup_train_vs_tcnn_fused"] = t.train / train;
+  r["speedup_infer_vs_tcnn_fused"] = t.infer / infer;
+  r["speedup_train_vs_tcnn_best"] = std::min(t.train, t.jit_train) / train;
+  r["speedup_infer_vs_tcnn_best"] = std::min(t.infer, t.jit_infer) / infer;
+}
 
 }  // namespace tessera::app

@@ -61,7 +61,6 @@ TEST_P(GemvCudaVsCpu, MatchesReference) {
   auto a = test::random_floats(c.offset + c.rows * s.lda, -1, 1, seed);
   auto x = test::random_floats(c.offset + s.x_size(), -1, 1, seed + 1);
   auto y0 = test::random_floats(s.y_size(), -1, 1, seed + 2);
-  Workspace& ws = backend_for(DeviceKind::cuda).default_stream().workspace();
   std::vector<float> got, want;
   if (!c.half) {
     want = y0;
@@ -69,7 +68,7 @@ TEST_P(GemvCudaVsCpu, MatchesReference) {
     Buffer<float> da = make_buffer(DeviceKind::cuda, a), dx = make_buffer(DeviceKind::cuda, x);
     Buffer<float> dy = make_buffer(DeviceKind::cuda, y0);
     if (c.beta == 0) detail::fill_bytes(DeviceKind::cuda, dy.data(), 0xff, dy.bytes());  // NaN: must not be read
-    ops::cuda::gemv(s, c.alpha, da.data() + c.offset, dx.data() + c.offset, c.beta, dy.data(), c.act, ws);
+    ops::cuda::gemv(s, c.alpha, da.data() + c.offset, dx.data() + c.offset, c.beta, dy.data(), c.act);
     got = dy.to_host();
   } else {
     std::vector<uint16_t> ah(a.size()), xh(x.size()), yh(y0.size());
@@ -81,7 +80,7 @@ TEST_P(GemvCudaVsCpu, MatchesReference) {
     Buffer<uint16_t> da = make_buffer(DeviceKind::cuda, ah), dx = make_buffer(DeviceKind::cuda, xh);
     Buffer<uint16_t> dy = make_buffer(DeviceKind::cuda, yh);
     if (c.beta == 0) detail::fill_bytes(DeviceKind::cuda, dy.data(), 0xff, dy.bytes());
-    ops::cuda::gemv(s, c.alpha, da.data() + c.offset, dx.data() + c.offset, c.beta, dy.data(), c.act, ws);
+    ops::cuda::gemv(s, c.alpha, da.data() + c.offset, dx.data() + c.offset, c.beta, dy.data(), c.act);
     for (uint16_t v : dy.to_host()) got.push_back(test::from_half_bits(v));
     for (uint16_t v : ref) want.push_back(test::from_half_bits(v));
   }

@@ -71,15 +71,14 @@ Json bench_case(const GemvCase& c, const GemvBenchOptions& o, CublasRuntime& bla
   std::vector<T> xh(s.x_size());
   for (auto& v : xh) v = static_cast<T>(rng.uniform(-1.0f, 1.0f));
   Buffer<T> x = make_buffer(DeviceKind::cuda, xh), y(DeviceKind::cuda, s.y_size()), y_blas(DeviceKind::cuda, s.y_size());
-  Workspace& ws = backend_for(DeviceKind::cuda).default_stream().workspace();
   int k = 0;
   auto ours = [&] {
     const T* a = as[k++ % sets].data();
     if constexpr (std::is_same_v<T, float>)
-      ops::cuda::gemv(s, 1.0f, a, x.data(), 0.0f, y.data(), ops::GemvActivation::None, ws);
+      ops::cuda::gemv(s, 1.0f, a, x.data(), 0.0f, y.data(), ops::GemvActivation::None);
     else
       ops::cuda::gemv(s, 1.0f, reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(x.data()),
-                      0.0f, reinterpret_cast<uint16_t*>(y.data()), ops::GemvActivation::None, ws);
+                      0.0f, reinterpret_cast<uint16_t*>(y.data()), ops::GemvActivation::None);
   };
   const double ours_ms = median(time_runs(DeviceKind::cuda, o.warmup, o.iterations, ours));
   const double bytes = double(matrix_bytes) + double(s.x_size() + s.y_size()) * sizeof(T);

@@ -118,19 +118,19 @@ void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uin
 namespace cuda {
 
 void elementwise_encode(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch, float* out,
-                        uint32_t out_stride);
+                        uint32_t out_stride, Stream* stream = nullptr);
 void elementwise_encode_backward(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
-                                 const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride);
+                                 const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride, Stream* stream = nullptr);
 // params_half: fp16 bits [n_params].
 void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride, size_t batch,
-                 float* out, uint32_t out_stride);
+                 float* out, uint32_t out_stride, Stream* stream = nullptr);
 // The same with fp16 output (fp16 bits), for consumers that read fp16 (the fused MLP).
 void grid_encode_half(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
-                      size_t batch, uint16_t* out, uint32_t out_stride);
+                      size_t batch, uint16_t* out, uint32_t out_stride, Stream* stream = nullptr);
 // Adds into dL_dparams [n_params] (fp32 atomics); writes dL_din when non-null.
 void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
                           size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams, float* dL_din,
-                          uint32_t din_stride);
+                          uint32_t din_stride, Stream* stream = nullptr);
 
 }  // namespace cuda
 }  // namespace tessera::ops

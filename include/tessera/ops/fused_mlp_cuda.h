@@ -53,7 +53,8 @@ namespace tessera::ops::cuda {
 // weights: fp16 bits, shape.n_params() (padded layout). input: [batch, input_width],
 // output: [batch, output_width] (fp32, device).
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                         const float* input, size_t batch, float* output, const FusedMlpOptions& options = {});
+                         const float* input, size_t batch, float* output, const FusedMlpOptions& options = {},
+                         Stream* stream = nullptr);
 
 // fp16 input ([batch, input_width] fp16 bits) skips the fp32 round trip when a producer
 // (e.g. an encoding) can write fp16: the mma kernel reads it directly. It needs
@@ -63,7 +64,7 @@ bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, si
                                   const FusedMlpOptions& options = {});
 void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
                                     const uint16_t* input, size_t batch, float* output,
-                                    const FusedMlpOptions& options = {});
+                                    const FusedMlpOptions& options = {}, Stream* stream = nullptr);
 
 struct FusedTrainArgs {
   const uint16_t* weights = nullptr;   // fp16 bits, n_params
@@ -81,6 +82,7 @@ struct FusedTrainArgs {
   GradientMode mode = GradientMode::overwrite;
   TrainState* state = nullptr;         // device
   FusedMlpOptions options;
+  Stream* stream = nullptr;            // null: the CUDA backend's default stream
 };
 
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& args,

@@ -42,12 +42,13 @@ void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T
 }  // namespace cpu
 
 namespace cuda {
-// ws: the stream's workspace (the op-T split reduction's partials live there).
+// On `stream` (null: the default stream); the op-T split reduction's partials live in its
+// workspace.
 void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, GemvActivation act,
-          Workspace& ws);
+          Stream* stream = nullptr);
 // fp16 bits for A, x, y.
 void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
-          GemvActivation act, Workspace& ws);
+          GemvActivation act, Stream* stream = nullptr);
 }  // namespace cuda
 
 }  // namespace tessera::ops

@@ -20,7 +20,7 @@ namespace cpu {
 void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda);
 }
 namespace cuda {
-void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda);
+void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda, Stream* stream = nullptr);
 }
 
 }  // namespace tessera::ops

@@ -61,7 +61,7 @@ void sample_image(const float* image, uint32_t width, uint32_t height, uint64_t 
 
 namespace cuda {
 void sample_image(const float* image, uint32_t width, uint32_t height, uint64_t seed, size_t n, float* xy,
-                  float* target);
+                  float* target, Stream* stream = nullptr);
 }  // namespace cuda
 
 }  // namespace tessera::ops

@@ -49,19 +49,19 @@ struct SettleStep {
 namespace tessera::ops::cuda {
 
 // y16 = fp16(act(z)); y32 = act(z) too when non-null.
-void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n);
+void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n, Stream* stream = nullptr);
 // dz16 = fp16(s * dy * act'(z)), s = state->loss_scale (read on the device) when
 // scale_by_loss_scale, else 1 (dy already carries the scale).
 void activation_backward_half(Activation act, const float* z, const float* dy, uint16_t* dz16, size_t n,
-                              const TrainState* state, bool scale_by_loss_scale);
+                              const TrainState* state, bool scale_by_loss_scale, Stream* stream = nullptr);
 // dst = (accumulate ? dst : 0) + scaled / state->loss_scale.
-void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state);
+void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state, Stream* stream = nullptr);
 // dL_dy = norm * loss'(y, target); state->last_loss = norm * sum loss(y, target)
 // (fixed-order sum). partials: scratch of loss_partials_needed(n) floats.
 size_t loss_partials_needed(size_t n);
 void loss_forward_backward(const LossParams& loss, const float* y, const float* target, size_t n, float norm,
-                           float* dL_dy, float* partials, TrainState* state);
+                           float* dL_dy, float* partials, TrainState* state, Stream* stream = nullptr);
 // Settles the step on the device: skip it when any of grads[0..n) is not finite.
-void settle_step(const float* grads, size_t n, TrainState* state);
+void settle_step(const float* grads, size_t n, TrainState* state, Stream* stream = nullptr);
 
 }  // namespace tessera::ops::cuda

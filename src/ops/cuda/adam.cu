@@ -1,5 +1,6 @@
 #include <cuda_fp16.h>
 
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/adam_math.h"
 #include "tessera/ops/optimizers.h"
@@ -26,11 +27,11 @@ __global__ void adam_kernel(AdamHyper h, size_t n, size_t n_matrix, const float*
 }  // namespace
 
 void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
-               uint16_t* params_fp16, float* m, float* v, const TrainState* state) {
+               uint16_t* params_fp16, float* m, float* v, const TrainState* state, Stream* stream) {
   if (n == 0) return;
   TESSERA_CHECK(grad && params && m && v && state, "adam_step: null pointer argument");
   const unsigned blocks = unsigned(std::min<size_t>((n + 255) / 256, 4096));
-  adam_kernel<<<blocks, 256>>>(h, n, n_matrix, grad, params, reinterpret_cast<__half*>(params_fp16), m, v, state);
+  adam_kernel<<<blocks, 256, 0, detail::native_stream(stream)>>>(h, n, n_matrix, grad, params, reinterpret_cast<__half*>(params_fp16), m, v, state);
   TESSERA_CUDA_CHECK_LAUNCH("adam_kernel");
 }
 

@@ -1,5 +1,6 @@
 #include <cuda_fp16.h>
 
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/optimizers.h"
 
@@ -13,10 +14,10 @@ __global__ void convert_kernel(const float* __restrict__ src, __half* __restrict
 
 }  // namespace
 
-void convert_to_half(const float* src, uint16_t* dst, size_t n) {
+void convert_to_half(const float* src, uint16_t* dst, size_t n, Stream* stream) {
   if (n == 0) return;
   const unsigned blocks = unsigned(std::min<size_t>((n + 255) / 256, 4096));
-  convert_kernel<<<blocks, 256>>>(src, reinterpret_cast<__half*>(dst), n);
+  convert_kernel<<<blocks, 256, 0, detail::native_stream(stream)>>>(src, reinterpret_cast<__half*>(dst), n);
   TESSERA_CUDA_CHECK_LAUNCH("convert_kernel");
 }
 

@@ -1,5 +1,6 @@
 // Identity, Frequency, TriangleWave, OneBlob and SphericalHarmonics on CUDA: one thread
 // per sample, the same per-element math as the CPU reference (encoding_math.h).
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/encodings.h"
 
@@ -60,18 +61,18 @@ unsigned blocks_for(uint64_t n) { return unsigned((n + kThreads - 1) / kThreads)
 }  // namespace
 
 void elementwise_encode(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch, float* out,
-                        uint32_t out_stride) {
+                        uint32_t out_stride, Stream* stream) {
   if (batch == 0) return;
   TESSERA_CHECK(in && out, "elementwise_encode: null pointer argument");
-  elementwise_forward_kernel<<<blocks_for(batch), kThreads>>>(e, in, in_stride, batch, out, out_stride);
+  elementwise_forward_kernel<<<blocks_for(batch), kThreads, 0, detail::native_stream(stream)>>>(e, in, in_stride, batch, out, out_stride);
   TESSERA_CUDA_CHECK_LAUNCH("elementwise_forward_kernel");
 }
 
 void elementwise_encode_backward(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
-                                 const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride) {
+                                 const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride, Stream* stream) {
   if (batch == 0 || !dL_din) return;
   TESSERA_CHECK(in && dL_dout, "elementwise_encode_backward: null pointer argument");
-  elementwise_backward_kernel<<<blocks_for(batch), kThreads>>>(e, in, in_stride, batch, dL_dout, dout_stride, dL_din,
+  elementwise_backward_kernel<<<blocks_for(batch), kThreads, 0, detail::native_stream(stream)>>>(e, in, in_stride, batch, dL_dout, dout_stride, dL_din,
                                                                din_stride);
   TESSERA_CUDA_CHECK_LAUNCH("elementwise_backward_kernel");
 }

@@ -10,6 +10,7 @@
 
 #include "device_attributes.h"
 #include "fused_mlp_internal.h"
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda {
@@ -133,16 +134,17 @@ FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts
 }
 
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                         const float* input, size_t batch, float* output, const FusedMlpOptions& options) {
+                         const float* input, size_t batch, float* output, const FusedMlpOptions& options,
+                         Stream* stream) {
   check_shape(shape);
   if (batch == 0) return;
   TESSERA_CHECK(weights && input && output, "fused_mlp_inference: null pointer argument");
   const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, batch, false, options);
   const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, batch, false, options);
   if (kernel == detail::FusedKernel::mma)
-    detail::mma_inference(shape, acts, plan, weights, input, nullptr, batch, output);
+    detail::mma_inference(shape, acts, plan, weights, input, nullptr, batch, output, detail::native_stream(stream));
   else
-    detail::wmma_inference(shape, acts, plan, weights, input, batch, output);
+    detail::wmma_inference(shape, acts, plan, weights, input, batch, output, detail::native_stream(stream));
 }
 
 bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
@@ -164,13 +166,13 @@ void check_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, 
 
 void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
                                     const uint16_t* input, size_t batch, float* output,
-                                    const FusedMlpOptions& options) {
+                                    const FusedMlpOptions& options, Stream* stream) {
   check_shape(shape);
   if (batch == 0) return;
   TESSERA_CHECK(weights && input && output, "fused_mlp_inference_half_input: null pointer argument");
   check_half_input(shape, acts, batch, false, input, options);
   const FusedLaunchInfo plan = detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, false, options);
-  detail::mma_inference(shape, acts, plan, weights, nullptr, input, batch, output);
+  detail::mma_inference(shape, acts, plan, weights, nullptr, input, batch, output, detail::native_stream(stream));
 }
 
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& a, FusedMlpWorkspace& ws) {
@@ -182,7 +184,8 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
                 "fused_mlp_train: give exactly one of a target (with a loss) or dL/doutput");
   if (a.batch == 0) {
     if (a.mode == GradientMode::overwrite)
-      TESSERA_CUDA_CHECK(cudaMemset(a.dL_dparams, 0, shape.n_params() * sizeof(float)));
+      TESSERA_CUDA_CHECK(
+          cudaMemsetAsync(a.dL_dparams, 0, shape.n_params() * sizeof(float), detail::native_stream(a.stream)));
     return;
   }
   const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, a.batch, true, a.options);
@@ -211,7 +214,7 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   if (use_mma) detail::mma_train(shape, acts, plan, launch);
   else detail::wmma_train(shape, acts, plan, launch);
   const unsigned reduce_blocks = unsigned((n_params + 31) / 32);
-  detail::reduce_grad_partials_kernel<<<reduce_blocks, detail::kReduceWarps * 32>>>(
+  detail::reduce_grad_partials_kernel<<<reduce_blocks, detail::kReduceWarps * 32, 0, detail::native_stream(a.stream)>>>(
       ws.grad_partials.data(), grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
       ws.loss_partials.data(), int(plan.blocks), norm, a.state);
   TESSERA_CUDA_CHECK_LAUNCH("reduce_grad_partials_kernel");

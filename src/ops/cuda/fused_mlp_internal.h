@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <cuda_runtime.h>
+
 #include "tessera/core/error.h"
 
 #include "tessera/ops/fused_mlp_cuda.h"
@@ -41,12 +43,12 @@ FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batc
                          bool weight_grads_by_gemm = false);
 // input or input_half (fp16 bits; in_w % 8 == 0, 16-byte aligned) is null.
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, const uint16_t* input_half, size_t batch, float* output);
+                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream);
 void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
 void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                    const float* input, size_t batch, float* output);
+                    const float* input, size_t batch, float* output, cudaStream_t stream);
 void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 // Maps a run-time hidden width to the kernels' compile-time width: f(integral_constant).

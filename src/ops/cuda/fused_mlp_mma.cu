@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "fused_mlp_internal.h"
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/gemm.h"
 
@@ -752,7 +753,7 @@ size_t layer_store_halves(const MlpShape& shape, size_t batch) {
 namespace {
 // dW_l [out_rows x in_cols] = dZ_l^T x_l over the whole batch, fp32 into the gradient
 // layout (one partial); the GEMM splits K = batch across the GPU.
-void weight_grads_by_gemm(const MmaParams& p, float* grad) {
+void weight_grads_by_gemm(const MmaParams& p, float* grad, Stream& stream) {
   for (int l = 0; l <= p.n_hidden; ++l) {
     const size_t rows = size_t(layer_out_rows(p, l)), cols = size_t(layer_in_cols(p, l));
     GemmDesc d;
@@ -760,14 +761,14 @@ void weight_grads_by_gemm(const MmaParams& p, float* grad) {
     d.a = {DType::f16, Layout::row_major, true, rows, 0};   // dZ_l stored [batch, rows]
     d.b = {DType::f16, Layout::row_major, false, cols, 0};  // x_l stored [batch, cols]
     d.c = {DType::f32, Layout::row_major, false, cols, 0};
-    gemm(d, p.layer_store + layer_dz_offset(p, l), p.layer_store + layer_input_offset(p, l),
+    gemm(stream, d, p.layer_store + layer_dz_offset(p, l), p.layer_store + layer_input_offset(p, l),
          grad + global_layer_offset(p, l));
   }
 }
 }  // namespace
 
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, const uint16_t* input_half, size_t batch, float* output) {
+                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream) {
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: the mma kernel cannot hold this network's weights");
   MmaParams p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
@@ -779,7 +780,7 @@ void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunch
     constexpr int W = decltype(w)::value;
     TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(mma_inference_kernel<W>),
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
-    mma_inference_kernel<W><<<plan.blocks, p.warps * 32, plan.shared_bytes>>>(p);
+    mma_inference_kernel<W><<<plan.blocks, p.warps * 32, plan.shared_bytes, stream>>>(p);
     TESSERA_CUDA_CHECK_LAUNCH("mma_inference_kernel");
   });
 }
@@ -809,13 +810,13 @@ void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo
     auto launch = [&](auto kernel) {
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                               int(plan.shared_bytes)));
-      kernel<<<plan.blocks, p.warps * 32, plan.shared_bytes>>>(p);
+      kernel<<<plan.blocks, p.warps * 32, plan.shared_bytes, native_stream(a.stream)>>>(p);
       TESSERA_CUDA_CHECK_LAUNCH("mma_train_kernel");
     };
     if (plan.weight_grads_by_gemm) launch(mma_train_kernel<W, true>);
     else launch(mma_train_kernel<W, false>);
   });
-  if (plan.weight_grads_by_gemm) weight_grads_by_gemm(p, l.grad_partials);
+  if (plan.weight_grads_by_gemm) weight_grads_by_gemm(p, l.grad_partials, stream_or_default(a.stream));
 }
 
 }  // namespace tessera::ops::cuda::detail

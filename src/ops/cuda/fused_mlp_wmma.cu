@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 
 #include "fused_mlp_internal.h"
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda::detail {
@@ -448,7 +449,7 @@ void apply_plan(Params& p, const FusedLaunchInfo& plan) {
 }
 
 void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                    const float* input, size_t batch, float* output) {
+                    const float* input, size_t batch, float* output, cudaStream_t stream) {
   Params p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
   p.input = input;
@@ -458,7 +459,7 @@ void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunc
     constexpr int W = decltype(w)::value;
     TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(fused_mlp_inference_kernel<W>),
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
-    fused_mlp_inference_kernel<W><<<plan.blocks, kThreads, plan.shared_bytes>>>(p);
+    fused_mlp_inference_kernel<W><<<plan.blocks, kThreads, plan.shared_bytes, stream>>>(p);
     TESSERA_CUDA_CHECK_LAUNCH("fused_mlp_inference_kernel (wmma)");
   });
 }
@@ -482,7 +483,7 @@ void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInf
     constexpr int W = decltype(w)::value;
     TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(fused_mlp_train_kernel<W>),
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
-    fused_mlp_train_kernel<W><<<plan.blocks, kThreads, plan.shared_bytes>>>(p);
+    fused_mlp_train_kernel<W><<<plan.blocks, kThreads, plan.shared_bytes, native_stream(a.stream)>>>(p);
     TESSERA_CUDA_CHECK_LAUNCH("fused_mlp_train_kernel (wmma)");
   });
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "device_attributes.h"
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/gemv.h"
 
@@ -218,13 +219,14 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 
 
 template <typename T>
 void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, GemvActivation act,
-            Workspace& ws) {
+            Stream& stream) {
   if (s.y_size() == 0) return;
   TESSERA_CHECK(s.lda >= s.cols, "gemv: lda {} is smaller than cols {}", s.lda, s.cols);
   TESSERA_CHECK((A && x && y) || s.x_size() == 0, "gemv: null pointer argument");
   constexpr int V = Vec<T>::n;
   const bool vec = s.lda % V == 0 && aligned16(A) && (s.op == GemvOp::T || aligned16(x));
   const int sms = detail::sm_count();
+  const cudaStream_t cs = detail::native_stream(&stream);
   if (s.op == GemvOp::N) {
     // Enough warps to fill every SM (64 resident warps each), at most 8 per row and no
     // more than the row has 16-byte pieces for.
@@ -236,7 +238,7 @@ void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta,
     auto go = [&](auto wpr_c, auto vec_c) {
       constexpr int W = decltype(wpr_c)::value;
       const size_t rows_per_block = 8 / W;
-      gemv_n_kernel<T, W, decltype(vec_c)::value><<<unsigned((s.rows + rows_per_block - 1) / rows_per_block), kThreads>>>(
+      gemv_n_kernel<T, W, decltype(vec_c)::value><<<unsigned((s.rows + rows_per_block - 1) / rows_per_block), kThreads, 0, cs>>>(
           s.rows, s.cols, s.lda, alpha, A, x, beta, y, act);
     };
     auto with_vec = [&](auto wpr_c) {
@@ -262,14 +264,14 @@ void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta,
   float* partials = nullptr;
   if (splits > 1) {
     const size_t need = splits * s.cols;
-    partials = static_cast<float*>(ws.get("gemv.partials", need * sizeof(float)));
+    partials = static_cast<float*>(stream.workspace().get("gemv.partials", need * sizeof(float)));
   }
   const dim3 grid(unsigned(blocks_x), unsigned(std::max<size_t>(splits, 1))), block(32, kRowPhases);
-  if (vec) gemv_t_kernel<T, true><<<grid, block>>>(s.rows, s.cols, s.lda, rows_per_split, alpha, A, x, beta, y, partials, act);
-  else gemv_t_kernel<T, false><<<grid, block>>>(s.rows, s.cols, s.lda, rows_per_split, alpha, A, x, beta, y, partials, act);
+  if (vec) gemv_t_kernel<T, true><<<grid, block, 0, cs>>>(s.rows, s.cols, s.lda, rows_per_split, alpha, A, x, beta, y, partials, act);
+  else gemv_t_kernel<T, false><<<grid, block, 0, cs>>>(s.rows, s.cols, s.lda, rows_per_split, alpha, A, x, beta, y, partials, act);
   TESSERA_CUDA_CHECK_LAUNCH("gemv_t_kernel");
   if (partials) {
-    gemv_t_finish_kernel<T><<<unsigned((s.cols + 255) / 256), 256>>>(s.cols, int(splits), partials, alpha, beta, y, act);
+    gemv_t_finish_kernel<T><<<unsigned((s.cols + 255) / 256), 256, 0, cs>>>(s.cols, int(splits), partials, alpha, beta, y, act);
     TESSERA_CUDA_CHECK_LAUNCH("gemv_t_finish_kernel");
   }
 }
@@ -277,14 +279,14 @@ void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta,
 }  // namespace
 
 void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, GemvActivation act,
-          Workspace& ws) {
-  launch<float>(s, alpha, A, x, beta, y, act, ws);
+          Stream* stream) {
+  launch<float>(s, alpha, A, x, beta, y, act, detail::stream_or_default(stream));
 }
 
 void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
-          GemvActivation act, Workspace& ws) {
+          GemvActivation act, Stream* stream) {
   launch<__half>(s, alpha, reinterpret_cast<const __half*>(A), reinterpret_cast<const __half*>(x), beta,
-                 reinterpret_cast<__half*>(y), act, ws);
+                 reinterpret_cast<__half*>(y), act, detail::stream_or_default(stream));
 }
 
 }  // namespace tessera::ops::cuda

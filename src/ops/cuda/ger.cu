@@ -1,3 +1,4 @@
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/ger.h"
 
@@ -14,11 +15,11 @@ __global__ void ger_kernel(size_t rows, size_t cols, float alpha, const float* _
 
 }  // namespace
 
-void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda) {
+void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda, Stream* stream) {
   if (rows == 0 || cols == 0) return;
   TESSERA_CHECK(x && y && A, "ger: null pointer argument");
   TESSERA_CHECK(lda >= cols && rows <= 65535u, "ger: lda {} < cols {} or more than 65535 rows", lda, cols);
-  ger_kernel<<<dim3(unsigned((cols + 255) / 256), unsigned(rows)), 256>>>(rows, cols, alpha, x, y, A, lda);
+  ger_kernel<<<dim3(unsigned((cols + 255) / 256), unsigned(rows)), 256, 0, detail::native_stream(stream)>>>(rows, cols, alpha, x, y, A, lda);
   TESSERA_CUDA_CHECK_LAUNCH("ger_kernel");
 }
 

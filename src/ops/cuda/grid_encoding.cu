@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "device_attributes.h"
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/encodings.h"
 
@@ -301,13 +302,13 @@ void for_level_groups(const GridLayout& g, size_t bytes_per_value, Launch&& laun
 namespace {
 template <typename OutT>
 void launch_grid_forward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
-                         size_t batch, OutT* out, uint32_t out_stride) {
+                         size_t batch, OutT* out, uint32_t out_stride, cudaStream_t cs) {
   if (batch == 0) return;
   TESSERA_CHECK(params_half && in && out, "grid_encode: null pointer argument");
   with_grid_dims(g, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     for_level_groups<F>(g, sizeof(__half), [&](uint32_t l0, uint32_t l1) {
-      grid_forward_kernel<D, F, OutT><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g)>>>(
+      grid_forward_kernel<D, F, OutT><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g), cs>>>(
           g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, out, out_stride, l0);
     });
   });
@@ -316,19 +317,21 @@ void launch_grid_forward(const GridLayout& g, const uint16_t* params_half, const
 }  // namespace
 
 void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride, size_t batch,
-                 float* out, uint32_t out_stride) {
-  launch_grid_forward(g, params_half, in, in_stride, batch, out, out_stride);
+                 float* out, uint32_t out_stride, Stream* stream) {
+  launch_grid_forward(g, params_half, in, in_stride, batch, out, out_stride, detail::native_stream(stream));
 }
 
 void grid_encode_half(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
-                      size_t batch, uint16_t* out, uint32_t out_stride) {
-  launch_grid_forward(g, params_half, in, in_stride, batch, reinterpret_cast<__half*>(out), out_stride);
+                      size_t batch, uint16_t* out, uint32_t out_stride, Stream* stream) {
+  launch_grid_forward(g, params_half, in, in_stride, batch, reinterpret_cast<__half*>(out), out_stride,
+                      detail::native_stream(stream));
 }
 
 void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
                           size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams, float* dL_din,
-                          uint32_t din_stride) {
+                          uint32_t din_stride, Stream* stream) {
   if (batch == 0) return;
+  const cudaStream_t cs = detail::native_stream(stream);
   TESSERA_CHECK(in && dL_dout && dL_dparams, "grid_encode_backward: null pointer argument");
   // Vector atomics need 16-byte aligned levels (level offsets are multiples of 8 entries).
   const bool vector_atomics = reinterpret_cast<uintptr_t>(dL_dparams) % 16 == 0;
@@ -336,7 +339,7 @@ void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, cons
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     // fp32 gradient tables: see for_level_groups.
     for_level_groups<F>(g, sizeof(float), [&](uint32_t l0, uint32_t l1) {
-      grid_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g)>>>(
+      grid_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g), cs>>>(
           g, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, vector_atomics, l0);
     });
   });
@@ -344,7 +347,7 @@ void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, cons
   if (!dL_din) return;
   TESSERA_CHECK(params_half, "grid_encode_backward: input gradients need the fp16 table");
   with_grid_dims(g, [&](auto d, auto f) {
-    grid_backward_input_kernel<decltype(d)::value, decltype(f)::value><<<blocks_for(batch), kThreads>>>(
+    grid_backward_input_kernel<decltype(d)::value, decltype(f)::value><<<blocks_for(batch), kThreads, 0, cs>>>(
         g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, dL_dout, dout_stride, dL_din,
         din_stride);
   });

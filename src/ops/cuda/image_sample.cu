@@ -1,3 +1,4 @@
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/image_sample.h"
 
@@ -19,10 +20,10 @@ __global__ void sample_image_kernel(const float* __restrict__ image,  // [height
 }  // namespace
 
 void sample_image(const float* image, uint32_t width, uint32_t height, uint64_t seed, size_t n, float* xy,
-                  float* target) {
+                  float* target, Stream* stream) {
   if (n == 0) return;
   TESSERA_CHECK(image && xy && target && width > 0 && height > 0, "sample_image: bad arguments");
-  sample_image_kernel<<<unsigned((n + 255) / 256), 256>>>(image, width, height, seed, n, xy, target);
+  sample_image_kernel<<<unsigned((n + 255) / 256), 256, 0, detail::native_stream(stream)>>>(image, width, height, seed, n, xy, target);
   TESSERA_CUDA_CHECK_LAUNCH("sample_image_kernel");
 }
 

@@ -1,6 +1,7 @@
 // Activation, loss and step-settling passes of the layer-by-layer (GEMM) MLP.
 #include <cuda_fp16.h>
 
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 
@@ -80,44 +81,44 @@ __global__ void settle_kernel(TrainState* state) {
 
 }  // namespace
 
-void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n) {
+void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n, Stream* stream) {
   if (n == 0) return;
   with_activation(act, [&](auto a) {
     activation_forward_half_kernel<decltype(a)::value>
-        <<<blocks_for(n), kThreads>>>(z, reinterpret_cast<__half*>(y16), y32, n);
+        <<<blocks_for(n), kThreads, 0, detail::native_stream(stream)>>>(z, reinterpret_cast<__half*>(y16), y32, n);
   });
   TESSERA_CUDA_CHECK_LAUNCH("activation_forward_half_kernel");
 }
 
 void activation_backward_half(Activation act, const float* z, const float* dy, uint16_t* dz16, size_t n,
-                              const TrainState* state, bool scale_by_loss_scale) {
+                              const TrainState* state, bool scale_by_loss_scale, Stream* stream) {
   if (n == 0) return;
   with_activation(act, [&](auto a) {
     activation_backward_half_kernel<decltype(a)::value>
-        <<<blocks_for(n), kThreads>>>(z, dy, reinterpret_cast<__half*>(dz16), n, state, scale_by_loss_scale);
+        <<<blocks_for(n), kThreads, 0, detail::native_stream(stream)>>>(z, dy, reinterpret_cast<__half*>(dz16), n, state, scale_by_loss_scale);
   });
   TESSERA_CUDA_CHECK_LAUNCH("activation_backward_half_kernel");
 }
 
-void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state) {
+void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state, Stream* stream) {
   if (n == 0) return;
-  unscale_kernel<<<blocks_for(n), kThreads>>>(scaled, dst, n, accumulate, state);
+  unscale_kernel<<<blocks_for(n), kThreads, 0, detail::native_stream(stream)>>>(scaled, dst, n, accumulate, state);
   TESSERA_CUDA_CHECK_LAUNCH("unscale_kernel");
 }
 
 size_t loss_partials_needed(size_t) { return kLossBlocks; }
 
 void loss_forward_backward(const LossParams& loss, const float* y, const float* target, size_t n, float norm,
-                           float* dL_dy, float* partials, TrainState* state) {
-  loss_kernel<<<kLossBlocks, kThreads>>>(loss, y, target, n, norm, dL_dy, partials);
+                           float* dL_dy, float* partials, TrainState* state, Stream* stream) {
+  loss_kernel<<<kLossBlocks, kThreads, 0, detail::native_stream(stream)>>>(loss, y, target, n, norm, dL_dy, partials);
   TESSERA_CUDA_CHECK_LAUNCH("loss_kernel");
-  loss_finish_kernel<<<1, 32>>>(partials, kLossBlocks, norm, state);
+  loss_finish_kernel<<<1, 32, 0, detail::native_stream(stream)>>>(partials, kLossBlocks, norm, state);
   TESSERA_CUDA_CHECK_LAUNCH("loss_finish_kernel");
 }
 
-void settle_step(const float* grads, size_t n, TrainState* state) {
-  if (n) finite_check_kernel<<<std::min<unsigned>(blocks_for(n), 1024), kThreads>>>(grads, n, state);
-  settle_kernel<<<1, 1>>>(state);
+void settle_step(const float* grads, size_t n, TrainState* state, Stream* stream) {
+  if (n) finite_check_kernel<<<std::min<unsigned>(blocks_for(n), 1024), kThreads, 0, detail::native_stream(stream)>>>(grads, n, state);
+  settle_kernel<<<1, 1, 0, detail::native_stream(stream)>>>(state);
   TESSERA_CUDA_CHECK_LAUNCH("settle_kernel");
 }
 

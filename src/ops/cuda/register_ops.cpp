@@ -1,6 +1,4 @@
-// The CUDA backend's op table. Ops whose launchers take the stream run on the one they
-// are given; the others so far launch on the legacy default stream and say so when
-// handed another (see docs/ARCHITECTURE.md, "Streams").
+// The CUDA backend's op table: every op runs on the stream it is given.
 #include "../register_ops.h"
 #include "tessera/ops/encodings.h"
 #include "tessera/ops/fused_mlp_cuda.h"
@@ -12,90 +10,69 @@
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops::cuda {
-namespace {
-
-void require_default_stream(Stream& s, const char* op) {
-  TESSERA_CHECK(s.native() == nullptr, "op '{}' on {} runs on the default stream only (it was given another)", op,
-                s.backend().name());
-}
-
-}  // namespace
-
 void register_ops(Backend& b) {
   b.add_op<AdamStep>([](Stream& s, const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
                         uint16_t* params_half, float* m, float* v, TrainState* state) {
-    require_default_stream(s, AdamStep::name);
-    adam_step(h, n, n_matrix, grad, params, params_half, m, v, state);
+    adam_step(h, n, n_matrix, grad, params, params_half, m, v, state, &s);
   });
   b.add_op<SgdStep>([](Stream& s, float lr, float l2, size_t n, const float* grad, float* params,
                        uint16_t* params_half, TrainState* state) {
-    require_default_stream(s, SgdStep::name);
-    sgd_step(lr, l2, n, grad, params, params_half, state);
+    sgd_step(lr, l2, n, grad, params, params_half, state, &s);
   });
   b.add_op<ConvertToHalf>([](Stream& s, const float* src, uint16_t* dst, size_t n) {
-    require_default_stream(s, ConvertToHalf::name);
-    convert_to_half(src, dst, n);
+    convert_to_half(src, dst, n, &s);
   });
   b.add_op<ElementwiseEncode>([](Stream& s, const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
                                  size_t batch, float* out, uint32_t out_stride) {
-    require_default_stream(s, ElementwiseEncode::name);
-    elementwise_encode(e, in, in_stride, batch, out, out_stride);
+    elementwise_encode(e, in, in_stride, batch, out, out_stride, &s);
   });
   b.add_op<ElementwiseEncodeBackward>([](Stream& s, const ElementwiseEncoding& e, const float* in,
                                          uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
                                          float* dL_din, uint32_t din_stride) {
-    require_default_stream(s, ElementwiseEncodeBackward::name);
-    elementwise_encode_backward(e, in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride);
+    elementwise_encode_backward(e, in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride, &s);
   });
   b.add_op<GridEncode>([](Stream& s, const GridLayout& g, const float*, const uint16_t* params_half, const float* in,
                           uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) {
-    require_default_stream(s, GridEncode::name);
-    grid_encode(g, params_half, in, in_stride, batch, out, out_stride);
+    grid_encode(g, params_half, in, in_stride, batch, out, out_stride, &s);
   });
   b.add_op<GridEncodeHalf>([](Stream& s, const GridLayout& g, const float*, const uint16_t* params_half,
                               const float* in, uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride) {
-    require_default_stream(s, GridEncodeHalf::name);
-    grid_encode_half(g, params_half, in, in_stride, batch, out, out_stride);
+    grid_encode_half(g, params_half, in, in_stride, batch, out, out_stride, &s);
   });
   b.add_op<GridEncodeBackward>([](Stream& s, const GridLayout& g, const float*, const uint16_t* params_half,
                                   const float* in, uint32_t in_stride, size_t batch, const float* dL_dout,
                                   uint32_t dout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride) {
-    require_default_stream(s, GridEncodeBackward::name);
-    grid_encode_backward(g, params_half, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din, din_stride);
+    grid_encode_backward(g, params_half, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din, din_stride, &s);
   });
   b.add_op<SampleImage>([](Stream& s, const float* image, uint32_t w, uint32_t h, uint64_t seed, size_t n, float* xy,
                            float* rgb) {
-    require_default_stream(s, SampleImage::name);
-    sample_image(image, w, h, seed, n, xy, rgb);
+    sample_image(image, w, h, seed, n, xy, rgb, &s);
   });
   b.add_op<Gemv>([](Stream& s, const GemvShape& shape, float alpha, const float* A, const float* x, float beta,
                     float* y, GemvActivation act) {
-    require_default_stream(s, Gemv::name);
-    gemv(shape, alpha, A, x, beta, y, act, s.workspace());
+    gemv(shape, alpha, A, x, beta, y, act, &s);
   });
   b.add_op<GemvHalf>([](Stream& s, const GemvShape& shape, float alpha, const uint16_t* A, const uint16_t* x,
                         float beta, uint16_t* y, GemvActivation act) {
-    require_default_stream(s, GemvHalf::name);
-    gemv(shape, alpha, A, x, beta, y, act, s.workspace());
+    gemv(shape, alpha, A, x, beta, y, act, &s);
   });
   b.add_op<Ger>([](Stream& s, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
                    size_t lda) {
-    require_default_stream(s, Ger::name);
-    ger(rows, cols, alpha, x, y, A, lda);
+    ger(rows, cols, alpha, x, y, A, lda, &s);
   });
   b.add_op<Gemm>([](Stream& s, const GemmDesc& d, const void* A, const void* B, void* C) { gemm(s, d, A, B, C); });
 
   b.add_op<FusedMlpInference>([](Stream& s, const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
                                  const float* input, const uint16_t* input_half, size_t batch, float* output,
                                  const FusedMlpOptions& options) {
-    require_default_stream(s, FusedMlpInference::name);
-    if (input_half) fused_mlp_inference_half_input(shape, acts, weights, input_half, batch, output, options);
-    else fused_mlp_inference(shape, acts, weights, input, batch, output, options);
+    if (input_half) fused_mlp_inference_half_input(shape, acts, weights, input_half, batch, output, options, &s);
+    else fused_mlp_inference(shape, acts, weights, input, batch, output, options, &s);
   });
   b.add_op<FusedMlpTrain>([](Stream& s, const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& args,
                              FusedMlpWorkspace& ws) {
-    require_default_stream(s, FusedMlpTrain::name);
-    fused_mlp_train(shape, acts, args, ws);
+    FusedTrainArgs on_stream = args;
+    on_stream.stream = &s;
+    fused_mlp_train(shape, acts, on_stream, ws);
   });
   b.add_op<FusedMlpAcceptsHalfInput>([](Stream&, const MlpShape& shape, MlpActivations acts, size_t batch,
                                         bool training, const FusedMlpOptions& options) {
@@ -108,28 +85,23 @@ void register_ops(Backend& b) {
 
   b.add_op<ActivationForwardHalf>([](Stream& s, Activation act, const float* z, uint16_t* y16, float* y32,
                                      size_t n) {
-    require_default_stream(s, ActivationForwardHalf::name);
-    activation_forward_half(act, z, y16, y32, n);
+    activation_forward_half(act, z, y16, y32, n, &s);
   });
   b.add_op<ActivationBackwardHalf>([](Stream& s, Activation act, const float* z, const float* dy, uint16_t* dz16,
                                       size_t n, const TrainState* state, bool scale_by_loss_scale) {
-    require_default_stream(s, ActivationBackwardHalf::name);
-    activation_backward_half(act, z, dy, dz16, n, state, scale_by_loss_scale);
+    activation_backward_half(act, z, dy, dz16, n, state, scale_by_loss_scale, &s);
   });
   b.add_op<Unscale>([](Stream& s, const float* scaled, float* dst, size_t n, bool accumulate,
                        const TrainState* state) {
-    require_default_stream(s, Unscale::name);
-    unscale(scaled, dst, n, accumulate, state);
+    unscale(scaled, dst, n, accumulate, state, &s);
   });
   b.add_op<LossForwardBackward>([](Stream& s, const LossParams& loss, const float* y, const float* target, size_t n,
                                    float norm, float* dL_dy, float* partials, TrainState* state) {
-    require_default_stream(s, LossForwardBackward::name);
-    loss_forward_backward(loss, y, target, n, norm, dL_dy, partials, state);
+    loss_forward_backward(loss, y, target, n, norm, dL_dy, partials, state, &s);
   });
   b.add_op<LossPartialsNeeded>([](Stream&, size_t n) { return loss_partials_needed(n); });
   b.add_op<SettleStep>([](Stream& s, const float* grads, size_t n, TrainState* state) {
-    require_default_stream(s, SettleStep::name);
-    settle_step(grads, n, state);
+    settle_step(grads, n, state, &s);
   });
 }
 

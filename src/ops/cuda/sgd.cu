@@ -1,5 +1,6 @@
 #include <cuda_fp16.h>
 
+#include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/optimizers.h"
 
@@ -20,11 +21,11 @@ __global__ void sgd_kernel(float lr, float l2_reg, size_t n, const float* __rest
 }  // namespace
 
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
-              uint16_t* params_fp16, const TrainState* state) {
+              uint16_t* params_fp16, const TrainState* state, Stream* stream) {
   if (n == 0) return;
   TESSERA_CHECK(grad && params && state, "sgd_step: null pointer argument");
   const unsigned blocks = unsigned(std::min<size_t>((n + 255) / 256, 4096));
-  sgd_kernel<<<blocks, 256>>>(learning_rate, l2_reg, n, grad, params, reinterpret_cast<__half*>(params_fp16), state);
+  sgd_kernel<<<blocks, 256, 0, detail::native_stream(stream)>>>(learning_rate, l2_reg, n, grad, params, reinterpret_cast<__half*>(params_fp16), state);
   TESSERA_CUDA_CHECK_LAUNCH("sgd_kernel");
 }
 
