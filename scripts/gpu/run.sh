@@ -62,7 +62,7 @@ for step in "${steps[@]}"; do
       export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
       CMP=$(mktemp -d)  # the JSON stays there: only the table comes back
       : > "$OUT/compare.log"
-      for suite in mlp encoding gemm gemv; do
+      for suite in ${COMPARE_SUITES:-mlp encoding gemm gemv}; do
         dev=""; [ "$suite" = mlp ] || [ "$suite" = encoding ] && dev="--device cuda"
         for round in 1 2; do  # base, new, base, new: drift shows as base-vs-base spread
           "$BASE" bench $suite $dev --json "$CMP/cmp_${suite}_base$round.json" > /dev/null 2>&1
