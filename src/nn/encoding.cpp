@@ -116,15 +116,11 @@ class CompositeEncoding final : public Encoding {
     }
     return Json{{"otype", "Composite"}, {"nested", nested}};
   }
-  void bind_params(const EncodingParams& b) override {
+  void bind_params(const ParamBinding& b) override {
     p_ = b;
     size_t off = 0;
     for (auto& p : parts_) {
-      EncodingParams s;
-      if (b.params) s.params = b.params + off;
-      if (b.gradients) s.gradients = b.gradients + off;
-      if (b.params_half) s.params_half = b.params_half + off;
-      p->bind_params(s);
+      p->bind_params(b.slice(off));
       off += p->n_params();
     }
   }

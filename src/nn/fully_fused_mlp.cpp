@@ -88,7 +88,7 @@ FullyFusedMlp::Path choose_path(const MlpConfig& c, Backend& b) {
 }
 }  // namespace
 
-FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamStorage* storage)
+FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamBinding* storage)
     : cfg_(config), device_(device), state_(device, 1) {
   Backend& backend = backend_for(device);
   const size_t n = config.shape.n_params();
@@ -111,6 +111,19 @@ FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const P
 }
 
 FullyFusedMlp::~FullyFusedMlp() = default;
+
+void FullyFusedMlp::bind_params(const ParamBinding& storage) {
+  TESSERA_CHECK(storage.params && storage.gradients && (!p_.params_half || storage.params_half),
+                "FullyFusedMLP: external parameter storage is incomplete");
+  const size_t bytes = n_params() * sizeof(float);
+  detail::copy_bytes(device_, storage.params, p_.params, bytes, true, true);
+  detail::copy_bytes(device_, storage.gradients, p_.gradients, bytes, true, true);
+  p_ = {storage.params, storage.gradients, p_.params_half ? storage.params_half : nullptr};
+  params_ = Buffer<float>();
+  grads_ = Buffer<float>();
+  params_half_ = Buffer<uint16_t>();
+  params_changed();
+}
 
 Json FullyFusedMlp::config() const {
   return Json{{"otype", cfg_.otype},

@@ -29,7 +29,7 @@ NetworkWithInputEncoding::NetworkWithInputEncoding(std::unique_ptr<Encoding> enc
   grads_ = Buffer<float>(device, n_total);
   grads_.zero();
   if (backend_for(device).uses_half_params()) params_half_ = Buffer<uint16_t>(device, n_total);
-  ParamStorage storage{params_.data(), grads_.data(), params_half()};
+  ParamBinding storage{params_.data(), grads_.data(), params_half()};
   mlp_ = std::make_unique<FullyFusedMlp>(mlp_cfg, device, &storage);
   encoding_->bind_params({params_.data() + n_mlp, grads_.data() + n_mlp,
                           params_half() ? params_half() + n_mlp : nullptr});

@@ -7,17 +7,21 @@
 
 namespace tessera::nn {
 
-void Adam::step(Network& net) {
-  const size_t n = net.n_params();
-  if (m_.size() != n || m_.device() != net.device()) {
-    m_ = Buffer<float>(net.device(), n);
-    v_ = Buffer<float>(net.device(), n);
+void Optimizer::step(Network& net) {
+  step(OptimizerTarget{net.device(), net.n_params(), net.n_matrix_params(), net.params(), net.gradients(),
+                       net.params_half(), net.train_state()});
+}
+
+void Adam::step(const OptimizerTarget& t) {
+  if (m_.size() != t.n || m_.device() != t.device) {
+    m_ = Buffer<float>(t.device, t.n);
+    v_ = Buffer<float>(t.device, t.n);
     m_.zero();
     v_.zero();
   }
   ++steps_;
-  ops::call<ops::AdamStep>(net.device(), h_, n, net.n_matrix_params(), net.gradients(), net.params(), net.params_half(),
-                           m_.data(), v_.data(), net.train_state());
+  ops::call<ops::AdamStep>(t.device, h_, t.n, t.n_matrix, t.gradients, t.params, t.params_half, m_.data(), v_.data(),
+                           t.state);
 }
 
 Json Adam::config() const {
@@ -30,10 +34,9 @@ Json Adam::config() const {
   return c;
 }
 
-void Sgd::step(Network& net) {
+void Sgd::step(const OptimizerTarget& t) {
   ++steps_;
-  ops::call<ops::SgdStep>(net.device(), lr_, l2_reg_, net.n_params(), net.gradients(), net.params(), net.params_half(),
-                          net.train_state());
+  ops::call<ops::SgdStep>(t.device, lr_, l2_reg_, t.n, t.gradients, t.params, t.params_half, t.state);
 }
 
 Json Sgd::config() const { return Json{{"otype", "SGD"}, {"learning_rate", lr_}, {"l2_reg", l2_reg_}}; }
@@ -45,12 +48,12 @@ ExponentialDecay::ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t d
   base_lr_ = nested_->learning_rate();
 }
 
-void ExponentialDecay::step(Network& net) {
+void ExponentialDecay::step(const OptimizerTarget& t) {
   float lr = base_lr_;
   if (steps_ >= start_) lr *= std::pow(base_, float((steps_ - start_) / interval_ + 1));
   nested_->set_learning_rate(lr);
   ++steps_;
-  nested_->step(net);
+  nested_->step(t);
 }
 
 Json ExponentialDecay::config() const {

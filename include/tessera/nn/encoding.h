@@ -11,14 +11,10 @@
 #include "tessera/core/config.h"
 #include "tessera/core/device.h"
 #include "tessera/core/rng.h"
+#include "tessera/nn/params.h"
 
 namespace tessera::nn {
 
-struct EncodingParams {
-  float* params = nullptr;             // [n_params] fp32 master copy
-  float* gradients = nullptr;          // [n_params]
-  const uint16_t* params_half = nullptr;  // [n_params] fp16 bits (CUDA)
-};
 
 class Encoding {
  public:
@@ -29,7 +25,7 @@ class Encoding {
   virtual Json config() const = 0;
   DeviceKind device() const { return device_; }
 
-  virtual void bind_params(const EncodingParams& p) { p_ = p; }
+  virtual void bind_params(const ParamBinding& p) { p_ = p; }
   // Fills host_params [n_params] with the initial values.
   virtual void initialize(float* host_params, Pcg32& rng) { (void)host_params, (void)rng; }
 
@@ -46,7 +42,7 @@ class Encoding {
  protected:
   explicit Encoding(DeviceKind device) : device_(device) {}
   DeviceKind device_;
-  EncodingParams p_;
+  ParamBinding p_;
 };
 
 // Builds an encoding of n_input_dims from a tiny-cuda-nn style config. Unknown otype or

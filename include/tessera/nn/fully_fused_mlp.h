@@ -5,6 +5,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/nn/network.h"
+#include "tessera/nn/params.h"
 #include "tessera/ops/fused_mlp_cuda.h"
 #include "tessera/ops/mlp_shape.h"
 
@@ -24,18 +25,11 @@ struct MlpConfig {
 // activation, output_activation, initialization ("Xavier" | "He").
 MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, DeviceKind device);
 
-// Parameter storage owned by a larger model (NetworkWithInputEncoding keeps network and
-// encoding parameters in one array so one optimizer pass updates both).
-struct ParamStorage {
-  float* params = nullptr;       // [n_params]
-  float* gradients = nullptr;    // [n_params]
-  uint16_t* params_half = nullptr;  // [n_params] on CUDA, else null
-};
 
 class FullyFusedMlp final : public Network {
  public:
   // Without `storage` the network allocates its own parameters.
-  FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamStorage* storage = nullptr);
+  FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamBinding* storage = nullptr);
   ~FullyFusedMlp() override;
 
   uint32_t input_width() const override { return cfg_.shape.input_width; }
@@ -50,6 +44,9 @@ class FullyFusedMlp final : public Network {
   uint16_t* params_half() override { return p_.params_half; }
   void params_changed() override;
   void initialize(uint64_t seed) override;
+  // Moves the parameters into storage owned by a larger model (values are copied over;
+  // the network's own arrays are freed).
+  void bind_params(const ParamBinding& storage);
 
   // Which fused kernel variant runs (tests name each one; default: chosen per shape).
   void set_kernel_options(const ops::FusedMlpOptions& o) { kernel_options_ = o; }
@@ -86,7 +83,7 @@ class FullyFusedMlp final : public Network {
   DeviceKind device_;
   Buffer<float> params_, grads_;
   Buffer<uint16_t> params_half_;
-  ParamStorage p_;  // points into the buffers above or into the owner's storage
+  ParamBinding p_;  // points into the buffers above or into the owner's storage
   Buffer<ops::TrainState> state_;
   Path path_ = Path::reference;
   ops::FusedMlpOptions kernel_options_;

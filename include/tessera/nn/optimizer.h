@@ -12,10 +12,23 @@
 
 namespace tessera::nn {
 
+// What one optimizer step updates: n parameters on a device (the first n_matrix are network
+// matrices, the rest encoding tables: see AdamHyper), their gradients, the fp16 copy to
+// refresh (or null) and the step's TrainState (skip flag).
+struct OptimizerTarget {
+  DeviceKind device = DeviceKind::cpu;
+  size_t n = 0, n_matrix = 0;
+  float* params = nullptr;
+  const float* gradients = nullptr;
+  uint16_t* params_half = nullptr;
+  ops::TrainState* state = nullptr;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
-  virtual void step(Network& network) = 0;
+  virtual void step(const OptimizerTarget& target) = 0;
+  void step(Network& network);
   virtual float learning_rate() const = 0;
   virtual void set_learning_rate(float lr) = 0;
   virtual Json config() const = 0;
@@ -28,7 +41,8 @@ class Optimizer {
 class Adam final : public Optimizer {
  public:
   explicit Adam(const ops::AdamHyper& h) : h_(h) {}
-  void step(Network& network) override;
+  void step(const OptimizerTarget& target) override;
+  using Optimizer::step;
   float learning_rate() const override { return h_.learning_rate; }
   void set_learning_rate(float lr) override { h_.learning_rate = lr; }
   Json config() const override;
@@ -41,7 +55,8 @@ class Adam final : public Optimizer {
 class Sgd final : public Optimizer {
  public:
   Sgd(float lr, float l2_reg) : lr_(lr), l2_reg_(l2_reg) {}
-  void step(Network& network) override;
+  void step(const OptimizerTarget& target) override;
+  using Optimizer::step;
   float learning_rate() const override { return lr_; }
   void set_learning_rate(float lr) override { lr_ = lr; }
   Json config() const override;
@@ -54,7 +69,8 @@ class Sgd final : public Optimizer {
 class ExponentialDecay final : public Optimizer {
  public:
   ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t decay_start, uint64_t decay_interval, float decay_base);
-  void step(Network& network) override;
+  void step(const OptimizerTarget& target) override;
+  using Optimizer::step;
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
   Json config() const override;

@@ -1,11 +1,15 @@
 // The CPU backend's op table: the reference implementations, behind the same signatures
 // every backend registers (ops/dispatch.h).
+#include <cmath>
+
 #include "../register_ops.h"
 #include "tessera/ops/encodings.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/ger.h"
 #include "tessera/ops/image_sample.h"
+#include "tessera/ops/matrix.h"
+#include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops::cpu {
@@ -45,6 +49,25 @@ void register_ops(Backend& b) {
   b.add_op<Ger>([](Stream&, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
                    size_t lda) { ger(rows, cols, alpha, x, y, A, lda); });
   b.add_op<Gemm>([](Stream&, const GemmDesc& d, const void* A, const void* B, void* C) { gemm(d, A, B, C); });
+  b.add_op<MatrixAxpby>([](Stream&, size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride,
+                           float beta, float* dst, uint32_t dst_stride) {
+    matrix_axpby(rows, cols, alpha, src, src_stride, beta, dst, dst_stride);
+  });
+  b.add_op<LossPartialsNeeded>([](Stream&, size_t) { return size_t(1); });
+  b.add_op<LossForwardBackward>([](Stream&, const LossParams& loss, const float* y, const float* target, size_t n,
+                                   float norm, float* dL_dy, float*, TrainState* state) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      sum += loss_value(loss, y[i], target[i]);
+      dL_dy[i] = norm * loss_gradient(loss, y[i], target[i]);
+    }
+    state->last_loss = float(sum * norm);
+  });
+  b.add_op<SettleStep>([](Stream&, const float* grads, size_t n, TrainState* state) {
+    bool finite = true;
+    for (size_t i = 0; i < n && finite; ++i) finite = std::isfinite(grads[i]);
+    finish_step(*state, finite);
+  });
 }
 
 }  // namespace tessera::ops::cpu

@@ -6,6 +6,7 @@
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/ger.h"
 #include "tessera/ops/image_sample.h"
+#include "tessera/ops/matrix.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
 
@@ -61,6 +62,10 @@ void register_ops(Backend& b) {
     ger(rows, cols, alpha, x, y, A, lda, &s);
   });
   b.add_op<Gemm>([](Stream& s, const GemmDesc& d, const void* A, const void* B, void* C) { gemm(s, d, A, B, C); });
+  b.add_op<MatrixAxpby>([](Stream& s, size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride,
+                           float beta, float* dst, uint32_t dst_stride) {
+    matrix_axpby(rows, cols, alpha, src, src_stride, beta, dst, dst_stride, &s);
+  });
 
   b.add_op<FusedMlpInference>([](Stream& s, const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
                                  const float* input, const uint16_t* input_half, size_t batch, float* output,

@@ -1,0 +1,50 @@
+#pragma once
+// Trains any Module (a composite such as the NeRF model) with a loss and an optimizer: the
+// general forward -> loss -> backward -> settle -> optimizer step, for models that are not
+// one encoding -> MLP -> loss chain (that one has the fused step: nn::Trainer). The model's
+// parameters live here in one array (every matrix first, then the tables), with one
+// TrainState: one skip decision per step for the whole model.
+#include <memory>
+
+#include "tessera/core/buffer.h"
+#include "tessera/nn/module.h"
+#include "tessera/nn/optimizer.h"
+#include "tessera/ops/loss_kind.h"
+#include "tessera/ops/train_state.h"
+
+namespace tessera::nn {
+
+class ModelTrainer {
+ public:
+  ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::unique_ptr<Optimizer> optimizer,
+               uint64_t seed = 1337);
+
+  // input [batch, model input], target [batch, model output], on the model's device; the
+  // loss is the mean over batch x outputs. Queues the step; last_loss() waits for it.
+  void training_step_async(ConstView input, ConstView target);
+  float training_step(ConstView input, ConstView target);
+  void inference(ConstView input, View output) { model_->inference(input, output); }
+
+  float last_loss();
+  uint32_t skipped_steps();
+  Module& model() { return *model_; }
+  Optimizer& optimizer() { return *opt_; }
+  size_t n_params() const { return params_.size(); }
+  float* params() { return params_.data(); }
+  float* gradients() { return grads_.data(); }
+  // Call after writing params() directly.
+  void params_changed() { model_->params_changed(); }
+
+ private:
+  ops::TrainState read_state();
+
+  std::unique_ptr<Module> model_;
+  LossParams loss_;
+  std::unique_ptr<Optimizer> opt_;
+  Buffer<float> params_, grads_;
+  Buffer<uint16_t> params_half_;
+  Buffer<ops::TrainState> state_;
+  Buffer<float> output_, dL_doutput_, loss_partials_;  // grow-only scratch
+};
+
+}  // namespace tessera::nn

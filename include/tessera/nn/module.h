@@ -1,0 +1,108 @@
+#pragma once
+// Composable differentiable modules: one interface for encodings, networks and the
+// composites built from them (a NeRF model is grid -> density MLP -> [features, SH(dir)]
+// -> colour MLP). Inputs and outputs are strided views of row-major matrices, so a module
+// writes straight into the columns of the next one's input. docs/ARCHITECTURE.md shows
+// where a new module goes.
+//
+// Lifetime rule: a module keeps its intermediate results in its own grow-only buffers (no
+// allocation per call in the steady state), so one forward is in flight per module: the
+// context of a forward is valid for backward until the next forward of the same module
+// (backward checks this and says so).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/buffer.h"
+#include "tessera/core/config.h"
+#include "tessera/core/device.h"
+#include "tessera/nn/params.h"
+#include "tessera/ops/mlp.h"
+
+namespace tessera::nn {
+
+class Encoding;
+class FullyFusedMlp;
+using ops::GradientMode;
+
+// [rows, cols] with element (r, c) at data[r * stride + c] (stride >= cols), on the
+// module's device.
+template <typename T>
+struct MatrixView {
+  T* data = nullptr;
+  size_t rows = 0;
+  uint32_t cols = 0, stride = 0;
+
+  MatrixView() = default;
+  MatrixView(T* d, size_t r, uint32_t c, uint32_t s) : data(d), rows(r), cols(c), stride(s) {}
+  MatrixView(T* d, size_t r, uint32_t c) : MatrixView(d, r, c, c) {}
+  // A read-only view of a writable one.
+  template <typename U, typename = std::enable_if_t<std::is_same_v<const U, T> && !std::is_same_v<U, T>>>
+  MatrixView(const MatrixView<U>& v) : data(v.data), rows(v.rows), cols(v.cols), stride(v.stride) {}
+
+  bool empty() const { return data == nullptr; }
+  bool contiguous() const { return stride == cols; }
+  // Columns [first, first + count) of every row.
+  MatrixView columns(uint32_t first, uint32_t count) const;
+};
+using View = MatrixView<float>;
+using ConstView = MatrixView<const float>;
+
+// What forward() keeps for backward(); opaque to callers.
+class ModuleContext {
+ public:
+  virtual ~ModuleContext() = default;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  virtual uint32_t input_width() const = 0;
+  virtual uint32_t output_width() const = 0;
+  virtual DeviceKind device() const = 0;
+  virtual Json config() const = 0;
+
+  // Parameters: matrix parameters (network weights) and the rest (encoding tables) bind to
+  // two regions, so a model can keep every matrix first, as tiny-cuda-nn's Adam expects.
+  virtual size_t n_params() const { return 0; }
+  virtual size_t n_matrix_params() const { return 0; }
+  size_t n_table_params() const { return n_params() - n_matrix_params(); }
+  virtual void bind_params(const ParamBinding& matrices, const ParamBinding& tables) { (void)matrices, (void)tables; }
+  // Initial values into the bound parameters; refreshes the fp16 copy.
+  virtual void initialize(uint64_t seed) { (void)seed; }
+  // After the bound fp32 parameters changed other than through an optimizer.
+  virtual void params_changed() {}
+
+  // out [batch, output_width] = f(in [batch, input_width]); stores nothing for backward.
+  virtual void inference(ConstView in, View out) = 0;
+  // The same, keeping what backward() needs.
+  virtual std::unique_ptr<ModuleContext> forward(ConstView in, View out) = 0;
+  // Parameter gradients (overwrite or accumulate into the bound gradients) and, when
+  // dL_din is not empty, dL/d(in) (overwrite). `in` is the forward's input.
+  virtual void backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) = 0;
+
+ protected:
+  void check_shapes(const char* what, ConstView in, ConstView out) const;
+};
+
+// Leaves: an encoding or an MLP as a module (the MLP's parameters move into the model's
+// matrix region when bound).
+std::unique_ptr<Module> make_module(std::unique_ptr<Encoding> encoding);
+std::unique_ptr<Module> make_module(std::unique_ptr<FullyFusedMlp> network);
+
+// Children one after the other: output of child i is the input of child i + 1.
+std::unique_ptr<Module> make_sequential(std::vector<std::unique_ptr<Module>> children);
+
+// Branches side by side, each reading columns [first, first + width) of the input
+// (ranges may overlap; their input gradients add up); outputs concatenated in order.
+struct Branch {
+  uint32_t first_input = 0;
+  std::unique_ptr<Module> module;
+};
+std::unique_ptr<Module> make_parallel(uint32_t input_width, std::vector<Branch> branches);
+
+// Pass-through of `width` columns (routes a value around a branch, e.g. NeRF's density).
+std::unique_ptr<Module> make_identity(uint32_t width, DeviceKind device);
+
+}  // namespace tessera::nn

@@ -1,0 +1,32 @@
+#pragma once
+// Elementwise ops on strided row-major fp32 matrices (element (r, c) at data[r * stride +
+// c]), the glue of composite modules: copy a block of columns, accumulate input gradients
+// of branches that read the same columns, zero columns nobody writes.
+#include <cstddef>
+#include <cstdint>
+
+namespace tessera {
+class Stream;
+}
+
+namespace tessera::ops {
+
+// dst = alpha * src + beta * dst over [rows, cols]. src may be null (dst = beta * dst);
+// beta = 0 never reads dst (so it may hold NaN).
+struct MatrixAxpby {
+  static constexpr const char* name = "matrix_axpby";
+  using Fn = void(Stream&, size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
+                  float* dst, uint32_t dst_stride);
+};
+
+namespace cpu {
+void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
+                  float* dst, uint32_t dst_stride);
+}  // namespace cpu
+
+namespace cuda {
+void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
+                  float* dst, uint32_t dst_stride, Stream* stream = nullptr);
+}  // namespace cuda
+
+}  // namespace tessera::ops

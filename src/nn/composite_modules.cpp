@@ -1,0 +1,245 @@
+// Composite modules: Sequential (children chained) and Parallel (branches on column
+// ranges of the input, outputs concatenated). Parameters of the children sit in
+// consecutive slices of the composite's matrix and table regions.
+#include <algorithm>
+
+#include "module_internal.h"
+#include "tessera/core/error.h"
+
+namespace tessera::nn {
+namespace {
+
+struct CompositeContext final : ModuleContext {
+  std::vector<std::unique_ptr<ModuleContext>> children;
+  uint64_t generation = 0;
+};
+
+CompositeContext& composite_context(ModuleContext& base, const char* what) {
+  auto* ctx = dynamic_cast<CompositeContext*>(&base);
+  TESSERA_CHECK(ctx, "{} backward: the context comes from another module", what);
+  return *ctx;
+}
+
+// Hands each child its slice of both parameter regions; seeds differ per child.
+class CompositeBase : public Module {
+ public:
+  DeviceKind device() const override { return device_; }
+  size_t n_params() const override {
+    size_t n = 0;
+    for (const Module* c : children_) n += c->n_params();
+    return n;
+  }
+  size_t n_matrix_params() const override {
+    size_t n = 0;
+    for (const Module* c : children_) n += c->n_matrix_params();
+    return n;
+  }
+  void bind_params(const ParamBinding& matrices, const ParamBinding& tables) override {
+    size_t m = 0, t = 0;
+    for (Module* c : children_) {
+      c->bind_params(matrices.slice(m), tables.slice(t));
+      m += c->n_matrix_params();
+      t += c->n_table_params();
+    }
+  }
+  void initialize(uint64_t seed) override {
+    for (size_t i = 0; i < children_.size(); ++i) children_[i]->initialize(seed + 0x9e3779b97f4a7c15ULL * (i + 1));
+  }
+  void params_changed() override {
+    for (Module* c : children_) c->params_changed();
+  }
+
+ protected:
+  void set_children(std::vector<Module*> children, const char* what) {
+    TESSERA_CHECK(!children.empty(), "{}: needs at least one module", what);
+    for (Module* c : children) {
+      TESSERA_CHECK(c, "{}: a module is missing", what);
+      TESSERA_CHECK(c->device() == children.front()->device(), "{}: modules on different devices ({} and {})", what,
+                    to_string(c->device()), to_string(children.front()->device()));
+    }
+    children_ = std::move(children);
+    device_ = children_.front()->device();
+  }
+  std::vector<Module*> children_;
+  DeviceKind device_ = DeviceKind::cpu;
+};
+
+class Sequential final : public CompositeBase {
+ public:
+  explicit Sequential(std::vector<std::unique_ptr<Module>> children) : owned_(std::move(children)) {
+    std::vector<Module*> raw;
+    for (auto& c : owned_) raw.push_back(c.get());
+    set_children(raw, "Sequential");
+    for (size_t i = 0; i + 1 < owned_.size(); ++i)
+      TESSERA_CHECK(owned_[i]->output_width() == owned_[i + 1]->input_width(),
+                    "Sequential: module {} puts out {} columns but module {} takes {}", i, owned_[i]->output_width(),
+                    i + 1, owned_[i + 1]->input_width());
+    for (size_t i = 0; i + 1 < owned_.size(); ++i) {
+      act_.emplace_back(device_, 0);
+      grad_.emplace_back(device_, 0);
+    }
+  }
+  uint32_t input_width() const override { return owned_.front()->input_width(); }
+  uint32_t output_width() const override { return owned_.back()->output_width(); }
+  Json config() const override {
+    Json modules = Json::array();
+    for (auto& c : owned_) modules.push_back(c->config());
+    return Json{{"otype", "Sequential"}, {"modules", modules}};
+  }
+
+  void inference(ConstView in, View out) override {
+    check_shapes("Sequential inference", in, out);
+    run_forward(in, out, nullptr);
+  }
+  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
+    check_shapes("Sequential forward", in, out);
+    auto ctx = std::make_unique<CompositeContext>();
+    run_forward(in, out, ctx.get());
+    ctx->generation = ++generation_;
+    return ctx;
+  }
+  void backward(ModuleContext& base, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
+    CompositeContext& ctx = composite_context(base, "Sequential");
+    TESSERA_CHECK(ctx.generation == generation_,
+                  "Sequential backward: another forward ran since this context's forward (one forward in flight per "
+                  "module)");
+    check_shapes("Sequential backward", in, dL_dout);
+    const size_t batch = in.rows;
+    // Gradients flow into module i's input only when someone upstream needs them.
+    std::vector<bool> need_input_grad(owned_.size(), !dL_din.empty());
+    for (size_t i = 1; i < owned_.size(); ++i)
+      need_input_grad[i] = need_input_grad[i - 1] || owned_[i - 1]->n_params() > 0;
+    ConstView g = dL_dout;
+    for (size_t i = owned_.size(); i-- > 0;) {
+      const ConstView x = i == 0 ? in : ConstView(View(act_[i - 1].data(), batch, owned_[i]->input_width()));
+      View dx;
+      if (need_input_grad[i]) dx = i == 0 ? dL_din : detail::scratch_view(grad_[i - 1], batch, owned_[i]->input_width());
+      owned_[i]->backward(*ctx.children[i], x, g, dx, mode);
+      if (!need_input_grad[i]) break;  // nothing before module i has parameters or wants gradients
+      g = dx;
+    }
+  }
+
+ private:
+  void run_forward(ConstView in, View out, CompositeContext* ctx) {
+    ConstView x = in;
+    for (size_t i = 0; i < owned_.size(); ++i) {
+      View y = i + 1 == owned_.size() ? out : detail::scratch_view(act_[i], in.rows, owned_[i]->output_width());
+      if (ctx) ctx->children.push_back(owned_[i]->forward(x, y));
+      else owned_[i]->inference(x, y);
+      x = y;
+    }
+  }
+
+  std::vector<std::unique_ptr<Module>> owned_;
+  std::vector<Buffer<float>> act_, grad_;  // [batch, width of module i's output], grow-only
+  uint64_t generation_ = 0;
+};
+
+class Parallel final : public CompositeBase {
+ public:
+  Parallel(uint32_t input_width, std::vector<Branch> branches) : input_width_(input_width), branches_(std::move(branches)) {
+    std::vector<Module*> raw;
+    uint32_t out = 0;
+    for (size_t i = 0; i < branches_.size(); ++i) {
+      const Branch& b = branches_[i];
+      TESSERA_CHECK(b.module, "Parallel: branch {} has no module", i);
+      TESSERA_CHECK(b.first_input + b.module->input_width() <= input_width,
+                    "Parallel: branch {} reads columns [{}, {}) of an input of {}", i, b.first_input,
+                    b.first_input + b.module->input_width(), input_width);
+      raw.push_back(b.module.get());
+      out_offset_.push_back(out);
+      out += b.module->output_width();
+      // A branch whose input columns overlap an earlier branch's adds its input gradient
+      // through scratch; the others write theirs in place.
+      bool overlaps = false;
+      for (size_t j = 0; j < i; ++j) {
+        const Branch& o = branches_[j];
+        overlaps |= b.first_input < o.first_input + o.module->input_width() &&
+                    o.first_input < b.first_input + b.module->input_width();
+      }
+      accumulates_.push_back(overlaps);
+      scratch_.emplace_back(b.module->device(), 0);
+    }
+    output_width_ = out;
+    set_children(raw, "Parallel");
+    std::vector<bool> covered(input_width, false);
+    for (const Branch& b : branches_)
+      for (uint32_t c = 0; c < b.module->input_width(); ++c) covered[b.first_input + c] = true;
+    for (uint32_t c = 0; c < input_width;) {  // column runs no branch reads: their gradient is 0
+      if (covered[c]) {
+        ++c;
+        continue;
+      }
+      uint32_t e = c;
+      while (e < input_width && !covered[e]) ++e;
+      uncovered_.push_back({c, e - c});
+      c = e;
+    }
+  }
+  uint32_t input_width() const override { return input_width_; }
+  uint32_t output_width() const override { return output_width_; }
+  Json config() const override {
+    Json branches = Json::array();
+    for (const Branch& b : branches_)
+      branches.push_back(Json{{"first_input", b.first_input}, {"module", b.module->config()}});
+    return Json{{"otype", "Parallel"}, {"n_input_dims", input_width_}, {"branches", branches}};
+  }
+
+  void inference(ConstView in, View out) override {
+    check_shapes("Parallel inference", in, out);
+    for (size_t i = 0; i < branches_.size(); ++i) branches_[i].module->inference(branch_input(in, i), branch_output(out, i));
+  }
+  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
+    check_shapes("Parallel forward", in, out);
+    auto ctx = std::make_unique<CompositeContext>();
+    for (size_t i = 0; i < branches_.size(); ++i)
+      ctx->children.push_back(branches_[i].module->forward(branch_input(in, i), branch_output(out, i)));
+    return ctx;
+  }
+  void backward(ModuleContext& base, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
+    CompositeContext& ctx = composite_context(base, "Parallel");
+    check_shapes("Parallel backward", in, dL_dout);
+    if (!dL_din.empty())
+      for (const auto& [first, count] : uncovered_) detail::zero_view(device_, dL_din.columns(first, count));
+    for (size_t i = 0; i < branches_.size(); ++i) {
+      Module& m = *branches_[i].module;
+      const ConstView g = dL_dout.columns(out_offset_[i], m.output_width());
+      if (dL_din.empty()) {
+        m.backward(*ctx.children[i], branch_input(in, i), g, View(), mode);
+      } else if (!accumulates_[i]) {
+        m.backward(*ctx.children[i], branch_input(in, i), g, branch_input(dL_din, i), mode);
+      } else {
+        View dx = detail::scratch_view(scratch_[i], in.rows, m.input_width());
+        m.backward(*ctx.children[i], branch_input(in, i), g, dx, mode);
+        detail::copy_view(device_, dx, branch_input(dL_din, i), 1.0f);
+      }
+    }
+  }
+
+ private:
+  template <typename T>
+  MatrixView<T> branch_input(MatrixView<T> in, size_t i) const {
+    return in.columns(branches_[i].first_input, branches_[i].module->input_width());
+  }
+  View branch_output(View out, size_t i) const { return out.columns(out_offset_[i], branches_[i].module->output_width()); }
+
+  uint32_t input_width_, output_width_ = 0;
+  std::vector<Branch> branches_;
+  std::vector<uint32_t> out_offset_;
+  std::vector<bool> accumulates_;
+  std::vector<std::pair<uint32_t, uint32_t>> uncovered_;  // (first column, count)
+  std::vector<Buffer<float>> scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> make_sequential(std::vector<std::unique_ptr<Module>> children) {
+  return std::make_unique<Sequential>(std::move(children));
+}
+
+std::unique_ptr<Module> make_parallel(uint32_t input_width, std::vector<Branch> branches) {
+  return std::make_unique<Parallel>(input_width, std::move(branches));
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,66 @@
+#include "tessera/nn/model_trainer.h"
+
+#include "tessera/core/backend.h"
+#include "tessera/core/error.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/mlp_gemm_cuda.h"
+
+namespace tessera::nn {
+
+ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::unique_ptr<Optimizer> optimizer,
+                           uint64_t seed)
+    : model_(std::move(model)), loss_(loss), opt_(std::move(optimizer)) {
+  TESSERA_CHECK(model_ && opt_, "ModelTrainer needs a model and an optimizer");
+  const DeviceKind d = model_->device();
+  const size_t n = model_->n_params(), n_matrix = model_->n_matrix_params();
+  params_ = Buffer<float>(d, n);
+  grads_ = Buffer<float>(d, n);
+  grads_.zero();
+  if (backend_for(d).uses_half_params()) params_half_ = Buffer<uint16_t>(d, n);
+  const ParamBinding all{params_.data(), grads_.data(), params_half_.size() ? params_half_.data() : nullptr};
+  model_->bind_params(all, all.slice(n_matrix));
+  model_->initialize(seed);
+  state_ = Buffer<ops::TrainState>(d, 1);
+  const ops::TrainState fresh;
+  state_.copy_from_host(&fresh, 1);
+  output_ = Buffer<float>(d, 0), dL_doutput_ = Buffer<float>(d, 0), loss_partials_ = Buffer<float>(d, 0);
+}
+
+void ModelTrainer::training_step_async(ConstView input, ConstView target) {
+  const size_t batch = input.rows;
+  const uint32_t out = model_->output_width();
+  TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
+  TESSERA_CHECK(target.rows == batch && target.cols == out && target.contiguous(),
+                "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out, target.rows,
+                target.cols, target.stride);
+  const DeviceKind d = model_->device();
+  output_.ensure(batch * out);
+  dL_doutput_.ensure(batch * out);
+  const View y(output_.data(), batch, out);
+  auto ctx = model_->forward(input, y);
+  const size_t n = batch * out;
+  loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(d, n));
+  ops::call<ops::LossForwardBackward>(d, loss_, output_.data(), target.data, n, 1.0f / float(n), dL_doutput_.data(),
+                                      loss_partials_.data(), state_.data());
+  model_->backward(*ctx, input, View(dL_doutput_.data(), batch, out), View(), GradientMode::overwrite);
+  // One settle for the whole model: skip the step when any gradient is not finite.
+  ops::call<ops::SettleStep>(d, grads_.data(), grads_.size(), state_.data());
+  opt_->step(OptimizerTarget{d, params_.size(), model_->n_matrix_params(), params_.data(), grads_.data(),
+                             params_half_.size() ? params_half_.data() : nullptr, state_.data()});
+}
+
+float ModelTrainer::training_step(ConstView input, ConstView target) {
+  training_step_async(input, target);
+  return last_loss();
+}
+
+ops::TrainState ModelTrainer::read_state() {
+  ops::TrainState s;
+  state_.copy_to_host(&s, 1);
+  return s;
+}
+
+float ModelTrainer::last_loss() { return read_state().last_loss; }
+uint32_t ModelTrainer::skipped_steps() { return read_state().skipped_steps; }
+
+}  // namespace tessera::nn

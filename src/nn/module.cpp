@@ -1,0 +1,219 @@
+// Leaf modules (an encoding, an MLP, the identity) and the shared view helpers. The
+// composites are in composite_modules.cpp.
+#include "tessera/nn/module.h"
+
+#include "module_internal.h"
+#include "tessera/core/error.h"
+#include "tessera/core/rng.h"
+#include "tessera/nn/encoding.h"
+#include "tessera/nn/fully_fused_mlp.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/matrix.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera::nn {
+
+template <typename T>
+MatrixView<T> MatrixView<T>::columns(uint32_t first, uint32_t count) const {
+  TESSERA_CHECK(first + count <= cols, "view columns [{}, {}) are outside a view of {} columns", first, first + count,
+                cols);
+  return MatrixView<T>(data ? data + first : nullptr, rows, count, stride);
+}
+template struct MatrixView<float>;
+template struct MatrixView<const float>;
+
+void Module::check_shapes(const char* what, ConstView in, ConstView out) const {
+  TESSERA_CHECK(in.cols == input_width() && out.cols == output_width() && in.rows == out.rows,
+                "{}: expects input [batch, {}] and output [batch, {}], got [{}, {}] and [{}, {}]", what, input_width(),
+                output_width(), in.rows, in.cols, out.rows, out.cols);
+  TESSERA_CHECK(in.rows == 0 || (in.data && out.data), "{}: input and output must not be null", what);
+  TESSERA_CHECK(in.stride >= in.cols && out.stride >= out.cols, "{}: a view's stride is smaller than its width", what);
+}
+
+namespace detail {
+
+void copy_view(DeviceKind device, ConstView src, View dst, float beta) {
+  ops::call<ops::MatrixAxpby>(device, src.rows, src.cols, 1.0f, src.data, src.stride, beta, dst.data, dst.stride);
+}
+
+void zero_view(DeviceKind device, View dst) {
+  ops::call<ops::MatrixAxpby>(device, dst.rows, dst.cols, 0.0f, nullptr, 0u, 0.0f, dst.data, dst.stride);
+}
+
+View scratch_view(Buffer<float>& buffer, size_t rows, uint32_t cols) {
+  buffer.ensure(rows * cols);
+  return View(buffer.data(), rows, cols);
+}
+
+void refresh_half(DeviceKind device, const ParamBinding& p, size_t n) {
+  if (n && p.params_half) ops::call<ops::ConvertToHalf>(device, p.params, p.params_half, n);
+}
+
+}  // namespace detail
+
+namespace {
+
+// An encoding: strided input and output natively; parameters (grid tables) in the table
+// region; recomputes from the input in backward, so the context is empty.
+class EncodingModule final : public Module {
+ public:
+  explicit EncodingModule(std::unique_ptr<Encoding> e) : e_(std::move(e)) {
+    TESSERA_CHECK(e_, "make_module: no encoding");
+  }
+  uint32_t input_width() const override { return e_->input_width(); }
+  uint32_t output_width() const override { return e_->output_width(); }
+  DeviceKind device() const override { return e_->device(); }
+  Json config() const override { return e_->config(); }
+  size_t n_params() const override { return e_->n_params(); }
+  void bind_params(const ParamBinding&, const ParamBinding& tables) override {
+    p_ = tables;
+    e_->bind_params(tables);
+  }
+  void initialize(uint64_t seed) override {
+    if (!n_params()) return;
+    TESSERA_CHECK(p_.params, "encoding module: parameters are not bound");
+    std::vector<float> host(n_params());
+    Pcg32 rng(seed, 0x9e3779b97f4a7c15ULL);
+    e_->initialize(host.data(), rng);
+    tessera::detail::copy_bytes(device(), p_.params, host.data(), host.size() * sizeof(float), true, false);
+    params_changed();
+  }
+  void params_changed() override { detail::refresh_half(device(), p_, n_params()); }
+
+  void inference(ConstView in, View out) override {
+    check_shapes("encoding inference", in, out);
+    e_->encode(in.data, in.stride, in.rows, out.data, out.stride);
+  }
+  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
+    check_shapes("encoding forward", in, out);
+    e_->encode(in.data, in.stride, in.rows, out.data, out.stride);
+    return std::make_unique<ModuleContext>();
+  }
+  void backward(ModuleContext&, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
+    check_shapes("encoding backward", in, dL_dout);
+    if (n_params() && mode == GradientMode::overwrite)
+      tessera::detail::fill_bytes(device(), p_.gradients, 0, n_params() * sizeof(float));
+    if (!n_params() && dL_din.empty()) return;
+    e_->backward(in.data, in.stride, in.rows, dL_dout.data, dL_dout.stride, dL_din.data, dL_din.stride);
+  }
+
+ private:
+  std::unique_ptr<Encoding> e_;
+  ParamBinding p_;
+};
+
+// An MLP: the fused / GEMM / reference paths of FullyFusedMlp, which read and write
+// contiguous rows; strided views are staged through grow-only buffers.
+class MlpModule final : public Module {
+  struct Context final : ModuleContext {
+    std::unique_ptr<ForwardContext> net;
+    uint64_t generation = 0;
+  };
+
+ public:
+  explicit MlpModule(std::unique_ptr<FullyFusedMlp> net) : net_(std::move(net)) {
+    TESSERA_CHECK(net_, "make_module: no network");
+    const DeviceKind d = net_->device();
+    in_stage_ = Buffer<float>(d, 0), out_stage_ = Buffer<float>(d, 0);
+    dout_stage_ = Buffer<float>(d, 0), din_stage_ = Buffer<float>(d, 0);
+  }
+  uint32_t input_width() const override { return net_->input_width(); }
+  uint32_t output_width() const override { return net_->output_width(); }
+  DeviceKind device() const override { return net_->device(); }
+  Json config() const override { return net_->config(); }
+  size_t n_params() const override { return net_->n_params(); }
+  size_t n_matrix_params() const override { return net_->n_params(); }
+  void bind_params(const ParamBinding& matrices, const ParamBinding&) override { net_->bind_params(matrices); }
+  void initialize(uint64_t seed) override { net_->initialize(seed); }
+  void params_changed() override { net_->params_changed(); }
+
+  void inference(ConstView in, View out) override {
+    check_shapes("MLP inference", in, out);
+    if (in.rows == 0) return;
+    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
+    net_->inference(contiguous_input(in), in.rows, y.data);
+    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+  }
+  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
+    check_shapes("MLP forward", in, out);
+    auto ctx = std::make_unique<Context>();
+    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
+    ctx->net = net_->forward(contiguous_input(in), in.rows, y.data);
+    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+    ctx->generation = ++generation_;
+    return ctx;
+  }
+  void backward(ModuleContext& base, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
+    auto* ctx = dynamic_cast<Context*>(&base);
+    TESSERA_CHECK(ctx, "MLP backward: the context comes from another module");
+    TESSERA_CHECK(ctx->generation == generation_,
+                  "MLP backward: another forward ran since this context's forward (one forward in flight per module)");
+    check_shapes("MLP backward", in, dL_dout);
+    const float* dy = dL_dout.data;
+    if (!dL_dout.contiguous()) {
+      View staged = detail::scratch_view(dout_stage_, dL_dout.rows, dL_dout.cols);
+      detail::copy_view(device(), dL_dout, staged, 0.0f);
+      dy = staged.data;
+    }
+    View dx = dL_din.empty() || dL_din.contiguous() ? dL_din : detail::scratch_view(din_stage_, in.rows, in.cols);
+    net_->backward(*ctx->net, dy, dx.data, mode);
+    if (!dL_din.empty() && !dL_din.contiguous()) detail::copy_view(device(), dx, dL_din, 0.0f);
+  }
+
+ private:
+  // The input as contiguous rows: the view itself, or a copy that lives until the next
+  // forward (the fused backward re-reads it).
+  const float* contiguous_input(ConstView in) {
+    if (in.contiguous()) return in.data;
+    View staged = detail::scratch_view(in_stage_, in.rows, in.cols);
+    detail::copy_view(device(), in, staged, 0.0f);
+    return staged.data;
+  }
+
+  std::unique_ptr<FullyFusedMlp> net_;
+  Buffer<float> in_stage_, out_stage_, dout_stage_, din_stage_;
+  uint64_t generation_ = 0;
+};
+
+class IdentityModule final : public Module {
+ public:
+  IdentityModule(uint32_t width, DeviceKind device) : width_(width), device_(device) {
+    TESSERA_CHECK(width >= 1, "identity module: width must be at least 1");
+  }
+  uint32_t input_width() const override { return width_; }
+  uint32_t output_width() const override { return width_; }
+  DeviceKind device() const override { return device_; }
+  Json config() const override { return Json{{"otype", "Identity"}, {"n_dims", width_}}; }
+  void inference(ConstView in, View out) override {
+    check_shapes("identity", in, out);
+    detail::copy_view(device_, in, out, 0.0f);
+  }
+  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
+    inference(in, out);
+    return std::make_unique<ModuleContext>();
+  }
+  void backward(ModuleContext&, ConstView in, ConstView dL_dout, View dL_din, GradientMode) override {
+    check_shapes("identity backward", in, dL_dout);
+    if (!dL_din.empty()) detail::copy_view(device_, dL_dout, dL_din, 0.0f);
+  }
+
+ private:
+  uint32_t width_;
+  DeviceKind device_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> make_module(std::unique_ptr<Encoding> encoding) {
+  return std::make_unique<EncodingModule>(std::move(encoding));
+}
+
+std::unique_ptr<Module> make_module(std::unique_ptr<FullyFusedMlp> network) {
+  return std::make_unique<MlpModule>(std::move(network));
+}
+
+std::unique_ptr<Module> make_identity(uint32_t width, DeviceKind device) {
+  return std::make_unique<IdentityModule>(width, device);
+}
+
+}  // namespace tessera::nn
