@@ -70,9 +70,10 @@ TEST(ModulesCuda, NerfShapedCompositeMatchesCpu) {
   const double input_err = rel_error(gdx.to_host(), dx);
   std::printf("[ measured ] composite CUDA vs CPU: output %.2e, parameter gradients %.2e, input gradients %.2e\n",
               out_err, grad_err, input_err);
-  EXPECT_LT(out_err, 2e-2);
-  EXPECT_LT(grad_err, 5e-2);
-  EXPECT_LT(input_err, 5e-2);
+  // H200, 9 seeds: output <= 6.3e-5, parameter gradients <= 4.1e-4, input gradients <= 4.3e-4.
+  EXPECT_LT(out_err, 1e-3);
+  EXPECT_LT(grad_err, 5e-3);
+  EXPECT_LT(input_err, 5e-3);
 }
 
 TEST(ModulesCuda, ModelTrainerLearnsOnTheGpu) {
