@@ -11,6 +11,7 @@ namespace {
 
 struct CompositeContext final : ModuleContext {
   std::vector<std::unique_ptr<ModuleContext>> children;
+  std::vector<bool> half_input;  // Sequential: child i was fed fp16 by child i - 1
   uint64_t generation = 0;
 };
 
@@ -77,6 +78,7 @@ class Sequential final : public CompositeBase {
     for (size_t i = 0; i + 1 < owned_.size(); ++i) {
       act_.emplace_back(device_, 0);
       grad_.emplace_back(device_, 0);
+      half_.emplace_back(device_, 0);
     }
   }
   uint32_t input_width() const override { return owned_.front()->input_width(); }
@@ -111,7 +113,9 @@ class Sequential final : public CompositeBase {
       need_input_grad[i] = need_input_grad[i - 1] || owned_[i - 1]->n_params() > 0;
     ConstView g = dL_dout;
     for (size_t i = owned_.size(); i-- > 0;) {
-      const ConstView x = i == 0 ? in : ConstView(View(act_[i - 1].data(), batch, owned_[i]->input_width()));
+      // A child fed fp16 keeps its input itself: it gets a view without data.
+      float* xi = i == 0 ? nullptr : ctx.half_input[i] ? nullptr : act_[i - 1].data();
+      const ConstView x = i == 0 ? in : ConstView(View(xi, batch, owned_[i]->input_width()));
       View dx;
       if (need_input_grad[i]) dx = i == 0 ? dL_din : detail::scratch_view(grad_[i - 1], batch, owned_[i]->input_width());
       owned_[i]->backward(*ctx.children[i], x, g, dx, mode);
@@ -122,17 +126,40 @@ class Sequential final : public CompositeBase {
 
  private:
   void run_forward(ConstView in, View out, CompositeContext* ctx) {
+    const size_t batch = in.rows, k = owned_.size();
+    if (ctx) ctx->half_input.assign(k, false);
     ConstView x = in;
-    for (size_t i = 0; i < owned_.size(); ++i) {
-      View y = i + 1 == owned_.size() ? out : detail::scratch_view(act_[i], in.rows, owned_[i]->output_width());
-      if (ctx) ctx->children.push_back(owned_[i]->forward(x, y));
-      else owned_[i]->inference(x, y);
-      x = y;
+    for (size_t i = 0; i < k; ++i) {
+      Module& m = *owned_[i];
+      View y = i + 1 == k ? out : detail::scratch_view(act_[i], batch, m.output_width());
+      const bool hand_over_half = i + 1 < k && batch > 0 && m.can_output_half() &&
+                                  owned_[i + 1]->accepts_half_input(batch, ctx != nullptr);
+      if (!hand_over_half) {
+        if (ctx) ctx->children.push_back(m.forward(x, y));
+        else m.inference(x, y);
+        x = y;
+        continue;
+      }
+      // fp16 from module i straight into module i + 1 (act_[i] stays unused).
+      half_[i].ensure(batch * m.output_width());
+      Module& next = *owned_[i + 1];
+      View next_y = i + 2 == k ? out : detail::scratch_view(act_[i + 1], batch, next.output_width());
+      if (ctx) {
+        ctx->children.push_back(m.forward_half_output(x, half_[i].data()));
+        ctx->children.push_back(next.forward_half_input(half_[i].data(), batch, next_y));
+        ctx->half_input[i + 1] = true;
+      } else {
+        m.inference_half_output(x, half_[i].data());
+        next.inference_half_input(half_[i].data(), batch, next_y);
+      }
+      x = next_y;
+      ++i;
     }
   }
 
   std::vector<std::unique_ptr<Module>> owned_;
   std::vector<Buffer<float>> act_, grad_;  // [batch, width of module i's output], grow-only
+  std::vector<Buffer<uint16_t>> half_;     // fp16 output of module i when handed over so
   uint64_t generation_ = 0;
 };
 

@@ -73,6 +73,7 @@ struct CpuContext final : ForwardContext {
 // (cheaper than storing every activation to global memory and reading it back).
 struct FusedContext final : ForwardContext {
   const float* input = nullptr;
+  const uint16_t* input_half = nullptr;  // fp16 input instead (forward_half_input)
   size_t batch = 0;
 };
 
@@ -210,6 +211,7 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
   ops::cuda::FusedTrainArgs a;
   a.weights = p_.params_half;
   a.input = ctx->input;
+  a.input_half = ctx->input_half;
   a.batch = ctx->batch;
   a.dL_doutput = dL_doutput;
   a.dL_dinput = dL_dinput;
@@ -230,6 +232,15 @@ void FullyFusedMlp::inference_half_input(const uint16_t* input, size_t batch, fl
   if (batch == 0) return;
   ops::call<ops::FusedMlpInference>(device_, cfg_.shape, cfg_.activations, p_.params_half, nullptr, input, batch,
                                     output, kernel_options_);
+}
+
+std::unique_ptr<ForwardContext> FullyFusedMlp::forward_half_input(const uint16_t* input, size_t batch, float* output) {
+  TESSERA_CHECK(path_ == Path::fused, "FullyFusedMLP: fp16 input is a fused-kernel path");
+  auto ctx = std::make_unique<FusedContext>();
+  ctx->input_half = input;
+  ctx->batch = batch;
+  if (output) inference_half_input(input, batch, output);
+  return ctx;
 }
 
 void FullyFusedMlp::forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,

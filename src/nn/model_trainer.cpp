@@ -43,8 +43,11 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
   ops::call<ops::LossForwardBackward>(d, loss_, output_.data(), target.data, n, 1.0f / float(n), dL_doutput_.data(),
                                       loss_partials_.data(), state_.data());
   model_->backward(*ctx, input, View(dL_doutput_.data(), batch, out), View(), GradientMode::overwrite);
-  // One settle for the whole model: skip the step when any gradient is not finite.
-  ops::call<ops::SettleStep>(d, grads_.data(), grads_.size(), state_.data());
+  // One settle for the whole model. It reads the matrix gradients, as the fused step does:
+  // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
+  // the weight gradient of the layer reading that encoding non-finite.
+  const size_t n_check = model_->n_matrix_params() ? model_->n_matrix_params() : grads_.size();
+  ops::call<ops::SettleStep>(d, grads_.data(), n_check, state_.data());
   opt_->step(OptimizerTarget{d, params_.size(), model_->n_matrix_params(), params_.data(), grads_.data(),
                              params_half_.size() ? params_half_.data() : nullptr, state_.data()});
 }

@@ -30,6 +30,19 @@ void Module::check_shapes(const char* what, ConstView in, ConstView out) const {
   TESSERA_CHECK(in.stride >= in.cols && out.stride >= out.cols, "{}: a view's stride is smaller than its width", what);
 }
 
+std::unique_ptr<ModuleContext> Module::forward_half_output(ConstView, uint16_t*) {
+  throw Error("this module has no fp16 output (check can_output_half)");
+}
+void Module::inference_half_output(ConstView, uint16_t*) {
+  throw Error("this module has no fp16 output (check can_output_half)");
+}
+std::unique_ptr<ModuleContext> Module::forward_half_input(const uint16_t*, size_t, View) {
+  throw Error("this module takes no fp16 input (check accepts_half_input)");
+}
+void Module::inference_half_input(const uint16_t*, size_t, View) {
+  throw Error("this module takes no fp16 input (check accepts_half_input)");
+}
+
 namespace detail {
 
 void copy_view(DeviceKind device, ConstView src, View dst, float beta) {
@@ -89,6 +102,15 @@ class EncodingModule final : public Module {
     e_->encode(in.data, in.stride, in.rows, out.data, out.stride);
     return std::make_unique<ModuleContext>();
   }
+  bool can_output_half() const override { return e_->can_encode_half(); }
+  std::unique_ptr<ModuleContext> forward_half_output(ConstView in, uint16_t* out) override {
+    inference_half_output(in, out);
+    return std::make_unique<ModuleContext>();
+  }
+  void inference_half_output(ConstView in, uint16_t* out) override {
+    TESSERA_CHECK(in.cols == input_width() && (in.rows == 0 || (in.data && out)), "encoding: bad fp16-output call");
+    e_->encode_half(in.data, in.stride, in.rows, out, output_width());
+  }
   void backward(ModuleContext&, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
     check_shapes("encoding backward", in, dL_dout);
     if (n_params() && mode == GradientMode::overwrite)
@@ -143,12 +165,34 @@ class MlpModule final : public Module {
     ctx->generation = ++generation_;
     return ctx;
   }
+  bool accepts_half_input(size_t batch, bool training) const override {
+    return net_->accepts_half_input(batch, training);
+  }
+  std::unique_ptr<ModuleContext> forward_half_input(const uint16_t* in, size_t batch, View out) override {
+    TESSERA_CHECK(out.rows == batch && out.cols == output_width(), "MLP forward (fp16 input): bad output view");
+    auto ctx = std::make_unique<Context>();
+    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
+    ctx->net = net_->forward_half_input(in, batch, y.data);
+    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+    ctx->generation = ++generation_;
+    return ctx;
+  }
+  void inference_half_input(const uint16_t* in, size_t batch, View out) override {
+    TESSERA_CHECK(out.rows == batch && out.cols == output_width(), "MLP inference (fp16 input): bad output view");
+    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
+    net_->inference_half_input(in, batch, y.data);
+    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+  }
+  // `in` is not read: the context holds the input (or its fp16 copy).
   void backward(ModuleContext& base, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
     auto* ctx = dynamic_cast<Context*>(&base);
     TESSERA_CHECK(ctx, "MLP backward: the context comes from another module");
     TESSERA_CHECK(ctx->generation == generation_,
                   "MLP backward: another forward ran since this context's forward (one forward in flight per module)");
-    check_shapes("MLP backward", in, dL_dout);
+    TESSERA_CHECK(in.cols == input_width() && dL_dout.cols == output_width() && dL_dout.rows == in.rows &&
+                      (dL_dout.rows == 0 || dL_dout.data),
+                  "MLP backward: expects dL/doutput [batch, {}], got [{}, {}]", output_width(), dL_dout.rows,
+                  dL_dout.cols);
     const float* dy = dL_dout.data;
     if (!dL_dout.contiguous()) {
       View staged = detail::scratch_view(dout_stage_, dL_dout.rows, dL_dout.cols);

@@ -61,6 +61,8 @@ class FullyFusedMlp final : public Network {
   // accepts_half_input says the kernel takes it (input width % 8 == 0, mma kernel).
   bool accepts_half_input(size_t batch, bool training) const;
   void inference_half_input(const uint16_t* input, size_t batch, float* output);
+  // Training forward on fp16 input (kept, not copied: it must live until backward).
+  std::unique_ptr<ForwardContext> forward_half_input(const uint16_t* input, size_t batch, float* output);
   void forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
                                         const LossParams& loss, float* output, float* dL_dinput);
 

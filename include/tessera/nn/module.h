@@ -82,6 +82,17 @@ class Module {
   // dL_din is not empty, dL/d(in) (overwrite). `in` is the forward's input.
   virtual void backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) = 0;
 
+  // fp16 hand-over between neighbours of a Sequential (half the bytes of fp32, as the
+  // fused step does): a producer that can write its output as contiguous fp16 bits
+  // [batch, output_width], and a consumer that can read its input so. A consumer fed this
+  // way gets an input view without data in backward (it keeps what it needs).
+  virtual bool can_output_half() const { return false; }
+  virtual std::unique_ptr<ModuleContext> forward_half_output(ConstView in, uint16_t* out);
+  virtual void inference_half_output(ConstView in, uint16_t* out);
+  virtual bool accepts_half_input(size_t batch, bool training) const { (void)batch, (void)training; return false; }
+  virtual std::unique_ptr<ModuleContext> forward_half_input(const uint16_t* in, size_t batch, View out);
+  virtual void inference_half_input(const uint16_t* in, size_t batch, View out);
+
  protected:
   void check_shapes(const char* what, ConstView in, ConstView out) const;
 };
