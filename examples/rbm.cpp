@@ -52,7 +52,7 @@ struct Rbm {
   // out = sigmoid(op(W) in), then the bias unit of `out` back to 1.
   void propagate(ops::GemvOp op, const Buffer<float>& in, Buffer<float>& out) {
     const ops::GemvShape s{op, kV, kH, kH};
-    ops::call<ops::Gemv>(dev, s, 1.0f, W.data(), in.data(), 0.0f, out.data(), ops::GemvActivation::Sigmoid);
+    ops::call<ops::Gemv>(dev, s, 1.0f, W.data(), in.data(), 0.0f, out.data(), Activation::Sigmoid);
     const float one = 1.0f;
     detail::copy_bytes(dev, out.data() + out.size() - 1, &one, sizeof(float), true, false);
   }

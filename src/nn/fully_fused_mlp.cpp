@@ -46,9 +46,9 @@ MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_
 
   const uint32_t w = m.shape.width;
   if (otype == "FullyFusedMLP")
-    TESSERA_CHECK(w == 16 || w == 32 || w == 64 || w == 128,
-                  "FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128 (use \"otype\": "
-                  "\"MLP\" for any width)", w);
+    TESSERA_CHECK(ops::fused_width_supported(w),
+                  "FullyFusedMLP: n_neurons {} is not supported; valid choices: {} (use \"otype\": \"MLP\" for any "
+                  "width)", w, ops::fused_width_choices());
   else
     TESSERA_CHECK(w >= 1 && w <= 4096, "{}: n_neurons {} is out of range; valid: 1 to 4096", otype, w);
   TESSERA_CHECK(m.shape.n_hidden_layers >= 1 && m.shape.n_hidden_layers <= kMaxHiddenLayers,

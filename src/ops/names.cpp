@@ -51,6 +51,15 @@ const char* to_string(LossKind k) {
 }
 
 namespace ops {
+const std::string& fused_width_choices() {
+  static const std::string list = [] {
+    std::string s;
+    for (uint32_t w : kFusedWidths) s += (s.empty() ? "" : ", ") + std::to_string(w);
+    return s;
+  }();
+  return list;
+}
+
 const char* to_string(FusedMlpKernel k) {
   switch (k) {
     case FusedMlpKernel::automatic: return "auto";

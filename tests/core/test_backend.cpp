@@ -45,8 +45,8 @@ TEST(Backend, DispatchRunsTheRegisteredOp) {
   const ops::GemvShape s{ops::GemvOp::N, 3, 2, 2};
   const std::vector<float> A{1, 2, -1, 0.5f, 0, 3}, x{0.25f, -1};
   std::vector<float> y(3), ref(3);
-  ops::call<ops::Gemv>(DeviceKind::cpu, s, 1.0f, A.data(), x.data(), 0.0f, y.data(), ops::GemvActivation::Sigmoid);
-  ops::cpu::gemv<float>(s, 1.0f, A.data(), x.data(), 0.0f, ref.data(), ops::GemvActivation::Sigmoid);
+  ops::call<ops::Gemv>(DeviceKind::cpu, s, 1.0f, A.data(), x.data(), 0.0f, y.data(), Activation::Sigmoid);
+  ops::cpu::gemv<float>(s, 1.0f, A.data(), x.data(), 0.0f, ref.data(), Activation::Sigmoid);
   EXPECT_EQ(y, ref);
   EXPECT_NEAR(y[0], 1.0f / (1.0f + std::exp(-(0.25f - 2.0f))), 1e-6f);
 }

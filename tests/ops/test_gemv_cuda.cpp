@@ -4,6 +4,7 @@
 // fail. Tolerances: relative L2 error, measured worst case on an H100 times a margin.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -29,7 +30,6 @@ using test::rel_error;
 constexpr double kTolF32 = 1e-5;
 constexpr double kTolF16 = 2e-3;
 
-using ops::GemvActivation;
 using ops::GemvOp;
 
 
@@ -38,16 +38,17 @@ struct Case {
   GemvOp op;
   size_t rows, cols, lda_pad, offset;  // offset: elements to shift A and x by (misalignment)
   float alpha, beta;
-  GemvActivation act;
+  Activation act;
   bool half;
 };
 
 std::string name_of(const Case& c) {
-  const char* acts[] = {"none", "relu", "sigmoid"};
+  std::string act = to_string(c.act);
+  for (auto& ch : act) ch = char(std::tolower(static_cast<unsigned char>(ch)));
   return std::string(c.half ? "f16_" : "f32_") + (c.op == GemvOp::N ? "N_" : "T_") + std::to_string(c.rows) + "x" +
          std::to_string(c.cols) + (c.lda_pad ? "_pad" + std::to_string(c.lda_pad) : "") +
          (c.offset ? "_off" + std::to_string(c.offset) : "") + (c.beta != 0 ? "_beta" : "") + "_" +
-         acts[int(c.act)];
+         act;
 }
 
 class GemvCudaVsCpu : public ::testing::TestWithParam<Case> {};
@@ -93,13 +94,14 @@ std::vector<Case> cases() {
   std::vector<Case> v;
   for (bool half : {false, true})
     for (GemvOp op : {GemvOp::N, GemvOp::T}) {
-      v.push_back({op, 1, 1, 0, 0, 1.0f, 0.0f, GemvActivation::None, half});
-      v.push_back({op, 17, 33, 0, 0, 1.0f, 0.0f, GemvActivation::None, half});
-      v.push_back({op, 777, 333, 3, 1, 0.5f, 0.25f, GemvActivation::None, half});  // misaligned: scalar path
-      v.push_back({op, 333, 1999, 0, 0, 1.0f, 0.0f, GemvActivation::Sigmoid, half});
-      v.push_back({op, 1000, 1024, 8, 0, -1.0f, 1.0f, GemvActivation::ReLU, half});
-      v.push_back({op, 64, 100003, 0, 0, 1.0f, 0.0f, GemvActivation::None, half});  // few long rows
-      v.push_back({op, 4096, 4096, 0, 0, 1.0f, 0.0f, GemvActivation::None, half});
+      v.push_back({op, 1, 1, 0, 0, 1.0f, 0.0f, Activation::None, half});
+      v.push_back({op, 17, 33, 0, 0, 1.0f, 0.0f, Activation::None, half});
+      v.push_back({op, 777, 333, 3, 1, 0.5f, 0.25f, Activation::None, half});  // misaligned: scalar path
+      v.push_back({op, 333, 1999, 0, 0, 1.0f, 0.0f, Activation::Sigmoid, half});
+      v.push_back({op, 1000, 1024, 8, 0, -1.0f, 1.0f, Activation::ReLU, half});
+      v.push_back({op, 500, 700, 0, 0, 1.0f, 0.5f, Activation::Tanh, half});  // any activation of the MLP set
+      v.push_back({op, 64, 100003, 0, 0, 1.0f, 0.0f, Activation::None, half});  // few long rows
+      v.push_back({op, 4096, 4096, 0, 0, 1.0f, 0.0f, Activation::None, half});
     }
   return v;
 }

@@ -58,8 +58,8 @@ TEST(StreamsCuda, OpsOnAStreamMatchTheDefaultStream) {
   Buffer<float> A = make_buffer(DeviceKind::cuda, test::random_floats(gs.rows * gs.cols, -1, 1, seed + 2));
   Buffer<float> x = make_buffer(DeviceKind::cuda, test::random_floats(gs.rows, -1, 1, seed + 3));
   Buffer<float> y_main(DeviceKind::cuda, gs.cols), y_side(DeviceKind::cuda, gs.cols);
-  ops::call<ops::Gemv>(main, gs, 1.0f, A.data(), x.data(), 0.0f, y_main.data(), ops::GemvActivation::None);
-  ops::call<ops::Gemv>(*side, gs, 1.0f, A.data(), x.data(), 0.0f, y_side.data(), ops::GemvActivation::None);
+  ops::call<ops::Gemv>(main, gs, 1.0f, A.data(), x.data(), 0.0f, y_main.data(), Activation::None);
+  ops::call<ops::Gemv>(*side, gs, 1.0f, A.data(), x.data(), 0.0f, y_side.data(), Activation::None);
   main.synchronize();
   side->synchronize();
   EXPECT_EQ(on_host(y_main), on_host(y_side));

@@ -75,10 +75,10 @@ Json bench_case(const GemvCase& c, const GemvBenchOptions& o, CublasRuntime& bla
   auto ours = [&] {
     const T* a = as[k++ % sets].data();
     if constexpr (std::is_same_v<T, float>)
-      ops::cuda::gemv(s, 1.0f, a, x.data(), 0.0f, y.data(), ops::GemvActivation::None);
+      ops::cuda::gemv(s, 1.0f, a, x.data(), 0.0f, y.data(), Activation::None);
     else
       ops::cuda::gemv(s, 1.0f, reinterpret_cast<const uint16_t*>(a), reinterpret_cast<const uint16_t*>(x.data()),
-                      0.0f, reinterpret_cast<uint16_t*>(y.data()), ops::GemvActivation::None);
+                      0.0f, reinterpret_cast<uint16_t*>(y.data()), Activation::None);
   };
   const double ours_ms = median(time_runs(DeviceKind::cuda, o.warmup, o.iterations, ours));
   const double bytes = double(matrix_bytes) + double(s.x_size() + s.y_size()) * sizeof(T);

@@ -6,6 +6,7 @@
 // whether the step is finite. fp16 operands, fp32 accumulation.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tessera/core/buffer.h"
 #include "tessera/ops/loss_kind.h"
@@ -37,6 +38,8 @@ constexpr bool fused_width_supported(uint32_t width) {
     if (w == width) return true;
   return false;
 }
+// "16, 32, 64, 128" for messages.
+const std::string& fused_width_choices();
 
 // Device scratch the training launch needs; grown on demand by the launcher. Owned by
 // the network, so two networks never share it.

@@ -7,14 +7,12 @@
 #include <cstdint>
 
 #include "tessera/core/backend.h"
+#include "tessera/ops/activation.h"
 
 
 namespace tessera::ops {
 
 enum class GemvOp { N, T };
-// Optional activation applied to the output (neural-network layer updates, e.g. an RBM's
-// hidden/visible probabilities).
-enum class GemvActivation { None, ReLU, Sigmoid };
 
 struct GemvShape {
   GemvOp op = GemvOp::N;
@@ -27,28 +25,28 @@ struct GemvShape {
 struct Gemv {
   static constexpr const char* name = "gemv";
   using Fn = void(Stream&, const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y,
-                  GemvActivation act);
+                  Activation act);
 };
 struct GemvHalf {
   static constexpr const char* name = "gemv_half";
   using Fn = void(Stream&, const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta,
-                  uint16_t* y, GemvActivation act);
+                  uint16_t* y, Activation act);
 };
 
 namespace cpu {
 // Reference: double accumulation. T = float, or uint16_t for fp16 bits.
 template <typename T>
-void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, GemvActivation act);
+void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, Activation act);
 }  // namespace cpu
 
 namespace cuda {
 // On `stream` (null: the default stream); the op-T split reduction's partials live in its
 // workspace.
-void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, GemvActivation act,
+void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, Activation act,
           Stream* stream = nullptr);
 // fp16 bits for A, x, y.
 void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
-          GemvActivation act, Stream* stream = nullptr);
+          Activation act, Stream* stream = nullptr);
 }  // namespace cuda
 
 }  // namespace tessera::ops

@@ -26,18 +26,11 @@ T from_float(float v) {
     return h;
   }
 }
-double activate(GemvActivation act, double v) {
-  switch (act) {
-    case GemvActivation::None: return v;
-    case GemvActivation::ReLU: return v > 0 ? v : 0;
-    case GemvActivation::Sigmoid: return 1.0 / (1.0 + std::exp(-v));
-  }
-  return v;
-}
+double activate(Activation act, double v) { return activation_value<double>(act, v); }
 }  // namespace
 
 template <typename T>
-void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, GemvActivation act) {
+void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, Activation act) {
   TESSERA_CHECK(s.lda >= s.cols, "gemv: lda {} is smaller than cols {}", s.lda, s.cols);
   const size_t n_out = s.y_size();
   std::vector<double> acc(n_out, 0.0);
@@ -62,8 +55,8 @@ void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T
   }
 }
 
-template void gemv<float>(const GemvShape&, float, const float*, const float*, float, float*, GemvActivation);
+template void gemv<float>(const GemvShape&, float, const float*, const float*, float, float*, Activation);
 template void gemv<uint16_t>(const GemvShape&, float, const uint16_t*, const uint16_t*, float, uint16_t*,
-                             GemvActivation);
+                             Activation);
 
 }  // namespace tessera::ops::cpu

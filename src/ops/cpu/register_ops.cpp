@@ -43,9 +43,9 @@ void register_ops(Backend& b) {
   b.add_op<SampleImage>([](Stream&, const float* image, uint32_t w, uint32_t h, uint64_t seed, size_t n, float* xy,
                            float* rgb) { sample_image(image, w, h, seed, n, xy, rgb); });
   b.add_op<Gemv>([](Stream&, const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y,
-                    GemvActivation act) { gemv<float>(s, alpha, A, x, beta, y, act); });
+                    Activation act) { gemv<float>(s, alpha, A, x, beta, y, act); });
   b.add_op<GemvHalf>([](Stream&, const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta,
-                        uint16_t* y, GemvActivation act) { gemv<uint16_t>(s, alpha, A, x, beta, y, act); });
+                        uint16_t* y, Activation act) { gemv<uint16_t>(s, alpha, A, x, beta, y, act); });
   b.add_op<Ger>([](Stream&, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
                    size_t lda) { ger(rows, cols, alpha, x, y, A, lda); });
   b.add_op<Gemm>([](Stream&, const GemmDesc& d, const void* A, const void* B, void* C) { gemm(d, A, B, C); });

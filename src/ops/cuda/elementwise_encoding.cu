@@ -1,5 +1,6 @@
 // Identity, Frequency, TriangleWave, OneBlob and SphericalHarmonics on CUDA: one thread
 // per sample, the same per-element math as the CPU reference (encoding_math.h).
+#include "launch.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/encodings.h"
@@ -56,7 +57,7 @@ __global__ void elementwise_backward_kernel(ElementwiseEncoding e, const float* 
   }
 }
 
-unsigned blocks_for(uint64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+unsigned blocks_for(uint64_t n) { return detail::blocks_for(n, kThreads); }
 
 }  // namespace
 

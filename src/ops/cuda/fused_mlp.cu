@@ -120,7 +120,7 @@ FusedKernel choose_kernel(const MlpShape& shape, MlpActivations acts, size_t bat
 namespace {
 void check_shape(const MlpShape& s) {
   TESSERA_CHECK(fused_width_supported(s.width),
-                "FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128", s.width);
+                "FullyFusedMLP: n_neurons {} is not supported; valid choices: {}", s.width, fused_width_choices());
   TESSERA_CHECK(s.n_hidden_layers >= 1, "FullyFusedMLP: n_hidden_layers must be at least 1");
   TESSERA_CHECK(s.input_width >= 1 && s.output_width >= 1, "FullyFusedMLP: input and output widths must be positive");
 }

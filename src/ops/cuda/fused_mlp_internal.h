@@ -8,7 +8,9 @@
 // partial per block; the launcher's reduction sums them in a fixed order.
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <type_traits>
+#include <utility>
 
 #include <cuda_runtime.h>
 
@@ -51,16 +53,17 @@ void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunc
                     const float* input, size_t batch, float* output, cudaStream_t stream);
 void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
-// Maps a run-time hidden width to the kernels' compile-time width: f(integral_constant).
-template <typename F>
+// Maps a run-time hidden width to the kernels' compile-time width: f(integral_constant),
+// one instance per entry of kFusedWidths (the one list of fused widths).
+template <size_t I = 0, typename F>
 void dispatch_width(uint32_t width, F&& f) {
-  switch (width) {
-    case 16: f(std::integral_constant<int, 16>{}); return;
-    case 32: f(std::integral_constant<int, 32>{}); return;
-    case 64: f(std::integral_constant<int, 64>{}); return;
-    case 128: f(std::integral_constant<int, 128>{}); return;
+  if constexpr (I < std::size(kFusedWidths)) {
+    if (width == kFusedWidths[I]) return f(std::integral_constant<int, int(kFusedWidths[I])>{});
+    return dispatch_width<I + 1>(width, std::forward<F>(f));
+  } else {
+    throw Error(format_message("FullyFusedMLP: n_neurons {} is not supported; valid choices: {}", width,
+                               fused_width_choices()));
   }
-  throw Error(format_message("FullyFusedMLP: n_neurons {} is not supported; valid choices: 16, 32, 64, 128", width));
 }
 
 template <typename Kernel>

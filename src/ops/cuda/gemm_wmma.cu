@@ -9,6 +9,7 @@
 #include <mma.h>
 
 #include "gemm_internal.h"
+#include "ptx.h"
 #include "tessera/core/cuda_check.h"
 
 namespace tessera::ops::cuda::detail {
@@ -190,10 +191,6 @@ constexpr int kStages = 3;
 constexpr size_t kAsyncStageElems = size_t(BM) * kLdA + size_t(BK) * kLdB;
 constexpr size_t kAsyncSmemBytes = kStages * kAsyncStageElems * 2 + kWarps * 256 * 4;
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  const uint32_t s = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes));
-}
 
 template <typename T, typename OutT>
 __global__ void __launch_bounds__(kThreads) wmma_gemm_async_kernel(GemmParams p) {
@@ -221,14 +218,14 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_async_kernel(GemmParams p)
         const int64_t r = m0 + m, c = k0 + k;
         const int64_t left = k_end - c, valid = r < p.M ? (left < 0 ? 0 : left > 8 ? 8 : left) : 0;
         const uint16_t* src = valid > 0 ? A + r * p.a_row_stride + c : A;
-        cp_async16(As + m * kLdA + k, src, int(valid * 2));
+        ptx::cp_async_16_zfill(As + m * kLdA + k, src, int(valid * 2));
       }
       {  // B: (k, 8 n's)
         const int k = chunk / (BN / 8), n = (chunk % (BN / 8)) * 8;
         const int64_t r = k0 + k, c = n0 + n;
         const int64_t left = p.N - c, valid = r < k_end ? (left < 0 ? 0 : left > 8 ? 8 : left) : 0;
         const uint16_t* src = valid > 0 ? B + r * p.b_row_stride + c : B;
-        cp_async16(Bs + k * kLdB + n, src, int(valid * 2));
+        ptx::cp_async_16_zfill(Bs + k * kLdB + n, src, int(valid * 2));
       }
     }
   };
@@ -242,18 +239,18 @@ __global__ void __launch_bounds__(kThreads) wmma_gemm_async_kernel(GemmParams p)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < n_tiles) issue(s);
-    asm volatile("cp.async.commit_group;\n" ::);
+    ptx::cp_async_commit();
   }
   for (int t = 0; t < n_tiles; ++t) {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kStages - 2));
+    ptx::cp_async_wait<kStages - 2>();
     __syncthreads();  // tile t landed for everyone; stage (t - 1) % kStages is free again
     if (t + kStages - 1 < n_tiles) issue(t + kStages - 1);
-    asm volatile("cp.async.commit_group;\n" ::);
+    ptx::cp_async_commit();
     const uint16_t* As = ring + size_t(t % kStages) * kAsyncStageElems;
     const uint16_t* Bs = As + size_t(BM) * kLdA;
     multiply_tile<T>(As, Bs, wm, wn, acc);
   }
-  asm volatile("cp.async.wait_group 0;\n" ::);
+  ptx::cp_async_wait<0>();
   store_tile<OutT>(p, acc, stage + warp * 256, C, m0 + wm, n0 + wn, bz, split);
 }
 

@@ -58,11 +58,10 @@ __device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
 __device__ __forceinline__ void store(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store(__half* p, float v) { *p = __float2half_rn(v); }
 
-__device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float y_old, GemvActivation act) {
+__device__ __forceinline__ float epilogue(float acc, float alpha, float beta, float y_old, Activation act) {
   float v = alpha * acc;
   if (beta != 0.0f) v += beta * y_old;
-  if (act == GemvActivation::ReLU) v = fmaxf(v, 0.0f);
-  if (act == GemvActivation::Sigmoid) v = 1.0f / (1.0f + __expf(-v));
+  v = activation_value<float>(act, v);
   return v;
 }
 
@@ -78,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) gemv_n_kernel(size_t rows, size_t co
                                                           const T* __restrict__ A,  // [rows, lda]
                                                           const T* __restrict__ x,  // [cols]
                                                           float beta, T* __restrict__ y,  // [rows]
-                                                          GemvActivation act) {
+                                                          Activation act) {
   constexpr int rows_per_block = (kThreads / 32) / WPR;
   __shared__ float partial[kThreads / 32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -146,7 +145,7 @@ __global__ void __launch_bounds__(32 * kRowPhases) gemv_t_kernel(size_t rows, si
                                                                  const T* __restrict__ x,  // [rows]
                                                                  float beta, T* __restrict__ y,  // [cols]
                                                                  float* __restrict__ partials,  // [splits, cols]
-                                                                 GemvActivation act) {
+                                                                 Activation act) {
   constexpr int V = VEC ? Vec<T>::n : 1;
   __shared__ float tree[kRowPhases][32 * V + 1];
   const size_t c0 = (size_t(blockIdx.x) * 32 + threadIdx.x) * V;
@@ -207,7 +206,7 @@ __global__ void __launch_bounds__(32 * kRowPhases) gemv_t_kernel(size_t rows, si
 // Sums the op-T slices in order and applies the epilogue.
 template <typename T>
 __global__ void gemv_t_finish_kernel(size_t cols, int splits, const float* __restrict__ partials, float alpha,
-                                     float beta, T* __restrict__ y, GemvActivation act) {
+                                     float beta, T* __restrict__ y, Activation act) {
   const size_t c = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (c >= cols) return;
   float s = 0.0f;
@@ -218,7 +217,7 @@ __global__ void gemv_t_finish_kernel(size_t cols, int splits, const float* __res
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <typename T>
-void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, GemvActivation act,
+void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, Activation act,
             Stream& stream) {
   if (s.y_size() == 0) return;
   TESSERA_CHECK(s.lda >= s.cols, "gemv: lda {} is smaller than cols {}", s.lda, s.cols);
@@ -278,13 +277,13 @@ void launch(const GemvShape& s, float alpha, const T* A, const T* x, float beta,
 
 }  // namespace
 
-void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, GemvActivation act,
+void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, Activation act,
           Stream* stream) {
   launch<float>(s, alpha, A, x, beta, y, act, detail::stream_or_default(stream));
 }
 
 void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
-          GemvActivation act, Stream* stream) {
+          Activation act, Stream* stream) {
   launch<__half>(s, alpha, reinterpret_cast<const __half*>(A), reinterpret_cast<const __half*>(x), beta,
                  reinterpret_cast<__half*>(y), act, detail::stream_or_default(stream));
 }

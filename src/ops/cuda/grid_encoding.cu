@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "device_attributes.h"
+#include "launch.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/encodings.h"
@@ -274,8 +275,8 @@ void with_grid_dims(const GridLayout& g, Fn&& fn) {
   throw Error(format_message("grid encoding: {} input dims is not compiled", g.n_dims));
 }
 
-unsigned blocks_for(uint64_t threads) { return unsigned((threads + kThreads - 1) / kThreads); }
-unsigned tiles_for(uint64_t rows) { return unsigned((rows + kTileRows - 1) / kTileRows); }
+unsigned blocks_for(uint64_t threads) { return detail::blocks_for(threads, kThreads); }
+unsigned tiles_for(uint64_t rows) { return detail::blocks_for(rows, kTileRows); }
 
 // Calls launch(l0, l1) for groups of consecutive levels whose tables (bytes_per_value per
 // feature) fit in half the L2 together: one launch per group keeps the random accesses

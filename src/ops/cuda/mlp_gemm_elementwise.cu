@@ -1,6 +1,7 @@
 // Activation, loss and step-settling passes of the layer-by-layer (GEMM) MLP.
 #include <cuda_fp16.h>
 
+#include "launch.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
@@ -11,7 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kLossBlocks = 512;
 
-unsigned blocks_for(size_t n) { return unsigned(std::min<size_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
+unsigned blocks_for(size_t n) { return detail::blocks_for(n, kThreads, 65535 * 8); }  // grid-stride kernels
 
 template <Activation A>
 __global__ void activation_forward_half_kernel(const float* __restrict__ z, __half* __restrict__ y16,

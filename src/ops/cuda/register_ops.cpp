@@ -50,11 +50,11 @@ void register_ops(Backend& b) {
     sample_image(image, w, h, seed, n, xy, rgb, &s);
   });
   b.add_op<Gemv>([](Stream& s, const GemvShape& shape, float alpha, const float* A, const float* x, float beta,
-                    float* y, GemvActivation act) {
+                    float* y, Activation act) {
     gemv(shape, alpha, A, x, beta, y, act, &s);
   });
   b.add_op<GemvHalf>([](Stream& s, const GemvShape& shape, float alpha, const uint16_t* A, const uint16_t* x,
-                        float beta, uint16_t* y, GemvActivation act) {
+                        float beta, uint16_t* y, Activation act) {
     gemv(shape, alpha, A, x, beta, y, act, &s);
   });
   b.add_op<Ger>([](Stream& s, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,

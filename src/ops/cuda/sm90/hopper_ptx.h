@@ -5,11 +5,11 @@
 #include <cuda.h>  // CUtensorMap (the type only; the driver is reached at run time)
 #include <cstdint>
 
+#include "../ptx.h"
+
 namespace tessera::ops::cuda::sm90 {
 
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+__device__ __forceinline__ uint32_t smem_address(const void* p) { return ptx::smem_addr(p); }
 
 // --- mbarrier ---------------------------------------------------------------------------
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
