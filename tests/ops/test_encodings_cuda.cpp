@@ -32,7 +32,6 @@ using test::rel_error;
 constexpr double kForwardTol = 1e-5;
 constexpr double kGradTol = 1e-5;
 constexpr double kInputGradTol = 1e-4;
-constexpr double kElementwiseTol = 1e-4;
 
 
 
@@ -100,52 +99,6 @@ INSTANTIATE_TEST_SUITE_P(
         GridCase{"Hash4D_F8", 4, 4, 8, 14, 4, 2.0f, true, ops::GridInterpolation::Linear},
         GridCase{"Dense3D_F2", 3, 3, 2, 14, 8, 2.0f, false, ops::GridInterpolation::Linear}),
     [](const auto& info) { return std::string(info.param.name); });
-
-struct ElementwiseCase {
-  const char* name;
-  ops::ElementwiseKind kind;
-  uint32_t dims, order;
-};
-
-class ElementwiseCudaVsCpu : public ::testing::TestWithParam<ElementwiseCase> {};
-
-TEST_P(ElementwiseCudaVsCpu, ForwardAndInputGradientsMatch) {
-  REQUIRE_CUDA();
-  const ElementwiseCase c = GetParam();
-  ops::ElementwiseEncoding e;
-  e.kind = c.kind, e.n_dims = c.dims, e.order = c.order, e.scale = 2.5f, e.offset = 0.25f;
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  // Inputs are a slice of a wider matrix (stride in_w + 2) to exercise strided access.
-  const size_t batch = 1001;
-  const uint32_t in_stride = c.dims + 2, out_w = e.output_width();
-  auto x = test::random_floats(batch * in_stride, 0, 1, seed);
-  auto dout = test::random_floats(batch * out_w, -1, 1, seed + 1);
-  std::vector<float> out(batch * out_w), dx(batch * c.dims);
-  ops::cpu::elementwise_encode<float>(e, x.data() + 1, in_stride, batch, out.data(), out_w);
-  ops::cpu::elementwise_encode_backward<float>(e, x.data() + 1, in_stride, batch, dout.data(), out_w, dx.data(),
-                                               c.dims);
-  Buffer<float> d_x = make_buffer(DeviceKind::cuda, x), d_dout = make_buffer(DeviceKind::cuda, dout);
-  Buffer<float> d_out(DeviceKind::cuda, out.size()), d_dx(DeviceKind::cuda, dx.size());
-  detail::fill_bytes(DeviceKind::cuda, d_out.data(), 0xff, d_out.bytes());
-  detail::fill_bytes(DeviceKind::cuda, d_dx.data(), 0xff, d_dx.bytes());
-  ops::cuda::elementwise_encode(e, d_x.data() + 1, in_stride, batch, d_out.data(), out_w);
-  ops::cuda::elementwise_encode_backward(e, d_x.data() + 1, in_stride, batch, d_dout.data(), out_w, d_dx.data(),
-                                         c.dims);
-  const double ef = rel_error(d_out.to_host(), out), ex = rel_error(d_dx.to_host(), dx);
-  std::printf("[ measured ] %s: forward %.2e, input grads %.2e\n", c.name, ef, ex);
-  EXPECT_LT(ef, kElementwiseTol);
-  EXPECT_LT(ex, kElementwiseTol);
-}
-
-INSTANTIATE_TEST_SUITE_P(Encodings, ElementwiseCudaVsCpu,
-                         ::testing::Values(ElementwiseCase{"Identity", ops::ElementwiseKind::Identity, 3, 1},
-                                           ElementwiseCase{"Frequency12", ops::ElementwiseKind::Frequency, 3, 12},
-                                           ElementwiseCase{"TriangleWave", ops::ElementwiseKind::TriangleWave, 2, 8},
-                                           ElementwiseCase{"OneBlob", ops::ElementwiseKind::OneBlob, 2, 32},
-                                           ElementwiseCase{"SH4", ops::ElementwiseKind::SphericalHarmonics, 3, 4},
-                                           ElementwiseCase{"SH8", ops::ElementwiseKind::SphericalHarmonics, 3, 8}),
-                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(NetworkWithInputEncodingCuda, MatchesCpuAndLearns) {
   REQUIRE_CUDA();

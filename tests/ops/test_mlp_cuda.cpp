@@ -244,38 +244,6 @@ INSTANTIATE_TEST_SUITE_P(Configs, FusedMlpVsCpu,
                            return name_of(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
 
-TEST(OptimizersCuda, AdamAndSgdMatchCpu) {
-  REQUIRE_CUDA();
-  const size_t n = 100003;
-  const uint64_t seed = test::fresh_seed();
-  auto g = test::random_floats(n, -1, 1, seed), p = test::random_floats(n, -1, 1, seed + 1);
-  auto m = test::random_floats(n, -0.1f, 0.1f, seed + 2), v = test::random_floats(n, 0.0f, 0.1f, seed + 3);
-  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 1e-4f};
-  ops::TrainState s;
-  s.optimizer_steps = 3;
-  Buffer<float> dg = make_buffer(DeviceKind::cuda, g), dp = make_buffer(DeviceKind::cuda, p),
-                dm = make_buffer(DeviceKind::cuda, m), dv = make_buffer(DeviceKind::cuda, v);
-  Buffer<uint16_t> dh(DeviceKind::cuda, n);
-  Buffer<ops::TrainState> ds(DeviceKind::cuda, 1);
-  ds.copy_from_host(&s, 1);
-  for (size_t i = n / 2; i < n; i += 3) g[i] = 0.0f;  // untouched table entries
-  dg.copy_from_host(g);
-  h.non_matrix_learning_rate_factor = 0.5f;
-  ops::cuda::adam_step(h, n, n / 2, dg.data(), dp.data(), dh.data(), dm.data(), dv.data(), ds.data());
-  ops::cpu::adam_step(h, n, n / 2, g.data(), p.data(), m.data(), v.data(), s);
-  EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
-  EXPECT_LT(rel_error(dm.to_host(), m), 1e-6);
-  EXPECT_LT(rel_error(dv.to_host(), v), 1e-6);
-  ops::cuda::sgd_step(0.1f, 1e-3f, n, dg.data(), dp.data(), dh.data(), ds.data());
-  ops::cpu::sgd_step(0.1f, 1e-3f, n, g.data(), p.data(), s);
-  EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
-  // a skipped step changes nothing
-  s.skip_this_step = 1;
-  ds.copy_from_host(&s, 1);
-  ops::cuda::sgd_step(0.1f, 0.0f, n, dg.data(), dp.data(), dh.data(), ds.data());
-  EXPECT_LT(rel_error(dp.to_host(), p), 1e-6);
-}
-
 TEST(FusedMlpCuda, TrainingLearnsLikeTheCpuReferenceAndSkipsNonFiniteSteps) {
   REQUIRE_CUDA();
   const Json cfg{{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", 2}}},

@@ -45,6 +45,7 @@ void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad,
                const TrainState& state);
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
               const TrainState& state);
+void convert_to_half(const float* src, uint16_t* dst, size_t n);
 }  // namespace cpu
 
 namespace cuda {

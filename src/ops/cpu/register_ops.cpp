@@ -21,6 +21,7 @@ void register_ops(Backend& b) {
   });
   b.add_op<SgdStep>([](Stream&, float lr, float l2, size_t n, const float* grad, float* params, uint16_t*,
                        TrainState* state) { sgd_step(lr, l2, n, grad, params, *state); });
+  b.add_op<ConvertToHalf>([](Stream&, const float* src, uint16_t* dst, size_t n) { convert_to_half(src, dst, n); });
   b.add_op<ElementwiseEncode>([](Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
                                  size_t batch, float* out, uint32_t out_stride) {
     elementwise_encode<float>(e, in, in_stride, batch, out, out_stride);

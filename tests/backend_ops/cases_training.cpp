@@ -1,0 +1,147 @@
+// The training-step ops: Adam (matrix and table parameters, untouched table entries, the
+// fp16 copy), SGD, a skipped step, fp32 -> fp16, the loss pass, the step settle, and the
+// strided matrix axpby the composite modules are glued with.
+#include <cstring>
+
+#include "harness.h"
+#include "support/random.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/matrix.h"
+#include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera::test {
+namespace {
+
+Buffer<ops::TrainState> upload_state(const Backend& b, const ops::TrainState& s) {
+  Buffer<ops::TrainState> d(b.kind(), 1);
+  d.copy_from_host(&s, 1);
+  return d;
+}
+
+std::vector<double> state_fields(const Buffer<ops::TrainState>& d) {
+  ops::TrainState s;
+  d.copy_to_host(&s, 1);
+  return {s.loss_scale, s.applied_loss_scale, double(s.good_steps), double(s.skipped_steps), double(s.skip_this_step),
+          double(s.optimizer_steps), s.last_loss};
+}
+
+// Adam, then SGD on the result, then a skipped SGD step (which must change nothing):
+// former OptimizersCuda.AdamAndSgdMatchCpu.
+std::vector<double> run_optimizers(Backend& b, uint64_t seed) {
+  const size_t n = 100003;
+  auto g = random_floats(n, -1, 1, seed);
+  for (size_t i = n / 2; i < n; i += 3) g[i] = 0.0f;  // untouched table entries
+  Buffer<float> dg = upload(b, g), dp = upload(b, random_floats(n, -1, 1, seed + 1));
+  Buffer<float> dm = upload(b, random_floats(n, -0.1f, 0.1f, seed + 2));
+  Buffer<float> dv = upload(b, random_floats(n, 0.0f, 0.1f, seed + 3));
+  Buffer<uint16_t> dh(b.kind(), n);
+  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 1e-4f};
+  h.non_matrix_learning_rate_factor = 0.5f;
+  ops::TrainState s;
+  s.optimizer_steps = 3;
+  Buffer<ops::TrainState> ds = upload_state(b, s);
+  uint16_t* half = b.uses_half_params() ? dh.data() : nullptr;
+  ops::call<ops::AdamStep>(b.default_stream(), h, n, n / 2, dg.data(), dp.data(), half, dm.data(), dv.data(), ds.data());
+  std::vector<double> out;
+  append(out, dp.to_host());
+  append(out, dm.to_host());
+  append(out, dv.to_host());
+  ops::call<ops::SgdStep>(b.default_stream(), 0.1f, 1e-3f, n, dg.data(), dp.data(), half, ds.data());
+  append(out, dp.to_host());
+  s.skip_this_step = 1;
+  ds.copy_from_host(&s, 1);
+  ops::call<ops::SgdStep>(b.default_stream(), 0.1f, 0.0f, n, dg.data(), dp.data(), half, ds.data());
+  append(out, dp.to_host());
+  return out;
+}
+
+std::vector<double> run_convert(Backend& b, uint64_t seed) {
+  auto v = random_floats(70001, -70000.0f, 70000.0f, seed);  // past fp16's range too (inf)
+  auto small = random_floats(1000, -1e-6f, 1e-6f, seed + 1);  // subnormals
+  v.insert(v.end(), small.begin(), small.end());
+  Buffer<float> src = upload(b, v);
+  Buffer<uint16_t> dst(b.kind(), v.size());
+  ops::call<ops::ConvertToHalf>(b.default_stream(), src.data(), dst.data(), v.size());
+  std::vector<double> out;
+  append(out, dst.to_host());  // the bits: must agree exactly
+  return out;
+}
+
+std::vector<double> run_loss(Backend& b, uint64_t seed, LossParams loss) {
+  const size_t n = 50001;
+  Buffer<float> y = upload(b, random_floats(n, -2, 2, seed)), t = upload(b, random_floats(n, -2, 2, seed + 1));
+  Buffer<float> dy(b.kind(), n);
+  Buffer<float> partials(b.kind(), ops::call<ops::LossPartialsNeeded>(b.default_stream(), n));
+  Buffer<ops::TrainState> ds = upload_state(b, ops::TrainState{});
+  ops::call<ops::LossForwardBackward>(b.default_stream(), loss, y.data(), t.data(), n, 1.0f / float(n), dy.data(),
+                                      partials.data(), ds.data());
+  std::vector<double> out;
+  append(out, dy.to_host());
+  ops::TrainState s;
+  ds.copy_to_host(&s, 1);
+  out.push_back(s.last_loss);
+  return out;
+}
+
+// A clean step, then one with a NaN and one with an inf gradient: skip flags, counts and
+// loss scale.
+std::vector<double> run_settle(Backend& b, uint64_t seed) {
+  auto g = random_floats(20011, -1, 1, seed);
+  Buffer<float> dg = upload(b, g);
+  ops::TrainState s;
+  s.good_steps = ops::kLossScaleGrowthInterval - 1;  // the clean step doubles the scale
+  Buffer<ops::TrainState> ds = upload_state(b, s);
+  std::vector<double> out;
+  ops::call<ops::SettleStep>(b.default_stream(), dg.data(), g.size(), ds.data());
+  append(out, state_fields(ds));
+  g[12345] = NAN;
+  dg.copy_from_host(g);
+  ops::call<ops::SettleStep>(b.default_stream(), dg.data(), g.size(), ds.data());
+  append(out, state_fields(ds));
+  g[12345] = 0.0f;
+  g[20010] = INFINITY;
+  dg.copy_from_host(g);
+  ops::call<ops::SettleStep>(b.default_stream(), dg.data(), g.size(), ds.data());
+  append(out, state_fields(ds));
+  return out;
+}
+
+// dst = alpha src + beta dst on column slices of wider matrices; beta = 0 over NaN.
+std::vector<double> run_axpby(Backend& b, uint64_t seed, float alpha, float beta, bool with_src) {
+  const size_t rows = 1537;
+  const uint32_t cols = 37, src_stride = 41, dst_stride = 50;
+  Buffer<float> src = upload(b, random_floats(rows * src_stride, -1, 1, seed));
+  auto d = random_floats(rows * dst_stride, -1, 1, seed + 1);
+  if (beta == 0.0f)
+    for (size_t r = 0; r < rows; ++r)
+      for (uint32_t c = 3; c < 3 + cols; ++c) d[r * dst_stride + c] = NAN;
+  Buffer<float> dst = upload(b, d);
+  ops::call<ops::MatrixAxpby>(b.default_stream(), rows, cols, alpha, with_src ? src.data() + 2 : nullptr, src_stride,
+                              beta, dst.data() + 3, dst_stride);
+  std::vector<double> out;
+  append(out, dst.to_host());  // the columns outside the slice must be untouched as well
+  return out;
+}
+
+const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
+  cases.push_back({"adam_sgd", "100003_half_tables", 1e-6, has_op<ops::AdamStep>(), run_optimizers});
+  cases.push_back({"convert_to_half", "range_and_subnormals", 1e-12, has_op<ops::ConvertToHalf>(), run_convert});
+  const std::pair<const char*, LossParams> losses[] = {{"L2", {LossKind::L2, 0.1f}},
+                                                       {"L1", {LossKind::L1, 0.1f}},
+                                                       {"Huber", {LossKind::Huber, 0.3f}},
+                                                       {"RelativeL2", {LossKind::RelativeL2, 0.1f}}};
+  for (const auto& [name, loss] : losses)
+    cases.push_back({"loss_forward_backward", name, 1e-5, has_op<ops::LossForwardBackward>(),
+                     [loss = loss](Backend& b, uint64_t seed) { return run_loss(b, seed, loss); }});
+  cases.push_back({"settle_step", "clean_nan_inf", 1e-12, has_op<ops::SettleStep>(), run_settle});
+  cases.push_back({"matrix_axpby", "copy", 1e-12, has_op<ops::MatrixAxpby>(),
+                   [](Backend& b, uint64_t s) { return run_axpby(b, s, 1.0f, 0.0f, true); }});
+  cases.push_back({"matrix_axpby", "accumulate", 1e-6, has_op<ops::MatrixAxpby>(),
+                   [](Backend& b, uint64_t s) { return run_axpby(b, s, 0.5f, 1.0f, true); }});
+  cases.push_back({"matrix_axpby", "zero", 1e-12, has_op<ops::MatrixAxpby>(),
+                   [](Backend& b, uint64_t s) { return run_axpby(b, s, 0.0f, 0.0f, false); }});
+});
+
+}  // namespace
+}  // namespace tessera::test

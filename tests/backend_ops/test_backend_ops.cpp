@@ -1,0 +1,76 @@
+// Runs every registered op case on every non-CPU backend of this build against the CPU
+// backend (see harness.h). Skips visibly where no device is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness.h"
+#include "support/random.h"
+
+namespace tessera::test {
+
+namespace {
+
+double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) != std::isnan(got[i])) return INFINITY;
+    if (std::isnan(want[i])) continue;
+    if (std::isinf(want[i]) || std::isinf(got[i])) {
+      if (want[i] != got[i]) return INFINITY;
+      continue;
+    }
+    num += (got[i] - want[i]) * (got[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// The backends under test: every kind this build has, but the CPU (the reference).
+std::vector<DeviceKind> backends_under_test() {
+  std::vector<DeviceKind> kinds;
+  if (built_with_cuda()) kinds.push_back(DeviceKind::cuda);
+  return kinds;
+}
+
+struct Param {
+  DeviceKind backend;
+  size_t case_index;
+};
+
+class BackendOps : public ::testing::TestWithParam<Param> {};
+
+TEST_P(BackendOps, MatchesCpuReference) {
+  const Param p = GetParam();
+  const OpCase& c = op_cases().at(p.case_index);
+  if (!backend_available(p.backend)) GTEST_SKIP() << "no " << to_string(p.backend) << " device: skipped";
+  Backend& backend = backend_for(p.backend);
+  Backend& cpu = backend_for(DeviceKind::cpu);
+  ASSERT_TRUE(c.supported(cpu)) << "op '" << c.op << "' has no CPU reference";
+  if (!c.supported(backend)) GTEST_SKIP() << "op '" << c.op << "' is not on the " << backend.name() << " backend";
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << c.op << "/" << c.name << " seed " << seed);
+  const std::vector<double> want = c.run(cpu, seed);
+  const std::vector<double> got = c.run(backend, seed);
+  backend.synchronize_all();
+  const double err = rel_l2(got, want);
+  std::printf("[ measured ] %s %s/%s: %.2e\n", backend.name().c_str(), c.op.c_str(), c.name.c_str(), err);
+  EXPECT_LT(err, c.tolerance) << c.op << "/" << c.name << " on " << backend.name();
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> params;
+  for (DeviceKind k : backends_under_test())
+    for (size_t i = 0; i < op_cases().size(); ++i) params.push_back({k, i});
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BackendOps, ::testing::ValuesIn(all_params()), [](const auto& info) {
+  const OpCase& c = op_cases().at(info.param.case_index);
+  return std::string(to_string(info.param.backend)) + "_" + c.op + "_" + c.name;
+});
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendOps);
+
+}  // namespace
+}  // namespace tessera::test
