@@ -26,6 +26,8 @@ for step in "${steps[@]}"; do
       for suite in $("$BUILD/tests/tessera_gpu_tests" --gtest_list_tests | grep -E '^[^ ]' | tr -d '.'); do
         "$BUILD/tests/tessera_gpu_tests" --gtest_color=no --gtest_filter="$suite.*" >> "$OUT/gpu_tests.log" 2>&1
       done
+      # Every op on this GPU against the CPU reference (tests/backend_ops).
+      "$BUILD/tests/tessera_backend_ops_tests" --gtest_color=no >> "$OUT/gpu_tests.log" 2>&1
       grep -E '^\[( +OK|  FAILED|  SKIPPED)|measured|Failure|exception' "$OUT/gpu_tests.log" | grep -v '^\[  FAILED  \] .*, where' | tail -80
       summary+=("gpu tests: $(grep -c '^\[       OK' "$OUT/gpu_tests.log") passed, $(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$OUT/gpu_tests.log") failed")
       ;;
@@ -52,8 +54,9 @@ for step in "${steps[@]}"; do
       summary+=("fit image: $(grep -E 'final PSNR' "$OUT/fit_image.log")")
       ;;
     sanitize)
-      compute-sanitizer --tool memcheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*Optimizers*:*CudaVsCpu*:*NetworkWithInputEncodingCuda*:*GerCuda*-*4096x4096x4096*:*4096x4096_none*' > "$OUT/memcheck.log" 2>&1
-      summary+=("memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)")
+      compute-sanitizer --tool memcheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*CudaVsCpu*:*NetworkWithInputEncodingCuda*:*ModulesCuda*:*StreamsCuda*-*4096x4096x4096*' > "$OUT/memcheck.log" 2>&1
+      compute-sanitizer --tool memcheck "$BUILD/tests/tessera_backend_ops_tests" --gtest_filter='-*4096x4096*' >> "$OUT/memcheck.log" 2>&1
+      summary+=("memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tr '\n' ' ')")
       compute-sanitizer --tool racecheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*GridCudaVsCpu*:*17x33x65_NN*wgmma*:*130x70x20*wgmma*' > "$OUT/racecheck.log" 2>&1
       summary+=("racecheck: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)")
       ;;
