@@ -77,30 +77,39 @@ bool wants_weight_grads_by_gemm(const MlpShape& s, size_t batch, const FusedMlpO
   return s.width == 128 && batch >= (size_t(1) << 14);
 }
 
-// Plans depend only on these, and computing one takes a dozen occupancy queries: a
-// training loop asks for the same plan every step, so plans are cached, per device. The
-// cache is bounded (NeRF's batch changes every step): past kMaxPlans it starts over.
+// A plan's configuration (rows per block, warps, where weights and gradient accumulators
+// live, blocks per SM) depends on the network, not on the batch; computing it takes a
+// dozen occupancy queries, so it is cached per device and network, and only the block
+// count is derived per call: any batch size (NeRF's changes every step) reuses the entry.
+// The cache is bounded: past kMaxPlans networks it starts over.
 constexpr size_t kMaxPlans = 1024;
 
 FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivations acts, size_t batch, bool training,
                             const FusedMlpOptions& options) {
   const int dev = current_device();
   const bool gemm_dw = kernel == FusedKernel::mma && training && wants_weight_grads_by_gemm(s, batch, options);
-  using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, size_t, bool, bool>;
+  using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, bool, bool>;
   const Key key{dev, int(kernel), s.input_width, s.width, s.n_hidden_layers, s.output_width,
-                int(acts.hidden), int(acts.output), batch, training, gemm_dw};
+                int(acts.hidden), int(acts.output), training, gemm_dw};
   static std::mutex mutex;
   static std::map<Key, FusedLaunchInfo> plans;
+  FusedLaunchInfo plan;
+  bool found = false;
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = plans.find(key);
-    if (it != plans.end()) return it->second;
+    if (it != plans.end()) plan = it->second, found = true;
   }
-  const FusedLaunchInfo plan =
-      kernel == FusedKernel::mma ? mma_plan(s, acts, batch, training, gemm_dw) : wmma_plan(s, acts, batch, training);
-  std::lock_guard<std::mutex> lock(mutex);
-  if (plans.size() >= kMaxPlans) plans.clear();
-  plans.emplace(key, plan);
+  if (!found) {
+    plan = kernel == FusedKernel::mma ? mma_plan(s, acts, 1, training, gemm_dw) : wmma_plan(s, acts, 1, training);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (plans.size() >= kMaxPlans) plans.clear();
+    plans.emplace(key, plan);
+  }
+  if (plan.blocks > 0) {  // 0: this kernel cannot hold the network
+    const size_t tiles = (std::max<size_t>(batch, 1) + plan.rows_per_block - 1) / plan.rows_per_block;
+    plan.blocks = uint32_t(std::min<size_t>(tiles, size_t(plan.blocks_per_sm) * size_t(sm_count())));
+  }
   return plan;
 }
 
