@@ -49,6 +49,9 @@ class CompositeBase : public Module {
   void params_changed() override {
     for (Module* c : children_) c->params_changed();
   }
+  void bind_train_state(ops::TrainState* state) override {
+    for (Module* c : children_) c->bind_train_state(state);
+  }
 
  protected:
   void set_children(std::vector<Module*> children, const char* what) {

@@ -105,6 +105,7 @@ FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const P
   }
   ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);
+  state_ptr_ = state_.data();
   detail::fill_bytes(device_, p_.gradients, 0, n * sizeof(float));
   path_ = choose_path(cfg_, backend);
   if (path_ == Path::gemm) gemm_ = std::make_unique<MlpGemmPath>(cfg_.shape, cfg_.activations, device);
@@ -158,8 +159,14 @@ void FullyFusedMlp::params_changed() {
 
 ops::TrainState FullyFusedMlp::read_train_state() {
   ops::TrainState s;
-  state_.copy_to_host(&s, 1);
+  detail::copy_bytes(device_, &s, state_ptr_, sizeof(s), false, true);
   return s;
+}
+
+void FullyFusedMlp::bind_train_state(ops::TrainState* shared) {
+  TESSERA_CHECK(shared, "FullyFusedMLP: no train state to bind");
+  state_ptr_ = shared;
+  settles_ = false;
 }
 
 void FullyFusedMlp::inference_impl(const float* input, size_t batch, float* output) {
@@ -200,14 +207,14 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
     TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
     ops::cpu::mlp_backward<float>(cfg_.shape, cfg_.activations, p_.params, ctx->input, ctx->batch, ctx->tape,
                            dL_doutput, p_.gradients, mode, dL_dinput);
-    ops::finish_step(*state_.data(), all_finite(p_.gradients, n_params()));
+    if (settles_) ops::finish_step(*state_ptr_, all_finite(p_.gradients, n_params()));
     return;
   }
   auto* ctx = dynamic_cast<FusedContext*>(&base);
   TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
   if (path_ == Path::gemm)
-    return gemm_->backward(p_.params, ctx->input, ctx->batch, dL_doutput, p_.gradients, mode, dL_dinput,
-                           state_.data());
+    return gemm_->backward(p_.params, ctx->input, ctx->batch, dL_doutput, p_.gradients, mode, dL_dinput, state_ptr_,
+                           settles_);
   ops::cuda::FusedTrainArgs a;
   a.weights = p_.params_half;
   a.input = ctx->input;
@@ -217,7 +224,8 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput,
   a.dL_dinput = dL_dinput;
   a.dL_dparams = p_.gradients;
   a.mode = mode;
-  a.state = state_.data();
+  a.state = state_ptr_;
+  a.settle = settles_;
   a.options = kernel_options_;
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
@@ -262,7 +270,7 @@ void FullyFusedMlp::fused_loss_step(const float* input, const uint16_t* input_ha
   a.dL_dinput = dL_dinput;
   a.dL_dparams = p_.gradients;
   a.mode = GradientMode::overwrite;
-  a.state = state_.data();
+  a.state = state_ptr_;
   a.options = kernel_options_;
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
@@ -281,12 +289,12 @@ void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* 
     }
     if (output) std::copy(out.begin(), out.end(), output);
     backward_impl(*ctx, dL.data(), dL_dinput, GradientMode::overwrite);
-    state_.data()->last_loss = float(loss_sum * norm);
+    state_ptr_->last_loss = float(loss_sum * norm);
     return;
   }
   if (path_ == Path::gemm)
     return gemm_->forward_backward_loss(p_.params, input, target, batch, loss, output, p_.gradients, dL_dinput,
-                                        state_.data());
+                                        state_ptr_);
   fused_loss_step(input, nullptr, target, batch, loss, output, dL_dinput);
 }
 

@@ -71,7 +71,7 @@ void MlpGemmPath::forward(const float* params, const float* input, size_t batch,
 
 void MlpGemmPath::backward(const float* /*params: the fp16 copy of forward() is used*/, const float* /*input*/,
                            size_t batch, const float* dL_doutput, float* grads, ops::GradientMode mode,
-                           float* dL_dinput, ops::TrainState* state) {
+                           float* dL_dinput, ops::TrainState* state, bool settle) {
   const uint32_t L = s_.n_layers();
   TESSERA_CHECK(z_[0].size() >= batch * s_.layer_out_logical(0) && x16_.size() >= batch * s_.input_width,
                 "MLP backward: run forward with the same batch first");
@@ -103,7 +103,7 @@ void MlpGemmPath::backward(const float* /*params: the fp16 copy of forward() is 
     }
   }
   ops::call<ops::Unscale>(device_, grad_scaled_.data(), grads, s_.n_params(), mode == ops::GradientMode::accumulate, state);
-  ops::call<ops::SettleStep>(device_, grads, s_.n_params(), state);
+  if (settle) ops::call<ops::SettleStep>(device_, grads, s_.n_params(), state);
 }
 
 void MlpGemmPath::forward_backward_loss(const float* params, const float* input, const float* target, size_t batch,

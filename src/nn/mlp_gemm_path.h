@@ -23,8 +23,9 @@ class MlpGemmPath {
   void forward(const float* params, const float* input, size_t batch, float* output, bool keep);
   // After forward(keep = true) with the same input and parameters: parameter gradients
   // (per mode) and dL_dinput (if non-null), then the step is settled on the device.
+  // settle: settle the step on the device at the end (false inside a larger model).
   void backward(const float* params, const float* input, size_t batch, const float* dL_doutput, float* grads,
-                ops::GradientMode mode, float* dL_dinput, ops::TrainState* state);
+                ops::GradientMode mode, float* dL_dinput, ops::TrainState* state, bool settle = true);
   void forward_backward_loss(const float* params, const float* input, const float* target, size_t batch,
                              const LossParams& loss, float* output, float* grads, float* dL_dinput,
                              ops::TrainState* state);

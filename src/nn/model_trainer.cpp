@@ -23,6 +23,7 @@ ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::
   state_ = Buffer<ops::TrainState>(d, 1);
   const ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);
+  model_->bind_train_state(state_.data());
   output_ = Buffer<float>(d, 0), dL_doutput_ = Buffer<float>(d, 0), loss_partials_ = Buffer<float>(d, 0);
 }
 

@@ -148,6 +148,7 @@ class MlpModule final : public Module {
   void bind_params(const ParamBinding& matrices, const ParamBinding&) override { net_->bind_params(matrices); }
   void initialize(uint64_t seed) override { net_->initialize(seed); }
   void params_changed() override { net_->params_changed(); }
+  void bind_train_state(ops::TrainState* state) override { net_->bind_train_state(state); }
 
   void inference(ConstView in, View out) override {
     check_shapes("MLP inference", in, out);

@@ -13,7 +13,7 @@ namespace {
 struct EncodedContext final : ForwardContext {
   const float* input = nullptr;
   size_t batch = 0;
-  Buffer<float> encoded;
+  uint64_t generation = 0;
   std::unique_ptr<ForwardContext> mlp;
 };
 }  // namespace
@@ -21,7 +21,7 @@ struct EncodedContext final : ForwardContext {
 NetworkWithInputEncoding::NetworkWithInputEncoding(std::unique_ptr<Encoding> encoding, const Json& network_config,
                                                    uint32_t output_width, DeviceKind device)
     : encoding_(std::move(encoding)), device_(device), encoded_(device, 0), encoded_grad_(device, 0),
-      encoded_half_(device, 0) {
+      encoded_half_(device, 0), forward_encoded_(device, 0), forward_encoded_half_(device, 0) {
   TESSERA_CHECK(encoding_, "NetworkWithInputEncoding needs an encoding");
   const MlpConfig mlp_cfg = parse_mlp_config(network_config, encoding_->output_width(), output_width, device);
   const size_t n_mlp = mlp_cfg.shape.n_params(), n_total = n_mlp + encoding_->n_params();
@@ -77,13 +77,22 @@ void NetworkWithInputEncoding::inference_impl(const float* input, size_t batch, 
 
 std::unique_ptr<ForwardContext> NetworkWithInputEncoding::forward_impl(const float* input, size_t batch,
                                                                        float* output) {
+  // The encoded batch lives in grow-only members until the next forward (no allocation
+  // per call; one forward in flight), in fp16 where the MLP reads that.
   auto ctx = std::make_unique<EncodedContext>();
   const uint32_t w = encoding_->output_width();
   ctx->input = input;
   ctx->batch = batch;
-  ctx->encoded = Buffer<float>(device_, batch * w);
-  encoding_->encode(input, input_width(), batch, ctx->encoded.data(), w);
-  ctx->mlp = mlp_->forward(ctx->encoded.data(), batch, output);
+  ctx->generation = ++generation_;
+  if (half_handover(batch, true)) {
+    forward_encoded_half_.ensure(batch * w);
+    encoding_->encode_half(input, input_width(), batch, forward_encoded_half_.data(), w);
+    ctx->mlp = mlp_->forward_half_input(forward_encoded_half_.data(), batch, output);
+  } else {
+    forward_encoded_.ensure(batch * w);
+    encoding_->encode(input, input_width(), batch, forward_encoded_.data(), w);
+    ctx->mlp = mlp_->forward(forward_encoded_.data(), batch, output);
+  }
   return ctx;
 }
 
@@ -100,6 +109,9 @@ void NetworkWithInputEncoding::backward_impl(ForwardContext& base, const float* 
                                              GradientMode mode) {
   auto* ctx = dynamic_cast<EncodedContext*>(&base);
   TESSERA_CHECK(ctx, "NetworkWithInputEncoding::backward: the context comes from another network");
+  TESSERA_CHECK(ctx->generation == generation_,
+                "NetworkWithInputEncoding::backward: another forward ran since this context's forward (one forward in "
+                "flight per network)");
   const bool need_encoded_grad = encoding_->n_params() > 0 || dL_dinput;
   if (need_encoded_grad) encoded_grad_.ensure(ctx->batch * encoding_->output_width());
   mlp_->backward(*ctx->mlp, dL_doutput, need_encoded_grad ? encoded_grad_.data() : nullptr, mode);

@@ -194,6 +194,16 @@ TEST(Modules, ModelTrainerLearnsWithTheCompositeOnCpu) {
   std::printf("[ measured ] composite training loss %.4f -> %.5f\n", first, last);
   EXPECT_LT(last, first / 5);
   EXPECT_EQ(t.skipped_steps(), 0u);
+  // Two MLPs in the model, one settle per step.
+  int step = 0;
+  const std::string failure = test::check_one_settle_per_step(t, 5, [&](bool nan_target) {
+    const auto x = nerf_inputs(batch, 5000 + step++);
+    std::vector<float> y(batch * 4);
+    for (size_t r = 0; r < batch; ++r) target_of(&x[r * 6], &y[r * 4]);
+    if (nan_target) y[7] = NAN;
+    t.training_step_async(nn::ConstView(x.data(), batch, 6), nn::ConstView(y.data(), batch, 4));
+  });
+  EXPECT_EQ(failure, "");
 }
 
 }  // namespace

@@ -101,6 +101,16 @@ TEST(ModulesCuda, ModelTrainerLearnsOnTheGpu) {
   std::printf("[ measured ] composite training on CUDA: loss %.4f -> %.5f, %u skipped steps\n", first, last,
               t.skipped_steps());
   EXPECT_LT(last, first / 5);
+  int step = 0;
+  const std::string failure = test::check_one_settle_per_step(t, 5, [&](bool nan_target) {
+    const auto x = test::random_floats(batch * 6, 0.0f, 1.0f, 9000 + step++);
+    std::vector<float> y(batch * 4, 0.5f);
+    if (nan_target) y[7] = NAN;
+    Buffer<float> gx = make_buffer(DeviceKind::cuda, x), gy = make_buffer(DeviceKind::cuda, y);
+    t.training_step_async(nn::ConstView(gx.data(), batch, 6), nn::ConstView(gy.data(), batch, 4));
+    synchronize(DeviceKind::cuda);  // the buffers go out of scope
+  });
+  EXPECT_EQ(failure, "");
 }
 
 }  // namespace

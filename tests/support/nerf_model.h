@@ -4,11 +4,14 @@
 //   -> [ colour MLP over all 8 -> rgb (3) | identity of feature 0 (the density) ]
 // so it exercises Sequential, Parallel with overlapping branches, an identity route,
 // table parameters (the grid) and matrix parameters (two MLPs).
+#include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tessera/nn/encoding.h"
 #include "tessera/nn/fully_fused_mlp.h"
+#include "tessera/nn/model_trainer.h"
 #include "tessera/nn/module.h"
 
 namespace tessera::test {
@@ -41,6 +44,25 @@ inline std::unique_ptr<nn::Module> make_nerf_like_model(DeviceKind device, bool 
   chain.push_back(nn::make_parallel(6, std::move(first)));
   chain.push_back(nn::make_parallel(8, std::move(second)));
   return nn::make_sequential(std::move(chain));
+}
+
+// One loss scale and one settle per trained model: `steps` clean steps count `steps`
+// optimizer steps (not one per MLP of the model), then a step with a NaN target is skipped
+// once and halves the loss scale once. Returns a description of what failed, or "".
+template <typename MakeBatch>
+std::string check_one_settle_per_step(nn::ModelTrainer& t, int steps, MakeBatch&& run_step) {
+  const ops::TrainState before = t.train_state();
+  for (int i = 0; i < steps; ++i) run_step(false);
+  const ops::TrainState clean = t.train_state();
+  if (clean.optimizer_steps != before.optimizer_steps + uint32_t(steps))
+    return "optimizer steps " + std::to_string(clean.optimizer_steps - before.optimizer_steps) + " after " +
+           std::to_string(steps) + " steps";
+  run_step(true);
+  const ops::TrainState bad = t.train_state();
+  if (bad.skipped_steps != clean.skipped_steps + 1) return "a NaN step was not skipped exactly once";
+  if (bad.loss_scale != clean.loss_scale * 0.5f) return "the loss scale did not halve exactly once";
+  if (bad.optimizer_steps != clean.optimizer_steps) return "a skipped step counted as an optimizer step";
+  return "";
 }
 
 }  // namespace tessera::test

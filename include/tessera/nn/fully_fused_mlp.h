@@ -66,7 +66,10 @@ class FullyFusedMlp final : public Network {
   void forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
                                         const LossParams& loss, float* output, float* dL_dinput);
 
-  ops::TrainState* train_state() override { return state_.data(); }
+  ops::TrainState* train_state() override { return state_ptr_; }
+  // Inside a larger model: use the model's step state (its loss scale) and leave settling
+  // the step to the model (one skip decision, one loss scale per trained model).
+  void bind_train_state(ops::TrainState* shared);
   ops::TrainState read_train_state() override;
 
  protected:
@@ -87,6 +90,8 @@ class FullyFusedMlp final : public Network {
   Buffer<uint16_t> params_half_;
   ParamBinding p_;  // points into the buffers above or into the owner's storage
   Buffer<ops::TrainState> state_;
+  ops::TrainState* state_ptr_ = nullptr;  // state_ or the model's
+  bool settles_ = true;
   Path path_ = Path::reference;
   ops::FusedMlpOptions kernel_options_;
   ops::FusedMlpWorkspace fused_ws_;

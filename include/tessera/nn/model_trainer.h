@@ -3,7 +3,8 @@
 // general forward -> loss -> backward -> settle -> optimizer step, for models that are not
 // one encoding -> MLP -> loss chain (that one has the fused step: nn::Trainer). The model's
 // parameters live here in one array (every matrix first, then the tables), with one
-// TrainState: one skip decision per step for the whole model.
+// TrainState: one dynamic loss scale for every piece's fp16 backward and one skip decision
+// per step for the whole model.
 #include <memory>
 
 #include "tessera/core/buffer.h"
@@ -27,6 +28,8 @@ class ModelTrainer {
 
   float last_loss();
   uint32_t skipped_steps();
+  // A host copy of the step state (waits for the device).
+  ops::TrainState train_state() { return read_state(); }
   Module& model() { return *model_; }
   Optimizer& optimizer() { return *opt_; }
   size_t n_params() const { return params_.size(); }

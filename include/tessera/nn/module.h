@@ -19,6 +19,7 @@
 #include "tessera/core/device.h"
 #include "tessera/nn/params.h"
 #include "tessera/ops/mlp.h"
+#include "tessera/ops/train_state.h"
 
 namespace tessera::nn {
 
@@ -73,6 +74,9 @@ class Module {
   virtual void initialize(uint64_t seed) { (void)seed; }
   // After the bound fp32 parameters changed other than through an optimizer.
   virtual void params_changed() {}
+  // The trained model's step state: its dynamic loss scale scales every piece's fp16
+  // backward, and the model (not each piece) settles the step once.
+  virtual void bind_train_state(ops::TrainState* state) { (void)state; }
 
   // out [batch, output_width] = f(in [batch, input_width]); stores nothing for backward.
   virtual void inference(ConstView in, View out) = 0;

@@ -58,6 +58,10 @@ class NetworkWithInputEncoding final : public Network {
 
   Buffer<float> encoded_, encoded_grad_;  // [batch, encoding width] scratch, grown on demand
   Buffer<uint16_t> encoded_half_;
+  // forward()'s encoded batch, kept for backward until the next forward.
+  Buffer<float> forward_encoded_;
+  Buffer<uint16_t> forward_encoded_half_;
+  uint64_t generation_ = 0;
 };
 
 // Builds the model of a tiny-cuda-nn config: with an "encoding" section, the encoding

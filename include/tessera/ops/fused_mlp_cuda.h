@@ -84,6 +84,9 @@ struct FusedTrainArgs {
   float* dL_dparams = nullptr;         // [n_params], written per `mode`
   GradientMode mode = GradientMode::overwrite;
   TrainState* state = nullptr;         // device
+  // Settle the step (skip flag, loss scale, loss) after the reduction; false when the
+  // network is part of a larger model that settles once for all its pieces.
+  bool settle = true;
   FusedMlpOptions options;
   Stream* stream = nullptr;            // null: the CUDA backend's default stream
 };

@@ -25,7 +25,7 @@ __global__ void __launch_bounds__(kReduceWarps * 32)
     reduce_grad_partials_kernel(const float* __restrict__ partials, int n_partials, size_t n_params,
                                 float* __restrict__ grad, bool accumulate, float post_scale,
                                 const float* __restrict__ loss_partials, int n_loss_partials, float loss_norm,
-                                TrainState* state) {
+                                TrainState* state, bool settle) {
   __shared__ float sums[kReduceWarps][32];
   __shared__ bool is_last;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -53,11 +53,13 @@ __global__ void __launch_bounds__(kReduceWarps * 32)
   __syncthreads();
   if (!is_last || threadIdx.x != 0) return;
   __threadfence();
-  float loss = 0.0f;
-  for (int b = 0; b < n_loss_partials; ++b) loss += loss_partials[b];
-  state->last_loss = loss * loss_norm;
-  const bool finite = atomicAdd(&state->nonfinite_flag, 0u) == 0u;
-  finish_step(*state, finite);
+  if (settle) {  // else the model this network is part of settles the step once for all
+    float loss = 0.0f;
+    for (int b = 0; b < n_loss_partials; ++b) loss += loss_partials[b];
+    state->last_loss = loss * loss_norm;
+    const bool finite = atomicAdd(&state->nonfinite_flag, 0u) == 0u;
+    finish_step(*state, finite);
+  }
   state->nonfinite_flag = 0;
   state->blocks_done = 0;
 }
@@ -225,7 +227,7 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   const unsigned reduce_blocks = unsigned((n_params + 31) / 32);
   detail::reduce_grad_partials_kernel<<<reduce_blocks, detail::kReduceWarps * 32, 0, detail::native_stream(a.stream)>>>(
       ws.grad_partials.data(), grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
-      ws.loss_partials.data(), int(plan.blocks), norm, a.state);
+      ws.loss_partials.data(), int(plan.blocks), norm, a.state, a.settle);
   TESSERA_CUDA_CHECK_LAUNCH("reduce_grad_partials_kernel");
 }
 
