@@ -38,6 +38,10 @@ Buffer<T> upload(const Backend& b, const std::vector<T>& host) {
   return make_buffer(b.kind(), host);
 }
 
+// ||got - want|| / ||want|| over finite entries; infinite when NaN or inf positions (or
+// the sizes) differ.
+double rel_l2(const std::vector<double>& got, const std::vector<double>& want);
+
 template <typename T>
 void append(std::vector<double>& out, const std::vector<T>& values) {
   out.insert(out.end(), values.begin(), values.end());

@@ -1,7 +1,7 @@
 // The harness's cases on the CPU alone (CI has no GPU): every case's op exists on the CPU
 // reference, runs, gives finite outputs, and gives the same outputs twice for one seed
-// (the reference is deterministic, so a backend compared against it is compared against
-// one answer).
+// within a tenth of the case's tolerance (the grid scatter adds in thread order), so a
+// backend is compared against one answer, not against the reference's own noise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,10 +23,8 @@ TEST(BackendOpsHarness, EveryCaseRunsOnTheCpuReferenceAndIsDeterministic) {
     ASSERT_FALSE(a.empty());
     ASSERT_EQ(a.size(), b.size());
     size_t nonfinite = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (!std::isfinite(a[i])) ++nonfinite;
-      ASSERT_TRUE(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) << "element " << i;
-    }
+    for (double v : a) nonfinite += !std::isfinite(v);
+    EXPECT_LE(rel_l2(b, a), 0.1 * c.tolerance);
     // Only the cases built around non-finite values may produce them.
     if (c.op != "settle_step" && c.op != "convert_to_half") EXPECT_EQ(nonfinite, 0u);
   }
