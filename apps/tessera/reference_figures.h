@@ -27,6 +27,15 @@ struct PerGpu {
   const T& on(ReferenceGpu g) const { return g == ReferenceGpu::H200 ? h200 : h100; }
 };
 
+// Adds a vendor library's DESIGN.md figure for the GPU named `gpu_name` under `key`, when
+// there is one for that GPU.
+inline void add_vendor_reference(Json& r, const char* key, const PerGpu<double>& figures, const std::string& gpu_name) {
+  const ReferenceGpu gpu = reference_gpu_for(gpu_name);
+  if (figures.on(gpu) <= 0) return;
+  r[key] = figures.on(gpu);
+  r["cublas_reference_gpu"] = to_string(gpu);
+}
+
 // Adds tiny-cuda-nn's figures on `gpu` and the speed-ups of ours (train / infer ms) to a
 // bench result.
 inline void add_tcnn_comparison(Json& r, const TcnnFigures& t, ReferenceGpu gpu, double train, double infer) {

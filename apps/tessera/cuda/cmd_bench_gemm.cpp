@@ -98,11 +98,7 @@ Json bench_case(const GemmCase& c, ops::cuda::GemmKernel kernel, const GemmBench
     r["cublas_tflops"] = flops / (blas_ms * 1e-3) * 1e-12;
     r["speedup_vs_cublas"] = blas_ms / ours;
   }
-  const ReferenceGpu ref = reference_gpu_for(cuda_devices().at(0).name);
-  if (c.cublas_reference_tflops.on(ref) > 0) {
-    r["cublas_reference_tflops"] = c.cublas_reference_tflops.on(ref);
-    r["cublas_reference_gpu"] = to_string(ref);
-  }
+  add_vendor_reference(r, "cublas_reference_tflops", c.cublas_reference_tflops, cuda_devices().at(0).name);
   return r;
 }
 

@@ -116,11 +116,7 @@ Json bench_case(const GemvCase& c, const GemvBenchOptions& o, CublasRuntime& bla
     }
     r["relative_difference_vs_cublas"] = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   }
-  const ReferenceGpu ref = reference_gpu_for(cuda_devices().at(0).name);
-  if (c.cublas_reference_gbps.on(ref) > 0) {
-    r["cublas_reference_gbps"] = c.cublas_reference_gbps.on(ref);
-    r["cublas_reference_gpu"] = to_string(ref);
-  }
+  add_vendor_reference(r, "cublas_reference_gbps", c.cublas_reference_gbps, cuda_devices().at(0).name);
   return r;
 }
 
