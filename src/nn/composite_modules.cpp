@@ -212,7 +212,8 @@ class Parallel final : public CompositeBase {
   Json config() const override {
     Json branches = Json::array();
     for (const Branch& b : branches_)
-      branches.push_back(Json{{"first_input", b.first_input}, {"module", b.module->config()}});
+      branches.push_back(Json{{"first_input", b.first_input}, {"n_input_dims", b.module->input_width()},
+                              {"module", b.module->config()}});
     return Json{{"otype", "Parallel"}, {"n_input_dims", input_width_}, {"branches", branches}};
   }
 

@@ -142,7 +142,12 @@ class MlpModule final : public Module {
   uint32_t input_width() const override { return net_->input_width(); }
   uint32_t output_width() const override { return net_->output_width(); }
   DeviceKind device() const override { return net_->device(); }
-  Json config() const override { return net_->config(); }
+  // The network's config plus its output width (a module config stands alone).
+  Json config() const override {
+    Json c = net_->config();
+    c["n_output_dims"] = net_->output_width();
+    return c;
+  }
   size_t n_params() const override { return net_->n_params(); }
   size_t n_matrix_params() const override { return net_->n_params(); }
   void bind_params(const ParamBinding& matrices, const ParamBinding&) override { net_->bind_params(matrices); }
@@ -220,33 +225,6 @@ class MlpModule final : public Module {
   uint64_t generation_ = 0;
 };
 
-class IdentityModule final : public Module {
- public:
-  IdentityModule(uint32_t width, DeviceKind device) : width_(width), device_(device) {
-    TESSERA_CHECK(width >= 1, "identity module: width must be at least 1");
-  }
-  uint32_t input_width() const override { return width_; }
-  uint32_t output_width() const override { return width_; }
-  DeviceKind device() const override { return device_; }
-  Json config() const override { return Json{{"otype", "Identity"}, {"n_dims", width_}}; }
-  void inference(ConstView in, View out) override {
-    check_shapes("identity", in, out);
-    detail::copy_view(device_, in, out, 0.0f);
-  }
-  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
-    inference(in, out);
-    return std::make_unique<ModuleContext>();
-  }
-  void backward(ModuleContext&, ConstView in, ConstView dL_dout, View dL_din, GradientMode) override {
-    check_shapes("identity backward", in, dL_dout);
-    if (!dL_din.empty()) detail::copy_view(device_, dL_dout, dL_din, 0.0f);
-  }
-
- private:
-  uint32_t width_;
-  DeviceKind device_;
-};
-
 }  // namespace
 
 std::unique_ptr<Module> make_module(std::unique_ptr<Encoding> encoding) {
@@ -258,7 +236,8 @@ std::unique_ptr<Module> make_module(std::unique_ptr<FullyFusedMlp> network) {
 }
 
 std::unique_ptr<Module> make_identity(uint32_t width, DeviceKind device) {
-  return std::make_unique<IdentityModule>(width, device);
+  TESSERA_CHECK(width >= 1, "identity module: width must be at least 1");
+  return make_module(create_encoding(Json{{"otype", "Identity"}}, width, device));
 }
 
 }  // namespace tessera::nn

@@ -7,9 +7,11 @@
 #include <cmath>
 
 #include "support/errors.h"
+#include "support/paths.h"
 #include "support/nerf_model.h"
 #include "support/random.h"
 #include "tessera/nn/model_trainer.h"
+#include "tessera/ops/encodings.h"
 
 namespace tessera {
 namespace {
@@ -204,6 +206,64 @@ TEST(Modules, ModelTrainerLearnsWithTheCompositeOnCpu) {
     t.training_step_async(nn::ConstView(x.data(), batch, 6), nn::ConstView(y.data(), batch, 4));
   });
   EXPECT_EQ(failure, "");
+}
+
+TEST(ModuleConfig, NerfModelConfigLoadsAndRoundTrips) {
+  // instant-ngp's NeRF network as one config: [x, d] -> [grid -> density MLP (16) | SH(d)]
+  // -> [colour MLP -> rgb | the density].
+  const Json cfg = load_json_file(test::source_path("configs/nerf_model.json"));
+  auto model = nn::create_module(cfg, 6, DeviceKind::cpu);
+  EXPECT_EQ(model->input_width(), 6u);
+  EXPECT_EQ(model->output_width(), 4u);
+  const auto grid = ops::make_grid_layout(3, 16, 2, 19, 16, 1.447269237440378f, true, ops::GridInterpolation::Linear);
+  EXPECT_EQ(model->n_table_params(), grid.n_params());
+  EXPECT_GT(model->n_matrix_params(), 0u);
+  const Json back = model->config();
+  auto again = nn::create_module(back, 6, DeviceKind::cpu);
+  EXPECT_EQ(again->config(), back);
+  EXPECT_EQ(again->n_params(), model->n_params());
+}
+
+TEST(ModuleConfig, AConfigRebuildsTheSameModel) {
+  // The composite built in C++ and the one built from its config compute the same outputs
+  // from the same parameters.
+  auto built = test::make_nerf_like_model(DeviceKind::cpu);
+  auto from_config = nn::create_module(built->config(), 6, DeviceKind::cpu);
+  ASSERT_EQ(from_config->n_params(), built->n_params());
+  ASSERT_EQ(from_config->n_matrix_params(), built->n_matrix_params());
+  Bound a = bind_random(*built, 3), b = bind_random(*from_config, 3);
+  ASSERT_EQ(a.params, b.params);
+  const size_t batch = 50;
+  const auto x = nerf_inputs(batch, 4);
+  std::vector<float> ya(batch * 4), yb(batch * 4);
+  built->inference(nn::ConstView(x.data(), batch, 6), nn::View(ya.data(), batch, 4));
+  from_config->inference(nn::ConstView(x.data(), batch, 6), nn::View(yb.data(), batch, 4));
+  EXPECT_EQ(ya, yb);
+}
+
+TEST(ModuleConfig, BadConfigsSayWhere) {
+  auto make = [](const Json& c, uint32_t in = 6) { return error_of([&] { nn::create_module(c, in, DeviceKind::cpu); }); };
+  const std::string unknown = make(Json{{"otype", "Sequential"}, {"modules", {Json{{"otype", "Transformer"}}}}});
+  EXPECT_NE(unknown.find("model.modules[0]"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("Transformer"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("Parallel"), std::string::npos) << "lists the module kinds: " << unknown;
+  EXPECT_NE(make(Json{{"otype", "FullyFusedMLP"}, {"n_neurons", 64}}).find("needs \"n_output_dims\""),
+            std::string::npos);
+  const Json sh_on_two{{"otype", "Parallel"},
+                       {"branches", {Json{{"first_input", 4}, {"module", {{"otype", "SphericalHarmonics"}}}}}}};
+  const std::string sh = make(sh_on_two);
+  EXPECT_NE(sh.find("model.branches[0].module"), std::string::npos) << sh;
+  EXPECT_NE(sh.find("3-D directions but gets 2"), std::string::npos) << sh;
+  const Json outside{{"otype", "Parallel"},
+                     {"branches", {Json{{"first_input", 5}, {"n_input_dims", 3}, {"module", {{"otype", "Identity"}}}}}}};
+  EXPECT_NE(make(outside).find("columns [5, 8) are outside the 6 input columns"), std::string::npos);
+  EXPECT_NE(make(Json{{"otype", "Sequential"}, {"modules", Json::array()}}).find("non-empty"), std::string::npos);
+  EXPECT_NE(make(Json{{"otype", "Sequential"}, {"modules", {Json{{"otype", "Identity"}}}}, {"layers", 3}})
+                .find("layers"),
+            std::string::npos);
+  Json deep{{"otype", "Identity"}};
+  for (int i = 0; i < 100; ++i) deep = Json{{"otype", "Sequential"}, {"modules", {deep}}};
+  EXPECT_NE(make(deep).find("nested deeper than 64"), std::string::npos);
 }
 
 }  // namespace

@@ -120,4 +120,12 @@ std::unique_ptr<Module> make_parallel(uint32_t input_width, std::vector<Branch> 
 // Pass-through of `width` columns (routes a value around a branch, e.g. NeRF's density).
 std::unique_ptr<Module> make_identity(uint32_t width, DeviceKind device);
 
+// Builds a module from a config, tiny-cuda-nn style: {"otype": "Sequential", "modules":
+// [...]}, {"otype": "Parallel", "branches": [{"first_input": 0, "n_input_dims": 3,
+// "module": {...}}, ...]}, any encoding otype (HashGrid, SphericalHarmonics, Identity, ...)
+// and any network otype (FullyFusedMLP, MLP, CutlassMLP) with "n_output_dims". Widths flow
+// from `input_width`; config() of the result builds it again. Unknown otypes and keys,
+// missing widths and mismatches are errors that say where.
+std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, DeviceKind device);
+
 }  // namespace tessera::nn
