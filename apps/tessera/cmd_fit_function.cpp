@@ -164,12 +164,15 @@ void register_fit_function(CLI::App& fit) {
   cmd->add_option("--optimizer", o.optimizer, "adam (lr 0.02) or sgd (lr 0.03)")
       ->check(CLI::IsMember({"adam", "sgd"}))
       ->capture_default_str();
-  cmd->add_option("--lr", o.learning_rate, "learning rate (default: the optimizer's value above)");
+  cmd->add_option("--lr", o.learning_rate, "learning rate (default: the optimizer's value above)")
+      ->check(finite_positive());
   cmd->add_option("--steps", o.steps, "training steps")->capture_default_str();
   cmd->add_option("--batch", o.batch, "random samples per step")->capture_default_str();
   cmd->add_option("--eval-every", o.eval_every, "evaluate the grid MSE every N steps")->capture_default_str();
   cmd->add_option("--grid", o.grid, "grid points for the per-step MSE")->capture_default_str();
-  cmd->add_option("--target-mse", o.target_mse, "report the first step below this MSE")->capture_default_str();
+  cmd->add_option("--target-mse", o.target_mse, "report the first step below this MSE")
+      ->capture_default_str()
+      ->check(finite_positive());
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples)")->capture_default_str();
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for mse.csv, fit.png, mse.png")->capture_default_str();

@@ -195,7 +195,7 @@ void register_fit_image(CLI::App& fit) {
   cmd->add_option("--config", o.config_path,
                   "tiny-cuda-nn style JSON (encoding, network, loss, optimizer); default: configs/config_hash.json");
   cmd->add_option("--steps", o.steps, "training steps (default 2000 unless --seconds is given)");
-  cmd->add_option("--seconds", o.seconds, "stop after this much training time")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seconds", o.seconds, "stop after this much training time")->check(finite_non_negative());
   cmd->add_option("--log2-batch", o.log2_batch, "samples per step = 2^N (default 18 on CUDA, 12 on the CPU)")
       ->check(CLI::Range(4, 24));
   cmd->add_option("--eval-every", o.eval_every, "also measure PSNR every N steps");

@@ -16,6 +16,11 @@ void register_bench_encoding(CLI::App& bench);
 void register_bench_gemv(CLI::App& bench);
 void register_bench_gemm(CLI::App& bench);
 
+// Number checks for options: finite and above 0 (or at least 0). CLI11's PositiveNumber
+// lets NaN and inf through.
+CLI::Validator finite_positive();
+CLI::Validator finite_non_negative();
+
 // Adds --device to a subcommand (auto | cpu | cuda).
 void add_device_option(CLI::App& cmd, std::string& device);
 // Creates `path` (and parents) or throws an error naming it; run before long work.

@@ -1,6 +1,7 @@
 // tessera: train small neural networks fast. See `tessera --help`.
 #include <cstdio>
 #include <exception>
+#include <cmath>
 #include <filesystem>
 
 #include "commands.h"
@@ -8,6 +9,30 @@
 #include "tessera/core/log.h"
 
 namespace tessera::app {
+
+namespace {
+CLI::Validator finite_number_check(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& text) -> std::string {
+        double v = 0;
+        size_t used = 0;
+        try {
+          v = std::stod(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "'" + text + "' is not a number";
+        if (!std::isfinite(v) || v < 0 || (v == 0 && !allow_zero))
+          return std::string("must be a finite number ") + (allow_zero ? "of at least 0" : "above 0") + " (got " +
+                 text + ")";
+        return "";
+      },
+      allow_zero ? "NUMBER >= 0" : "NUMBER > 0");
+}
+}  // namespace
+
+CLI::Validator finite_positive() { return finite_number_check(false); }
+CLI::Validator finite_non_negative() { return finite_number_check(true); }
 
 void add_device_option(CLI::App& cmd, std::string& device) {
   cmd.add_option("--device", device, "where to run: auto (CUDA when a GPU is present), cpu, cuda")

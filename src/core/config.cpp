@@ -1,6 +1,9 @@
 #include "tessera/core/config.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <type_traits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,9 +14,22 @@
 
 namespace tessera {
 
+// Configs are small text files: anything else (a folder, a FIFO, /dev/zero, a huge file) is
+// refused before reading, not read until memory runs out or forever.
+constexpr uintmax_t kMaxConfigBytes = 64ull << 20;
+
 Json load_json_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  TESSERA_CHECK(!ec && fs::exists(st), "cannot open config file '{}': no such file", path);
+  TESSERA_CHECK(fs::is_regular_file(st), "config file '{}' is not a regular file ({})", path,
+                fs::is_directory(st) ? "it is a folder" : "a device, pipe or socket");
+  const uintmax_t size = fs::file_size(path, ec);
+  TESSERA_CHECK(!ec && size <= kMaxConfigBytes, "config file '{}' is {} bytes; a config is at most {} MiB", path, size,
+                kMaxConfigBytes >> 20);
   std::ifstream in(path);
-  TESSERA_CHECK(in.good(), "cannot open config file '{}'", path);
+  TESSERA_CHECK(in.good(), "cannot open config file '{}' (permissions?)", path);
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_json(ss.str(), "config file '" + path + "'");
@@ -22,7 +38,7 @@ Json load_json_file(const std::string& path) {
 Json parse_json(const std::string& text, const std::string& what) {
   try {
     return Json::parse(text, nullptr, true, /*ignore_comments=*/true);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse errors, and numbers too large for a double (1e999)
     throw Error(fmt::format("{} is not valid JSON: {}", what, e.what()));
   }
 }
@@ -41,13 +57,41 @@ void check_known_keys(const Json& object, const std::string& what,
   }
 }
 
+namespace {
+[[noreturn]] void bad_value(const char* key, const char* expected, const Json& v) {
+  throw Error(fmt::format("config key '{}' must be {} (got {})", key, expected, v.dump()));
+}
+}  // namespace
+
+// Strict: an integer key takes a whole number in range (16.9 is not 16, -64 is not
+// 4294967232), a float key a finite number, a string key a string, a bool key a bool.
 template <typename T>
 T json_get(const Json& object, const char* key, const T& default_value) {
-  if (!object.contains(key)) return default_value;
-  try {
-    return object.at(key).get<T>();
-  } catch (const Json::exception&) {
-    throw Error(fmt::format("config key '{}' has the wrong type (value {})", key, object.at(key).dump()));
+  if (!object.is_object() || !object.contains(key)) return default_value;
+  const Json& v = object.at(key);
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) bad_value(key, "true or false", v);
+    return v.get<bool>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) bad_value(key, "a string", v);
+    return v.get<std::string>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!v.is_number_integer()) bad_value(key, "a whole number", v);
+    if (v.is_number_unsigned()) {
+      const uint64_t u = v.get<uint64_t>();
+      if (u > uint64_t(std::numeric_limits<T>::max())) bad_value(key, "a smaller whole number", v);
+      return T(u);
+    }
+    const int64_t s = v.get<int64_t>();
+    if (s < int64_t(std::numeric_limits<T>::min()))
+      bad_value(key, std::is_signed_v<T> ? "a larger whole number" : "a whole number of at least 0", v);
+    if (s > 0 && uint64_t(s) > uint64_t(std::numeric_limits<T>::max())) bad_value(key, "a smaller whole number", v);
+    return T(s);
+  } else {
+    if (!v.is_number()) bad_value(key, "a number", v);
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::abs(d) > double(std::numeric_limits<T>::max())) bad_value(key, "a finite number", v);
+    return T(d);
   }
 }
 template int json_get<int>(const Json&, const char*, const int&);

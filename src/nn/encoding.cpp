@@ -185,13 +185,27 @@ std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, u
   return std::make_unique<GridEncodingModule>(g, cfg, device);
 }
 
+// Widths an encoding may produce: computed in 64 bits and capped, so a huge n_bins or a
+// Composite whose parts add up past 2^32 is an error, not a wrapped width.
+constexpr uint64_t kMaxEncodingWidth = 1 << 16;
+constexpr int kMaxCompositeDepth = 64;
+
+std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, DeviceKind device, int depth);
+
 }  // namespace
 
 std::unique_ptr<Encoding> create_encoding(const Json& c, uint32_t n_dims, DeviceKind device) {
+  return create_encoding_at(c, n_dims, device, 0);
+}
+
+namespace {
+
+std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, DeviceKind device, int depth) {
+  TESSERA_CHECK(depth <= kMaxCompositeDepth, "Composite encodings nested deeper than {}", kMaxCompositeDepth);
   TESSERA_CHECK(c.is_object() && c.contains("otype"), "encoding config needs an \"otype\"; valid choices: {}",
                 kEncodingChoices);
   TESSERA_CHECK(n_dims >= 1, "an encoding needs at least one input dimension");
-  const std::string otype = c.at("otype").get<std::string>();
+  const std::string otype = json_get<std::string>(c, "otype", "");
   if (otype == "HashGrid" || otype == "DenseGrid" || otype == "Grid") return create_grid(c, otype, n_dims, device);
   if (otype == "Composite") {
     check_known_keys(c, "Composite config", {"otype", "nested", "n_dims_to_encode"});
@@ -206,10 +220,14 @@ std::unique_ptr<Encoding> create_encoding(const Json& c, uint32_t n_dims, Device
       const uint32_t dims = json_get<uint32_t>(nested[i], "n_dims_to_encode", left);
       TESSERA_CHECK(dims >= 1 && dims <= left, "Composite: nested encoding {} wants {} dims but {} are left", i, dims,
                     left);
-      parts.push_back(create_encoding(nested[i], dims, device));
+      parts.push_back(create_encoding_at(nested[i], dims, device, depth + 1));
       used += dims;
     }
     TESSERA_CHECK(used == n_dims, "Composite: nested encodings cover {} of the {} input dims", used, n_dims);
+    uint64_t width = 0;
+    for (const auto& p : parts) width += p->output_width();
+    TESSERA_CHECK(width <= kMaxEncodingWidth, "Composite: the nested encodings put out {} columns; at most {}", width,
+                  kMaxEncodingWidth);
     return std::make_unique<CompositeEncoding>(std::move(parts), device);
   }
   ops::ElementwiseEncoding e;
@@ -238,7 +256,15 @@ std::unique_ptr<Encoding> create_encoding(const Json& c, uint32_t n_dims, Device
   } else {
     throw Error(format_message("unknown encoding otype '{}'; valid choices: {}", otype, kEncodingChoices));
   }
+  const uint64_t width = e.kind == ops::ElementwiseKind::SphericalHarmonics
+                             ? uint64_t(e.order) * e.order
+                             : uint64_t(e.n_dims) * (e.kind == ops::ElementwiseKind::Frequency ? 2ull * e.order
+                                                     : e.kind == ops::ElementwiseKind::Identity ? 1ull
+                                                                                                : uint64_t(e.order));
+  TESSERA_CHECK(width <= kMaxEncodingWidth, "{}: {} input dims would give {} output columns; at most {}", otype, n_dims,
+                width, kMaxEncodingWidth);
   return std::make_unique<ElementwiseEncodingModule>(e, device);
 }
 
+}  // namespace
 }  // namespace tessera::nn

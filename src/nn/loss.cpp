@@ -8,7 +8,7 @@ LossParams parse_loss(const Json& c) {
   check_known_keys(c, "loss config", {"otype", "delta"});
   TESSERA_CHECK(c.contains("otype"), "loss config needs an \"otype\"; valid choices: L2, L1, Huber, RelativeL2");
   LossParams p;
-  p.kind = parse_loss_kind(c.at("otype").get<std::string>());
+  p.kind = parse_loss_kind(json_get<std::string>(c, "otype", ""));
   p.huber_delta = json_get<float>(c, "delta", 0.1f);
   TESSERA_CHECK(p.huber_delta > 0.0f, "Huber loss: delta must be positive (got {})", p.huber_delta);
   return p;

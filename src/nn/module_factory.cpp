@@ -21,7 +21,7 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, DeviceKind de
   TESSERA_CHECK(c.is_object() && c.contains("otype") && c.at("otype").is_string(),
                 "{}: a module config needs an \"otype\" (Sequential, Parallel, an encoding or a network)", where);
   TESSERA_CHECK(input_width >= 1, "{}: the module gets no input columns", where);
-  const std::string otype = c.at("otype").get<std::string>();
+  const std::string otype = json_get<std::string>(c, "otype", "");
   if (otype == "Sequential") {
     check_known_keys(c, where + " (Sequential)", {"otype", "modules"});
     TESSERA_CHECK(c.contains("modules") && c.at("modules").is_array() && !c.at("modules").empty(),

@@ -66,7 +66,7 @@ Json ExponentialDecay::config() const {
 std::unique_ptr<Optimizer> create_optimizer(const Json& c) {
   TESSERA_CHECK(c.is_object() && c.contains("otype"),
                 "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay");
-  const std::string otype = c.at("otype").get<std::string>();
+  const std::string otype = json_get<std::string>(c, "otype", "");
   if (otype == "Adam") {
     check_known_keys(c, "Adam config",
                      {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg", "non_matrix_learning_rate_factor",
@@ -88,14 +88,17 @@ std::unique_ptr<Optimizer> create_optimizer(const Json& c) {
     check_known_keys(c, "SGD config", {"otype", "learning_rate", "l2_reg"});
     const float lr = json_get<float>(c, "learning_rate", 1e-3f);
     TESSERA_CHECK(lr > 0, "SGD: learning_rate must be positive");
+    TESSERA_CHECK(json_get<float>(c, "l2_reg", 0.0f) >= 0, "SGD: l2_reg must not be negative");
     return std::make_unique<Sgd>(lr, json_get<float>(c, "l2_reg", 0.0f));
   }
   if (otype == "ExponentialDecay") {
     check_known_keys(c, "ExponentialDecay config", {"otype", "decay_start", "decay_interval", "decay_base", "nested"});
     TESSERA_CHECK(c.contains("nested"), "ExponentialDecay needs a \"nested\" optimizer config");
+    const float decay_base = json_get<float>(c, "decay_base", 0.33f);
+    TESSERA_CHECK(decay_base > 0.0f, "ExponentialDecay: decay_base must be above 0 (got {}): the learning rate is "
+                  "multiplied by it", decay_base);
     return std::make_unique<ExponentialDecay>(create_optimizer(c.at("nested")), json_get<uint32_t>(c, "decay_start", 10000),
-                                              json_get<uint32_t>(c, "decay_interval", 10000),
-                                              json_get<float>(c, "decay_base", 0.33f));
+                                              json_get<uint32_t>(c, "decay_interval", 10000), decay_base);
   }
   throw Error(format_message("unknown optimizer otype '{}'; valid choices: Adam, SGD, ExponentialDecay", otype));
 }

@@ -43,4 +43,17 @@ TEST(Cli, BadInputIsAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.code, 0);
 }
 
+TEST(Cli, NonFiniteOrOutOfRangeNumbersAreRefused) {
+  for (const char* args : {"fit function --lr nan", "fit function --lr -1", "fit function --lr inf",
+                           "fit function --lr 0", "fit function --lr 1e-3x", "fit function --target-mse nan",
+                           "fit image x.png --seconds nan", "fit image x.png --seconds -2",
+                           "fit function --steps 99999999999999999999999"}) {
+    const Result r = run(std::string(args) + " --device cpu");
+    EXPECT_NE(r.code, 0) << args << ": " << r.output;
+    const std::string option = std::string(args).substr(std::string(args).rfind("--"));
+    EXPECT_NE(r.output.find(option.substr(0, option.find(' '))), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("final MSE"), std::string::npos) << args << " trained anyway";
+  }
+}
+
 }  // namespace

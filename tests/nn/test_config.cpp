@@ -2,6 +2,8 @@
 
 #include "support/errors.h"
 #include "tessera/core/error.h"
+#include "tessera/nn/encoding.h"
+#include "tessera/nn/optimizer.h"
 #include "tessera/nn/trainer.h"
 
 namespace tessera {
@@ -80,6 +82,48 @@ TEST(MlpConfig, MlpAndCutlassMlpTakeAnyWidthAndRoundTrip) {
   const std::string msg = test::error_of(
       [] { nn::create_network({{"otype", "MLP"}, {"n_neurons", 5000}}, 3, 1, DeviceKind::cpu); });
   EXPECT_NE(msg.find("1 to 4096"), std::string::npos) << msg;
+}
+
+// Numbers in configs are taken as written or refused, never converted into something else.
+TEST(ConfigValues, NumbersAreTakenAsWrittenOrRefusedByKey) {
+  auto network = [](const Json& c) { return error_of([&] { nn::create_network(c, 3, 1, DeviceKind::cpu); }); };
+  std::string msg = network({{"otype", "FullyFusedMLP"}, {"n_neurons", 16.9}});
+  EXPECT_NE(msg.find("'n_neurons' must be a whole number (got 16.9)"), std::string::npos) << msg;
+  msg = network({{"otype", "MLP"}, {"n_neurons", -64}});
+  EXPECT_NE(msg.find("'n_neurons' must be a whole number of at least 0 (got -64)"), std::string::npos) << msg;
+  msg = network({{"otype", "MLP"}, {"n_neurons", 5000000000LL}});
+  EXPECT_NE(msg.find("'n_neurons' must be a smaller whole number"), std::string::npos) << msg;
+  msg = network({{"otype", 5}});
+  EXPECT_NE(msg.find("'otype' must be a string (got 5)"), std::string::npos) << msg;
+  msg = error_of([] { nn::create_optimizer({{"otype", "Adam"}, {"learning_rate", "fast"}}); });
+  EXPECT_NE(msg.find("'learning_rate' must be a number"), std::string::npos) << msg;
+  msg = error_of([] {
+    nn::create_optimizer({{"otype", "ExponentialDecay"}, {"decay_base", -0.5}, {"nested", {{"otype", "Adam"}}}});
+  });
+  EXPECT_NE(msg.find("decay_base must be above 0"), std::string::npos) << msg;
+  msg = error_of([] { parse_json("{\"learning_rate\": 1e999}", "config file 'x.json'"); });
+  EXPECT_NE(msg.find("config file 'x.json' is not valid JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1e999"), std::string::npos) << msg;
+  msg = error_of([] { load_json_file("/dev/zero"); });
+  EXPECT_NE(msg.find("'/dev/zero' is not a regular file"), std::string::npos) << msg;
+  msg = error_of([] { load_json_file("/tmp"); });
+  EXPECT_NE(msg.find("it is a folder"), std::string::npos) << msg;
+}
+
+TEST(ConfigValues, EncodingWidthsCannotWrapAndNestingIsBounded) {
+  auto encoding = [](const Json& c, uint32_t dims) {
+    return error_of([&] { nn::create_encoding(c, dims, DeviceKind::cpu); });
+  };
+  // 2^31 + 1 bins on 2 dims: 2^32 + 2 columns, which 32 bits would wrap to 2.
+  std::string msg = encoding({{"otype", "OneBlob"}, {"n_bins", 2147483649LL}}, 2);
+  EXPECT_NE(msg.find("output columns; at most"), std::string::npos) << msg;
+  Json wide{{"otype", "OneBlob"}, {"n_bins", 40000}, {"n_dims_to_encode", 1}};
+  msg = encoding({{"otype", "Composite"}, {"nested", {wide, wide}}}, 2);
+  EXPECT_NE(msg.find("Composite: the nested encodings put out 80000 columns"), std::string::npos) << msg;
+  Json deep{{"otype", "Identity"}};
+  for (int i = 0; i < 200; ++i) deep = Json{{"otype", "Composite"}, {"nested", {deep}}};
+  msg = encoding(deep, 2);
+  EXPECT_NE(msg.find("nested deeper than 64"), std::string::npos) << msg;
 }
 
 }  // namespace
