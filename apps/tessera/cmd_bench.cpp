@@ -157,7 +157,7 @@ void register_bench(CLI::App& root) {
   mlp->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
   mlp->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
   mlp->add_option("--log2-batch", o.log2_batch, "override every case's batch size (2^N)")->check(CLI::Range(4, 24));
-  mlp->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  mlp->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   mlp->callback([] { run_mlp(o); });
   register_bench_encoding(*bench);
   register_bench_gemv(*bench);

@@ -186,7 +186,7 @@ void register_bench_encoding(CLI::App& bench) {
   add_device_option(*cmd, o.device);
   cmd->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->callback([] { run_encoding(o); });
 }
 

@@ -176,7 +176,7 @@ void register_fit_function(CLI::App& fit) {
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples)")->capture_default_str();
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for mse.csv, fit.png, mse.png")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
   cmd->callback([] { run(o); });
 }

@@ -202,7 +202,7 @@ void register_fit_image(CLI::App& fit) {
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples)")->capture_default_str();
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for reconstruction PNGs, psnr.csv, psnr.png")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
   cmd->callback([] { run(o); });
 }

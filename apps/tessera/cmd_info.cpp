@@ -9,7 +9,7 @@ namespace tessera::app {
 void register_info(CLI::App& root) {
   auto* cmd = root.add_subcommand("info", "print backends, devices and build options");
   static std::string json_path;
-  cmd->add_option("--json", json_path, "also write the information as JSON to this file");
+  cmd->add_option("--json", json_path, "also write the information as JSON to this file")->check(writable_output_file());
   cmd->callback([] {
     Json j;
     j["version"] = TESSERA_VERSION;

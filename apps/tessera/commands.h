@@ -20,6 +20,9 @@ void register_bench_gemm(CLI::App& bench);
 // lets NaN and inf through.
 CLI::Validator finite_positive();
 CLI::Validator finite_non_negative();
+// A file the command will write at the end: checked before the work starts (its folder
+// exists and is writable, the path is not a folder), so a long run is not lost to a typo.
+CLI::Validator writable_output_file();
 
 // Adds --device to a subcommand (auto | cpu | cuda).
 void add_device_option(CLI::App& cmd, std::string& device);

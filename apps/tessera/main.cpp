@@ -4,6 +4,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "commands.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
@@ -31,6 +33,27 @@ CLI::Validator finite_number_check(bool allow_zero) {
 }
 }  // namespace
 
+CLI::Validator writable_output_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (fs::is_directory(path, ec)) return "'" + path + "' is a folder";
+        // The folder may not exist yet (it is created at the end): its nearest existing
+        // ancestor must be a folder we can write in.
+        fs::path folder = fs::path(path).parent_path();
+        if (folder.empty()) folder = ".";
+        while (!fs::exists(folder, ec) && folder != folder.parent_path()) {
+          const fs::path up = folder.parent_path();
+          folder = up.empty() ? fs::path(".") : up;
+        }
+        if (!fs::is_directory(folder, ec)) return "'" + folder.string() + "' (on the way to '" + path + "') is not a folder";
+        if (::access(folder.c_str(), W_OK) != 0) return "the folder '" + folder.string() + "' is not writable";
+        return "";
+      },
+      "FILE");
+}
+
 CLI::Validator finite_positive() { return finite_number_check(false); }
 CLI::Validator finite_non_negative() { return finite_number_check(true); }
 
@@ -50,6 +73,8 @@ void ensure_output_folder(const std::string& path) {
 
 void write_json_result(const std::string& path, const Json& result) {
   if (path.empty()) return;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) ensure_output_folder(parent.string());
   write_file_atomic(path, result.dump(2) + "\n");
 }
 

@@ -8,7 +8,11 @@
 #include <fstream>
 #include <sstream>
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "tessera/core/error.h"
 
@@ -101,23 +105,38 @@ template double json_get<double>(const Json&, const char*, const double&);
 template bool json_get<bool>(const Json&, const char*, const bool&);
 template std::string json_get<std::string>(const Json&, const char*, const std::string&);
 
+// A temporary file in the target's folder, written in full and flushed to the disk
+// (fsync) before the rename, so a crash leaves either the old file or the new one; on any
+// failure the temporary file is removed (no *.tmpPID litter, no disk left full).
 void write_file_atomic(const std::string& path, const void* data, size_t bytes) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path tmp = target;
-  tmp += fmt::format(".tmp{}", static_cast<long>(getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    TESSERA_CHECK(out.good(), "cannot write '{}' (does the folder exist and is it writable?)", tmp.string());
-    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
-    out.flush();
-    TESSERA_CHECK(out.good(), "writing '{}' failed (disk full?)", tmp.string());
+  const std::string tmp = path + fmt::format(".tmp{}", static_cast<long>(getpid()));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  TESSERA_CHECK(fd >= 0, "cannot write '{}': {} (does the folder exist and is it writable?)", path,
+                std::strerror(errno));
+  auto fail = [&](const char* what) {
+    const std::string reason = std::strerror(errno);
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("writing '{}' failed while {}: {}", path, what, reason));
+  };
+  const char* p = static_cast<const char*>(data);
+  for (size_t left = bytes; left > 0;) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("writing");
+    p += n;
+    left -= size_t(n);
   }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw Error(fmt::format("cannot move '{}' into place as '{}': {}", tmp.string(), path, ec.message()));
+  if (::fsync(fd) != 0) fail("flushing to disk");
+  if (::close(fd) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("writing '{}' failed while closing: {}", path, reason));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw Error(fmt::format("cannot move the new '{}' into place: {}", path, reason));
   }
 }
 

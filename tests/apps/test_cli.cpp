@@ -43,6 +43,17 @@ TEST(Cli, BadInputIsAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.code, 0);
 }
 
+TEST(Cli, UnwritableJsonPathIsRefusedBeforeTheRun) {
+  // A path under a file (the CLI binary itself), and a folder: refused at once (before
+  // any training step).
+  for (const std::string json : {std::string(TESSERA_CLI_PATH) + "/r.json", std::string("/tmp")}) {
+    const Result r = run("fit function --device cpu --no-progress --json " + json);
+    EXPECT_NE(r.code, 0) << json << ": " << r.output;
+    EXPECT_NE(r.output.find("--json"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("final MSE"), std::string::npos) << json << ": trained anyway";
+  }
+}
+
 TEST(Cli, NonFiniteOrOutOfRangeNumbersAreRefused) {
   for (const char* args : {"fit function --lr nan", "fit function --lr -1", "fit function --lr inf",
                            "fit function --lr 0", "fit function --lr 1e-3x", "fit function --target-mse nan",

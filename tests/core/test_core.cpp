@@ -73,6 +73,26 @@ TEST(Config, AtomicWriteLeavesNoTemporaries) {
   for (auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
   EXPECT_THROW(write_file_atomic("/nonexistent_dir/a.txt", std::string("x")), Error);
+  // Replacing keeps one file with the new content.
+  write_file_atomic((dir / "a.txt").string(), std::string("bye"));
+  std::ifstream in(dir / "a.txt");
+  std::string content;
+  std::getline(in, content);
+  EXPECT_EQ(content, "bye");
+  // A failure after the temporary file was written (the target is a folder, so the
+  // rename fails) removes the temporary file and names the target.
+  std::filesystem::create_directories(dir / "folder");
+  try {
+    write_file_atomic((dir / "folder").string(), std::string("x"));
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("folder"), std::string::npos) << e.what();
+  }
+  files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    files += e.path().filename().string().find(".tmp") != std::string::npos;
+  EXPECT_EQ(files, 0) << "a temporary file was left behind";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -152,7 +152,7 @@ void register_bench_gemm(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("gemm", "tensor-core and fp32 GEMM vs cuBLAS");
   cmd->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->add_option("--only", o.only, "run only the cases whose label (e.g. 'fp16->fp16 4096x4096x4096') contains this");
   cmd->callback([] { run_gemm(o); });
 }

@@ -156,7 +156,7 @@ void register_bench_gemv(CLI::App& bench) {
   auto* cmd = bench.add_subcommand("gemv", "matrix-vector products (fp32, fp16; both ops) vs cuBLAS and device copy");
   cmd->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file");
+  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->callback([] { run_gemv(o); });
 }
 
