@@ -5,6 +5,7 @@
 //   f32 x n     parameters (padded layout)
 //   u64         FNV-1a hash of the parameter bytes
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -49,9 +50,54 @@ void save_parameters(Network& net, const std::string& path) {
   write_file_atomic(path, out);
 }
 
+namespace {
+// Where two snapshot headers differ, briefly ("network.n_neurons: file 64, this network
+// 128; n_params: ...") instead of both headers whole.
+void collect_differences(const Json& file, const Json& mine, const std::string& at, std::vector<std::string>& out) {
+  if (file.is_object() && mine.is_object()) {
+    for (auto it = mine.begin(); it != mine.end(); ++it) {
+      const std::string key = at.empty() ? it.key() : at + "." + it.key();
+      if (!file.contains(it.key())) out.push_back(key + ": missing in the file");
+      else if (file.at(it.key()) != it.value()) collect_differences(file.at(it.key()), it.value(), key, out);
+    }
+    for (auto it = file.begin(); it != file.end(); ++it)
+      if (!mine.contains(it.key())) out.push_back((at.empty() ? it.key() : at + "." + it.key()) + ": only in the file");
+    return;
+  }
+  auto brief = [](const Json& v) {
+    std::string s = v.dump();
+    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  };
+  out.push_back((at.empty() ? std::string("header") : at) + ": file " + brief(file) + ", this network " + brief(mine));
+}
+
+std::string differences(const Json& file, const Json& mine) {
+  std::vector<std::string> all;
+  collect_differences(file, mine, "", all);
+  std::string text;
+  for (size_t i = 0; i < all.size() && i < 4; ++i) text += (i ? "; " : "") + all[i];
+  if (all.size() > 4) text += fmt::format("; and {} more", all.size() - 4);
+  return text;
+}
+}  // namespace
+
 void load_parameters(Network& net, const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  TESSERA_CHECK(!ec && fs::exists(st), "cannot open parameter file '{}': no such file", path);
+  TESSERA_CHECK(fs::is_regular_file(st), "parameter file '{}' is not a regular file ({})", path,
+                fs::is_directory(st) ? "it is a folder" : "a device, pipe or socket");
+  // The size this network's snapshot has, give or take its JSON header (at most 1 MiB): a
+  // larger file is refused before it is read.
+  constexpr uint64_t kMaxHeaderBytes = 1 << 20;
+  const uint64_t expected_max = sizeof(kMagic) + 8 + kMaxHeaderBytes + uint64_t(net.n_params()) * 4 + 8;
+  const uintmax_t file_bytes = fs::file_size(path, ec);
+  TESSERA_CHECK(!ec && file_bytes <= expected_max,
+                "parameter file '{}' is {} bytes, more than a snapshot of this network can be ({} parameters)", path,
+                file_bytes, net.n_params());
   std::ifstream in(path, std::ios::binary);
-  TESSERA_CHECK(in.good(), "cannot open parameter file '{}'", path);
+  TESSERA_CHECK(in.good(), "cannot open parameter file '{}' (permissions?)", path);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t pos = 0;
   auto take = [&](void* dst, size_t n) {
@@ -67,12 +113,16 @@ void load_parameters(Network& net, const std::string& path) {
   TESSERA_CHECK(version == kVersion, "parameter file '{}' has format version {}; this build reads version {}", path,
                 version, kVersion);
   take(&header_len, sizeof(header_len));
+  // Checked before allocating: a header length from a corrupt file must not ask for GiBs.
+  TESSERA_CHECK(header_len <= kMaxHeaderBytes && pos + header_len <= bytes.size(),
+                "parameter file '{}' is truncated or corrupt (its header claims {} bytes of {})", path, header_len,
+                bytes.size());
   std::string header(header_len, '\0');
   take(header.data(), header_len);
   const Json stored = parse_json(header, "the header of parameter file '" + path + "'");
   const Json expected = header_for(net);
-  TESSERA_CHECK(stored == expected, "parameter file '{}' was saved from a different network: file has {}, this network is {}",
-                path, stored.dump(), expected.dump());
+  TESSERA_CHECK(stored == expected, "parameter file '{}' was saved from a different network ({})", path,
+                differences(stored, expected));
   std::vector<float> params(net.n_params());
   take(params.data(), params.size() * sizeof(float));
   uint64_t hash = 0;

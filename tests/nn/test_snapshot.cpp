@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 
@@ -38,9 +40,30 @@ TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
   std::ofstream(dir / "foreign.tsp") << "PNG....not a snapshot";
   EXPECT_NE(error_of([&] { nn::load_parameters(*b, (dir / "foreign.tsp").string()); }).find("not a tessera parameter file"),
             std::string::npos);
-  // different network
+  // different network: the message names what differs, not two whole headers
   auto c = make_net(64);
-  EXPECT_NE(error_of([&] { nn::load_parameters(*c, path); }).find("different network"), std::string::npos);
+  const std::string differs = error_of([&] { nn::load_parameters(*c, path); });
+  EXPECT_NE(differs.find("different network"), std::string::npos) << differs;
+  EXPECT_NE(differs.find("network.n_neurons: file 32, this network 64"), std::string::npos) << differs;
+  EXPECT_LT(differs.size(), 300u) << differs;
+  // a header that claims 4 GiB: refused before allocating
+  {
+    std::string bytes;
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    const uint32_t huge = 0xFFFFFFF0u;
+    std::memcpy(&bytes[12], &huge, sizeof(huge));
+    std::ofstream(dir / "huge_header.tsp", std::ios::binary) << bytes;
+  }
+  EXPECT_NE(error_of([&] { nn::load_parameters(*b, (dir / "huge_header.tsp").string()); }).find("header claims"),
+            std::string::npos);
+  // a folder, a device, an oversized file
+  EXPECT_NE(error_of([&] { nn::load_parameters(*b, dir.string()); }).find("it is a folder"), std::string::npos);
+  EXPECT_NE(error_of([&] { nn::load_parameters(*b, "/dev/zero"); }).find("not a regular file"), std::string::npos);
+  std::filesystem::copy_file(path, dir / "big.tsp", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::resize_file(dir / "big.tsp", size + (2 << 20));
+  EXPECT_NE(error_of([&] { nn::load_parameters(*b, (dir / "big.tsp").string()); }).find("more than a snapshot"),
+            std::string::npos);
   // corrupted payload
   {
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
