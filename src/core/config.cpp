@@ -22,16 +22,21 @@ namespace tessera {
 // refused before reading, not read until memory runs out or forever.
 constexpr uintmax_t kMaxConfigBytes = 64ull << 20;
 
-Json load_json_file(const std::string& path) {
+uintmax_t check_input_file(const std::string& path, const char* what, uintmax_t max_bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  TESSERA_CHECK(!ec && fs::exists(st), "cannot open config file '{}': no such file", path);
-  TESSERA_CHECK(fs::is_regular_file(st), "config file '{}' is not a regular file ({})", path,
+  TESSERA_CHECK(!ec && fs::exists(st), "cannot open {} '{}': no such file", what, path);
+  TESSERA_CHECK(fs::is_regular_file(st), "{} '{}' is not a regular file ({})", what, path,
                 fs::is_directory(st) ? "it is a folder" : "a device, pipe or socket");
   const uintmax_t size = fs::file_size(path, ec);
-  TESSERA_CHECK(!ec && size <= kMaxConfigBytes, "config file '{}' is {} bytes; a config is at most {} MiB", path, size,
-                kMaxConfigBytes >> 20);
+  TESSERA_CHECK(!ec && size <= max_bytes, "{} '{}' is {} bytes, more than the {} bytes it can be", what, path, size,
+                max_bytes);
+  return size;
+}
+
+Json load_json_file(const std::string& path) {
+  check_input_file(path, "config file", kMaxConfigBytes);
   std::ifstream in(path);
   TESSERA_CHECK(in.good(), "cannot open config file '{}' (permissions?)", path);
   std::stringstream ss;

@@ -82,20 +82,10 @@ std::string differences(const Json& file, const Json& mine) {
 }  // namespace
 
 void load_parameters(Network& net, const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  TESSERA_CHECK(!ec && fs::exists(st), "cannot open parameter file '{}': no such file", path);
-  TESSERA_CHECK(fs::is_regular_file(st), "parameter file '{}' is not a regular file ({})", path,
-                fs::is_directory(st) ? "it is a folder" : "a device, pipe or socket");
-  // The size this network's snapshot has, give or take its JSON header (at most 1 MiB): a
-  // larger file is refused before it is read.
+  // At most this network's snapshot with a JSON header of up to 1 MiB: a larger file is
+  // refused before it is read.
   constexpr uint64_t kMaxHeaderBytes = 1 << 20;
-  const uint64_t expected_max = sizeof(kMagic) + 8 + kMaxHeaderBytes + uint64_t(net.n_params()) * 4 + 8;
-  const uintmax_t file_bytes = fs::file_size(path, ec);
-  TESSERA_CHECK(!ec && file_bytes <= expected_max,
-                "parameter file '{}' is {} bytes, more than a snapshot of this network can be ({} parameters)", path,
-                file_bytes, net.n_params());
+  check_input_file(path, "parameter file", sizeof(kMagic) + 8 + kMaxHeaderBytes + uint64_t(net.n_params()) * 4 + 8);
   std::ifstream in(path, std::ios::binary);
   TESSERA_CHECK(in.good(), "cannot open parameter file '{}' (permissions?)", path);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

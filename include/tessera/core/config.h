@@ -2,6 +2,7 @@
 // JSON configuration helpers (nlohmann::json). Configs use tiny-cuda-nn's keys; these
 // helpers turn a missing file, malformed JSON, an unknown key or a wrong type into a
 // tessera::Error that names the problem and the valid choices.
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ void check_known_keys(const Json& object, const std::string& what,
 
 template <typename T>
 T json_get(const Json& object, const char* key, const T& default_value);
+
+// The size of the input file `path` (what: "config file", "parameter file", ...), after
+// checking it is a regular file (not a folder, device or FIFO) of at most max_bytes, so a
+// wrong path is refused before anything is read or allocated.
+uintmax_t check_input_file(const std::string& path, const char* what, uintmax_t max_bytes);
 
 // Writes `text` to `path` atomically: a temporary file in the same folder, then rename.
 void write_file_atomic(const std::string& path, const std::string& text);
