@@ -5,8 +5,13 @@ BUILD ?= build
 BUILD_CPU ?= build-cpu
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Address + UndefinedBehavior sanitizers and the libFuzzer targets (clang, CPU-only).
+BUILD_SAN ?= build-san
+# Seconds each fuzz target runs in `make fuzz` (and in `make test`, FUZZ_SECONDS_CI).
+FUZZ_SECONDS ?= 300
+FUZZ_SECONDS_CI ?= 45
 
-.PHONY: all bootstrap configure build build-cpu demo test test-cpu-only test-gpu clean
+.PHONY: all bootstrap configure build build-cpu build-san demo test test-cpu-only test-gpu test-san fuzz clean
 
 all: build
 
@@ -23,15 +28,31 @@ build-cpu: bootstrap
 	cmake -S . -B $(BUILD_CPU) -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_CPU) -j $(JOBS)
 
+build-san: bootstrap
+	CC=clang-15 CXX=clang++-15 cmake -S . -B $(BUILD_SAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTESSERA_CUDA=OFF -DTESSERA_FUZZ=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+
 # The main job on its built-in default: the 1-D function fit (Adam), outputs in demo_out/.
 demo: build
 	./$(BUILD)/tessera fit function --out demo_out --json demo_out/result.json
 
-# Every test of the default build (GPU tests skip visibly without a CUDA device), then the
-# CPU-only build's tests.
-test: build build-cpu
+# Every test of the default build (GPU tests skip visibly without a CUDA device), the
+# CPU-only build's tests, the CPU unit tests under ASan + UBSan, and each fuzz target for
+# FUZZ_SECONDS_CI.
+test: build build-cpu build-san
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1500
 	cd $(BUILD_CPU) && ctest --output-on-failure -j $(JOBS) --timeout 1500
+	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS) --timeout 1500 -L unit
+	./scripts/fuzz.sh $(BUILD_SAN) $(FUZZ_SECONDS_CI)
+
+# The CPU unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+test-san: build-san
+	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS) --timeout 1500 -L unit
+
+# Each libFuzzer target (tests/fuzz/) for FUZZ_SECONDS, e.g. make fuzz FUZZ_SECONDS=3600.
+fuzz: build-san
+	./scripts/fuzz.sh $(BUILD_SAN) $(FUZZ_SECONDS)
 
 test-cpu-only: build-cpu
 	cd $(BUILD_CPU) && ctest --output-on-failure -j $(JOBS) --timeout 1500
@@ -40,4 +61,4 @@ test-gpu: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu
 
 clean:
-	rm -rf $(BUILD) $(BUILD_CPU)
+	rm -rf $(BUILD) $(BUILD_CPU) $(BUILD_SAN)

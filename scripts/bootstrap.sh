@@ -4,8 +4,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  nlohmann-json3-dev libcli11-dev libfmt-dev libstb-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libstb-dev libpng-dev libjpeg-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+  clang-15 libomp-15-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 )
 

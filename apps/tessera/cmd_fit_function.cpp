@@ -154,6 +154,8 @@ void run(const FitFunctionOptions& o) {
                                       {"seconds", train_seconds},
                                       {"skipped_steps", skipped},
                                       {"config", trainer->config()}});
+  // The outputs above show how it went wrong; the exit status must say that it did.
+  TESSERA_CHECK(std::isfinite(final_mse), "training diverged: the final MSE is {} (try a lower --lr)", final_mse);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
-// Image files for the fit commands: PNG, JPEG, BMP, TGA, PNM (8-bit, values / 255) and Radiance
-// HDR (linear floats), through stb_image.
+// Images for the fit commands, as float RGB: PNG and JPEG through tessera's image decoder
+// (core/image_io.h), values / 255.
 #include <string>
 #include <vector>
 
@@ -12,8 +12,7 @@ struct ImageRgb {
   std::vector<float> rgb;  // [height, width, 3]
 };
 
-// Grayscale is replicated to RGB; RGBA is composited onto black (alpha-premultiplied RGB).
-// Two-channel (gray + alpha) images, missing and undecodable files are errors that say so.
+// Gray is replicated to RGB; an alpha channel is composited onto black (RGB * alpha).
 ImageRgb load_image_rgb(const std::string& path);
 
 // RGB floats -> 8-bit PNG (clamped to [0, 1]), written atomically.

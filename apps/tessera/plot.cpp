@@ -5,10 +5,10 @@
 #include <limits>
 
 #include <stb/stb_easy_font.h>
-#include <stb/stb_image_write.h>
 
 #include "tessera/core/config.h"
 #include "tessera/core/error.h"
+#include "tessera/core/image_io.h"
 
 namespace tessera::app {
 
@@ -56,16 +56,6 @@ std::string tick_label(double v) {
 }
 
 }  // namespace
-
-void write_png_rgb(const std::string& path, int width, int height, const std::vector<unsigned char>& rgb) {
-  std::string encoded;
-  auto sink = [](void* ctx, void* data, int size) {
-    static_cast<std::string*>(ctx)->append(static_cast<const char*>(data), size_t(size));
-  };
-  TESSERA_CHECK(stbi_write_png_to_func(sink, &encoded, width, height, 3, rgb.data(), width * 3) != 0,
-                "PNG encoding failed for '{}'", path);
-  write_file_atomic(path, encoded);
-}
 
 void write_line_plot_png(const std::string& path, const std::vector<Series>& series, const PlotOptions& o) {
   Canvas cv(o.width, o.height);
@@ -118,7 +108,7 @@ void write_line_plot_png(const std::string& path, const std::vector<Series>& ser
     ly += 14;
   }
   if (!o.y_label.empty()) cv.text(8, top - 16, o.y_label, ink);
-  write_png_rgb(path, o.width, o.height, cv.px);
+  write_png(path, o.width, o.height, 3, cv.px);
 }
 
 }  // namespace tessera::app

@@ -22,6 +22,5 @@ struct PlotOptions {
 void write_line_plot_png(const std::string& path, const std::vector<Series>& series, const PlotOptions& options);
 
 // Encodes RGB8 pixels as PNG and writes them atomically.
-void write_png_rgb(const std::string& path, int width, int height, const std::vector<unsigned char>& rgb);
 
 }  // namespace tessera::app

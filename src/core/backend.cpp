@@ -42,4 +42,9 @@ std::vector<std::string> Backend::op_names() const {
 
 std::string Backend::op_list() const { return fmt::format("{}", fmt::join(op_names(), ", ")); }
 
+void Backend::check_allocation(size_t bytes) const {
+  TESSERA_CHECK(bytes <= allocation_limit_, "{}: allocating {} bytes is over this backend's limit of {} bytes", name(),
+                bytes, allocation_limit_);
+}
+
 }  // namespace tessera

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -36,12 +37,7 @@ uintmax_t check_input_file(const std::string& path, const char* what, uintmax_t 
 }
 
 Json load_json_file(const std::string& path) {
-  check_input_file(path, "config file", kMaxConfigBytes);
-  std::ifstream in(path);
-  TESSERA_CHECK(in.good(), "cannot open config file '{}' (permissions?)", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json(ss.str(), "config file '" + path + "'");
+  return parse_json(read_input_file(path, "config file", kMaxConfigBytes), "config file '" + path + "'");
 }
 
 Json parse_json(const std::string& text, const std::string& what) {
@@ -110,12 +106,13 @@ template double json_get<double>(const Json&, const char*, const double&);
 template bool json_get<bool>(const Json&, const char*, const bool&);
 template std::string json_get<std::string>(const Json&, const char*, const std::string&);
 
-// A temporary file in the target's folder, written in full and flushed to the disk
-// (fsync) before the rename, so a crash leaves either the old file or the new one; on any
-// failure the temporary file is removed (no *.tmpPID litter, no disk left full).
+// A unique temporary file in the target's folder (mkstemp: two writers never share one),
+// written in full and flushed to the disk (fsync) before the rename, and the folder flushed
+// after it, so a crash leaves either the old file or the new one; on any failure the
+// temporary file is removed (no *.tmp litter, no disk left full).
 void write_file_atomic(const std::string& path, const void* data, size_t bytes) {
-  const std::string tmp = path + fmt::format(".tmp{}", static_cast<long>(getpid()));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  std::string tmp = path + ".tmpXXXXXX";
+  const int fd = ::mkstemp(tmp.data());
   TESSERA_CHECK(fd >= 0, "cannot write '{}': {} (does the folder exist and is it writable?)", path,
                 std::strerror(errno));
   auto fail = [&](const char* what) {
@@ -124,6 +121,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t bytes) 
     ::unlink(tmp.c_str());
     throw Error(fmt::format("writing '{}' failed while {}: {}", path, what, reason));
   };
+  if (::fchmod(fd, 0644) != 0) fail("setting its permissions");
   const char* p = static_cast<const char*>(data);
   for (size_t left = bytes; left > 0;) {
     const ssize_t n = ::write(fd, p, left);
@@ -143,6 +141,23 @@ void write_file_atomic(const std::string& path, const void* data, size_t bytes) 
     ::unlink(tmp.c_str());
     throw Error(fmt::format("cannot move the new '{}' into place: {}", path, reason));
   }
+  // The rename itself is durable once the folder is flushed; a failure here loses nothing.
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  const int dir_fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+}
+
+std::string read_input_file(const std::string& path, const char* what, uintmax_t max_bytes) {
+  const uintmax_t size = check_input_file(path, what, max_bytes);
+  std::ifstream in(path, std::ios::binary);
+  TESSERA_CHECK(in.good(), "cannot open {} '{}' (permissions?)", what, path);
+  std::string bytes(size_t(size), '\0');
+  in.read(bytes.data(), std::streamsize(size));
+  TESSERA_CHECK(in.gcount() == std::streamsize(size), "cannot read {} '{}': it changed or a read failed", what, path);
+  return bytes;
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

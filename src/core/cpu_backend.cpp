@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
 
   void* allocate(size_t bytes) override {
+    check_allocation(bytes);
     void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
     TESSERA_CHECK(p != nullptr, "out of host memory allocating {} bytes", bytes);
     return p;

@@ -4,7 +4,9 @@
 //   u32         length of the JSON header, then the header: network config, widths, n_params
 //   f32 x n     parameters (padded layout)
 //   u64         FNV-1a hash of the parameter bytes
+#include <cmath>
 #include <cstring>
+#include <string_view>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -81,14 +83,19 @@ std::string differences(const Json& file, const Json& mine) {
 }
 }  // namespace
 
+namespace {
+constexpr uint64_t kMaxHeaderBytes = 1 << 20;
+}
+
 void load_parameters(Network& net, const std::string& path) {
   // At most this network's snapshot with a JSON header of up to 1 MiB: a larger file is
   // refused before it is read.
-  constexpr uint64_t kMaxHeaderBytes = 1 << 20;
-  check_input_file(path, "parameter file", sizeof(kMagic) + 8 + kMaxHeaderBytes + uint64_t(net.n_params()) * 4 + 8);
-  std::ifstream in(path, std::ios::binary);
-  TESSERA_CHECK(in.good(), "cannot open parameter file '{}' (permissions?)", path);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_input_file(
+      path, "parameter file", sizeof(kMagic) + 8 + kMaxHeaderBytes + uint64_t(net.n_params()) * 4 + 8);
+  load_parameters_from_memory(net, bytes, path);
+}
+
+void load_parameters_from_memory(Network& net, std::string_view bytes, const std::string& path) {
   size_t pos = 0;
   auto take = [&](void* dst, size_t n) {
     TESSERA_CHECK(pos + n <= bytes.size(), "parameter file '{}' is truncated ({} bytes)", path, bytes.size());
@@ -120,6 +127,11 @@ void load_parameters(Network& net, const std::string& path) {
   TESSERA_CHECK(hash == fnv1a(params.data(), params.size() * sizeof(float)),
                 "parameter file '{}' is corrupt (checksum mismatch)", path);
   TESSERA_CHECK(pos == bytes.size(), "parameter file '{}' has {} unexpected trailing bytes", path, bytes.size() - pos);
+  // A matching checksum only says the file is what was saved: a run that diverged saves
+  // NaNs, and training on from them would silently stay NaN.
+  for (size_t i = 0; i < params.size(); ++i)
+    TESSERA_CHECK(std::isfinite(params[i]), "parameter file '{}' holds a non-finite parameter ({} at index {})", path,
+                  params[i], i);
   detail::copy_bytes(net.device(), net.params(), params.data(), params.size() * sizeof(float),
                      net.device() == DeviceKind::cuda, false);
   net.params_changed();

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include "support/errors.h"
@@ -71,6 +72,11 @@ TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
     f.put('\x7f');
   }
   EXPECT_NE(error_of([&] { nn::load_parameters(*b, path); }).find("checksum"), std::string::npos);
+  // a diverged run's NaNs, saved with a valid checksum: refused on load
+  a->params()[5] = std::numeric_limits<float>::quiet_NaN();
+  nn::save_parameters(*a, (dir / "nan.tsp").string());
+  EXPECT_NE(error_of([&] { nn::load_parameters(*b, (dir / "nan.tsp").string()); }).find("non-finite parameter (nan at index 5)"),
+            std::string::npos);
 }
 
 }  // namespace

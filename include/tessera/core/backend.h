@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <typeindex>
 #include <vector>
@@ -76,6 +75,10 @@ class Backend {
 
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* ptr) noexcept = 0;
+  // A cap on any one allocation (default: none). Past it, allocate() is a tessera::Error
+  // naming both sizes, not an out-of-memory kill: fuzz targets and services taking configs
+  // from outside bound what one model may ask for with it.
+  void set_allocation_limit(size_t bytes) { allocation_limit_ = bytes; }
   // Host <-> device and device <-> device copies; they complete before returning.
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
@@ -123,6 +126,8 @@ class Backend {
  protected:
   Backend() = default;
   void set_default_stream(std::unique_ptr<Stream> s) { default_stream_ = std::move(s); }
+  // Every allocate() starts with this.
+  void check_allocation(size_t bytes) const;
   DeviceAttributes attributes_;
 
  private:
@@ -133,6 +138,7 @@ class Backend {
   };
   std::map<std::type_index, OpEntry> ops_;
   std::unique_ptr<Stream> default_stream_;
+  size_t allocation_limit_ = SIZE_MAX;
 };
 
 // The backend of `kind` (device 0 of that kind); created on first use, lives for the

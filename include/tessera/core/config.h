@@ -27,6 +27,8 @@ T json_get(const Json& object, const char* key, const T& default_value);
 // checking it is a regular file (not a folder, device or FIFO) of at most max_bytes, so a
 // wrong path is refused before anything is read or allocated.
 uintmax_t check_input_file(const std::string& path, const char* what, uintmax_t max_bytes);
+// The whole file, after check_input_file.
+std::string read_input_file(const std::string& path, const char* what, uintmax_t max_bytes);
 
 // Writes `text` to `path` atomically: a temporary file in the same folder, then rename.
 void write_file_atomic(const std::string& path, const std::string& text);

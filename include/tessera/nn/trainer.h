@@ -3,6 +3,7 @@
 // ({"network": ..., "loss": ..., "optimizer": ...}) builds one.
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "tessera/nn/loss.h"
 #include "tessera/nn/network.h"
@@ -41,5 +42,7 @@ class Trainer {
 // checksum, written atomically. Loading checks all of them and names what is wrong.
 void save_parameters(Network& network, const std::string& path);
 void load_parameters(Network& network, const std::string& path);
+// The same from the bytes of a parameter file (`name` for messages).
+void load_parameters_from_memory(Network& network, std::string_view bytes, const std::string& name);
 
 }  // namespace tessera::nn

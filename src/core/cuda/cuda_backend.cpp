@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   bool uses_half_params() const override { return true; }
 
   void* allocate(size_t bytes) override {
+    check_allocation(bytes);
     void* p = nullptr;
     if (bytes == 0) return nullptr;
     const cudaError_t e = cudaMalloc(&p, bytes);
