@@ -30,19 +30,28 @@ ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::
 void ModelTrainer::training_step_async(ConstView input, ConstView target) {
   const size_t batch = input.rows;
   const uint32_t out = model_->output_width();
-  TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
   TESSERA_CHECK(target.rows == batch && target.cols == out && target.contiguous(),
                 "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out, target.rows,
                 target.cols, target.stride);
+  const DeviceKind d = model_->device();
+  training_step_async(input, [&](ConstView y, View dL_dy, ops::TrainState* state) {
+    const size_t n = batch * out;
+    loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(d, n));
+    ops::call<ops::LossForwardBackward>(d, loss_, y.data, target.data, n, 1.0f / float(n), dL_dy.data,
+                                        loss_partials_.data(), state);
+  });
+}
+
+void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) {
+  const size_t batch = input.rows;
+  const uint32_t out = model_->output_width();
+  TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
   const DeviceKind d = model_->device();
   output_.ensure(batch * out);
   dL_doutput_.ensure(batch * out);
   const View y(output_.data(), batch, out);
   auto ctx = model_->forward(input, y);
-  const size_t n = batch * out;
-  loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(d, n));
-  ops::call<ops::LossForwardBackward>(d, loss_, output_.data(), target.data, n, 1.0f / float(n), dL_doutput_.data(),
-                                      loss_partials_.data(), state_.data());
+  loss(y, View(dL_doutput_.data(), batch, out), state_.data());
   model_->backward(*ctx, input, View(dL_doutput_.data(), batch, out), View(), GradientMode::overwrite);
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes

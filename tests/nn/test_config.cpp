@@ -17,6 +17,16 @@ TEST(NetworkFactory, UnknownOtypeListsValidChoices) {
   EXPECT_NE(msg.find("valid choices: FullyFusedMLP"), std::string::npos) << msg;
 }
 
+// Found by the config fuzz target: a number as the network otype behind an encoding was a
+// raw JSON-library exception.
+TEST(NetworkFactory, NonStringOtypeBehindAnEncodingIsAClearError) {
+  const Json cfg = parse_json(R"({"encoding": {"otype": "Frequency", "n_frequencies": 4},
+                                   "network": {"otype": 24, "n_hidden_layers": 4}})");
+  auto msg = error_of([&] { nn::Trainer::from_config(cfg, 3, 2, DeviceKind::cpu); });
+  EXPECT_NE(msg.find("otype"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("string"), std::string::npos) << msg;
+}
+
 TEST(NetworkFactory, UnsupportedWidthListsValidWidths) {
   auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLP"}, {"n_neurons", 48}}, 3, 1, DeviceKind::cpu); });
   EXPECT_NE(msg.find("48"), std::string::npos) << msg;

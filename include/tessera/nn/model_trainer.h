@@ -5,6 +5,7 @@
 // parameters live here in one array (every matrix first, then the tables), with one
 // TrainState: one dynamic loss scale for every piece's fp16 backward and one skip decision
 // per step for the whole model.
+#include <functional>
 #include <memory>
 
 #include "tessera/core/buffer.h"
@@ -24,6 +25,12 @@ class ModelTrainer {
   // loss is the mean over batch x outputs. Queues the step; last_loss() waits for it.
   void training_step_async(ConstView input, ConstView target);
   float training_step(ConstView input, ConstView target);
+  // A step whose loss is not elementwise on the output (NeRF: volume rendering along rays,
+  // then a loss per ray): after the forward pass, `loss` fills dL/d(output) [batch, model
+  // output] on the device and writes the step's loss to state->last_loss; then backward,
+  // settle and the optimizer step follow as above.
+  using OutputLoss = std::function<void(ConstView output, View dL_doutput, ops::TrainState* state)>;
+  void training_step_async(ConstView input, const OutputLoss& loss);
   void inference(ConstView input, View output) { model_->inference(input, output); }
 
   float last_loss();

@@ -9,6 +9,7 @@
 #include "tessera/ops/ger.h"
 #include "tessera/ops/image_sample.h"
 #include "tessera/ops/matrix.h"
+#include "nerf_cpu.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
 
@@ -68,6 +69,29 @@ void register_ops(Backend& b) {
     bool finite = true;
     for (size_t i = 0; i < n && finite; ++i) finite = std::isfinite(grads[i]);
     finish_step(*state, finite);
+  });
+  b.add_op<NerfMarchRays>([](Stream&, const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples,
+                              NerfRay* ray_out, float* samples, float* dt, uint32_t* counters) {
+    nerf_march_rays(scene, rays, max_samples, ray_out, samples, dt, counters);
+  });
+  b.add_op<NerfCompositeTrain>([](Stream&, const NerfScene& scene, const NerfImages& images, const NerfRay* rays,
+                                  uint32_t n_rays, const float* outputs, const float* dt, const LossParams& loss,
+                                  uint32_t seed, float* dL_doutputs, float*, TrainState* state) {
+    nerf_composite_train(scene, images, rays, n_rays, outputs, dt, loss, seed, dL_doutputs, state);
+  });
+  b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t) { return size_t(1); });
+  b.add_op<NerfCompositeRender>([](Stream&, const NerfRay* rays, uint32_t n_rays, const float* outputs,
+                                   const float* dt, nerf::Vec3 background, float* rgba) {
+    nerf_composite_render(rays, n_rays, outputs, dt, background, rgba);
+  });
+  b.add_op<NerfGridSamples>([](Stream&, const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied,
+                               uint32_t seed, uint32_t* cells, float* positions) {
+    nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells, positions);
+  });
+  b.add_op<NerfGridUpdate>([](Stream&, uint32_t n_cascades, const uint32_t* cells, const float* raw_density,
+                              uint32_t stride, uint32_t n, float decay, float* density, float* scratch,
+                              uint8_t* bitfield) {
+    nerf_grid_update(n_cascades, cells, raw_density, stride, n, decay, density, scratch, bitfield);
   });
 }
 

@@ -1,0 +1,68 @@
+#pragma once
+// NeRF scenes: posed photos described by a transforms JSON (NeRF-synthetic/Blender's
+// transforms_{train,test,val}.json, or instant-ngp's single transforms.json), loaded into
+// instant-ngp's coordinates (the scene's unit cube is [0, 1]^3) with every image decoded
+// through the hardened loader (core/image_io.h).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/core/config.h"
+#include "tessera/core/image_io.h"
+#include "tessera/ops/nerf_math.h"
+
+namespace tessera::nerf {
+
+using ops::nerf::Aabb;
+using ops::nerf::CameraModel;
+using ops::nerf::FrameView;
+using ops::nerf::Vec3;
+
+// One frame as the JSON describes it: its image path (resolved, extension not yet tried)
+// and its camera; `intrinsics_given` when w/h/focal come from the JSON rather than the image.
+struct TransformsFrame {
+  std::string image_path;
+  float c2w[3][4] = {};  // ngp coordinates
+  CameraModel camera;
+  bool size_given = false;  // w and h in the JSON (the frame's or the file's)
+  bool per_frame_intrinsics = false;
+  float camera_angle_x = 0, camera_angle_y = 0;  // when the focal length comes from an angle
+};
+
+struct Transforms {
+  std::vector<TransformsFrame> frames;
+  uint32_t aabb_scale = 1;
+  float scale = 0.33f;
+  Vec3 offset{0.5f, 0.5f, 0.5f};
+  std::vector<std::string> ignored_keys;  // known instant-ngp keys tessera does not use
+};
+
+// Parses a transforms JSON. `folder` is where image paths are relative to; `name` is used in
+// messages. Malformed JSON, a missing or singular transform_matrix, a non-finite number, a
+// focal length missing or not positive, an aabb_scale that is not a power of two: errors.
+Transforms parse_transforms(const Json& json, const std::string& folder, const std::string& name);
+
+struct Dataset {
+  std::vector<FrameView> frames;     // pixel_offset indexes rgba
+  std::vector<std::string> images;   // the image file of each frame
+  std::vector<uint8_t> rgba;         // every frame's pixels, RGBA8 (sRGB colour), packed
+  Aabb aabb;
+  uint32_t aabb_scale = 1;
+  uint32_t n_cascades = 1;
+  float cone_angle = 0.0f;  // 0 for scenes within the unit cube, 1/256 beyond (instant-ngp)
+  uint32_t skipped_frames = 0;  // frames whose image is missing
+  size_t n_pixels() const { return rgba.size() / 4; }
+};
+
+struct DatasetOptions {
+  std::string split = "train";  // train, test or val
+  // With a single transforms.json: every holdout-th frame is the test split, the rest train
+  // (0: every frame trains and the test split is empty).
+  uint32_t holdout = 0;
+  ImageLimits image_limits;
+};
+
+// `scene` is a folder (transforms_<split>.json, else transforms.json) or a transforms file.
+Dataset load_dataset(const std::string& scene, const DatasetOptions& options = {});
+
+}  // namespace tessera::nerf

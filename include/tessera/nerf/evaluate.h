@@ -1,0 +1,33 @@
+#pragma once
+// Test-view quality of a NeRF, both ways it is usually reported:
+//  (a) NeRF-standard: the sRGB reference composited on white, the rendering on white;
+//  (b) instant-ngp's scripts/run.py: the reference composited on black in linear space,
+//      both converted to sRGB and clipped.
+// Each is the mean over views of the per-view PSNR.
+#include <string>
+#include <vector>
+
+#include "tessera/nerf/trainer.h"
+
+namespace tessera::nerf {
+
+struct ViewScore {
+  double psnr_white = 0, psnr_black_linear = 0;
+};
+
+struct EvalResult {
+  double psnr_white = 0, psnr_black_linear = 0;
+  std::vector<ViewScore> views;
+};
+
+struct EvalOptions {
+  uint32_t max_views = 0;      // 0: every view
+  std::string write_folder;   // non-empty: the renderings (on white) as PNGs there
+};
+
+EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions& options = {});
+
+// 8-bit sRGB PNG of a rendering over `background` (linear RGB).
+void write_rendering_png(const std::string& path, const RenderedImage& image, Vec3 background);
+
+}  // namespace tessera::nerf

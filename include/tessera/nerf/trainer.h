@@ -1,0 +1,87 @@
+#pragma once
+// Trains a NeRF on a Dataset: random rays each step, marched through the occupancy grid,
+// the model (HashGrid -> density MLP -> [features, SH(direction)] -> colour MLP) on every
+// sample, volume rendering + loss + backward per ray, one optimizer step; the occupancy
+// grid refreshed every few steps. Every device call is an op (ops/nerf.h), so the same
+// trainer runs on the CPU reference backend and on CUDA.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/core/buffer.h"
+#include "tessera/nerf/dataset.h"
+#include "tessera/nn/model_trainer.h"
+#include "tessera/ops/nerf.h"
+
+namespace tessera::nerf {
+
+// The "training" section of a NeRF config (instant-ngp's defaults).
+struct NerfTrainingOptions {
+  uint32_t target_samples = 1u << 18;  // samples per step; the rays per step adapt to it
+  uint32_t initial_rays = 1u << 12;
+  uint32_t grid_update_interval = 16;
+  uint32_t grid_warmup_steps = 256;   // every cell refreshed while step < this
+  float grid_decay = 0.95f;
+  // Cells refreshed per grid update after the warm-up, as a fraction of all cells (half
+  // uniform, half among the occupied ones); the warm-up updates take `warmup_fraction`.
+  float grid_fraction = 0.5f;
+  float warmup_fraction = 1.0f;
+};
+
+// The default config: instant-ngp's NeRF model, loss and optimizer.
+Json default_nerf_config();
+
+struct RenderedImage {
+  uint32_t width = 0, height = 0;
+  std::vector<float> rgba;  // linear colour over the background, and opacity
+};
+
+class NerfTrainer {
+ public:
+  // config: {"encoding", "network", "dir_encoding", "rgb_network", "loss", "optimizer",
+  // "training"}; missing sections take the defaults of default_nerf_config().
+  NerfTrainer(const Json& config, Dataset train, DeviceKind device, uint64_t seed = 1337);
+  ~NerfTrainer();
+
+  // One training step (queued; last_loss() waits for it).
+  void step();
+  float last_loss();
+  uint64_t steps() const { return step_; }
+  uint32_t rays_per_step() const { return n_rays_; }
+  // Samples of the latest step, and per ray (before compaction, as marched).
+  uint32_t samples_last_step() const { return samples_written_; }
+  float samples_per_ray() const { return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f; }
+  float occupied_fraction();  // of the occupancy grid's cells (waits for the device)
+
+  // Renders a camera of the scene over `background` (linear RGB).
+  RenderedImage render(const FrameView& camera, Vec3 background);
+
+  const Dataset& dataset() const { return train_; }
+  const Json& config() const { return config_; }
+  DeviceKind device() const { return device_; }
+  nn::ModelTrainer& model() { return *model_; }
+
+ private:
+  void update_grid();
+  ops::NerfScene scene() const;
+
+  Json config_;
+  Dataset train_;
+  DeviceKind device_;
+  NerfTrainingOptions options_;
+  LossParams loss_;
+  uint32_t seed_;
+  std::unique_ptr<nn::ModelTrainer> model_;
+  nn::Module* density_ = nullptr;  // the model's position -> [density, features] part
+  Buffer<FrameView> frames_;
+  Buffer<uint8_t> images_;
+  Buffer<float> grid_density_, grid_scratch_, grid_values_;
+  Buffer<uint8_t> grid_bitfield_;
+  Buffer<ops::NerfRay> rays_;
+  Buffer<float> samples_, dt_, outputs_, loss_partials_;
+  Buffer<uint32_t> counters_, grid_cells_;
+  uint64_t step_ = 0;
+  uint32_t n_rays_ = 0, n_rays_last_ = 0, samples_requested_ = 0, samples_written_ = 0;
+};
+
+}  // namespace tessera::nerf

@@ -1,0 +1,104 @@
+#pragma once
+// NeRF ops: sample rays through the occupancy grid, composite the model's outputs along
+// each ray (volume rendering) with the loss and its backward, and keep the occupancy grid.
+// The math they share is in nerf_math.h; the nerf layer (src/nerf) strings them together.
+//
+// Samples are the model's input rows: [position in the box mapped to [0, 1]^3, direction
+// mapped to [0, 1]^3] (6 floats), with their step length dt beside them. The model's output
+// per sample is [raw r, g, b, raw density] (4 floats): sigmoid and exp are applied here.
+#include <cstdint>
+
+#include "tessera/core/backend.h"
+#include "tessera/ops/loss_kind.h"
+#include "tessera/ops/nerf_math.h"
+#include "tessera/ops/train_state.h"
+
+namespace tessera::ops {
+
+constexpr uint32_t kNerfInputWidth = 6, kNerfOutputWidth = 4;
+
+// One ray of a batch: which image and pixel it samples, and its samples [first, first + n).
+struct NerfRay {
+  uint32_t frame = 0, pixel = 0;  // pixel = y * width + x
+  uint32_t first_sample = 0, n_samples = 0;
+};
+
+struct NerfScene {
+  const nerf::FrameView* frames = nullptr;  // on the device
+  uint32_t n_frames = 0;
+  nerf::Aabb aabb;
+  uint32_t n_cascades = 1;
+  float cone_angle = 0.0f;
+  const uint8_t* bitfield = nullptr;  // occupancy, one bit per cell of every cascade
+};
+
+// Which rays to march. Training: n_rays random pixels of random frames, jittered within the
+// pixel and along the ray by counter-based random numbers of (seed, ray). Rendering: the
+// pixels [first_pixel, first_pixel + n_rays) of frame `frame`, through pixel centres.
+struct NerfRaySelection {
+  bool training = true;
+  uint32_t n_rays = 0;
+  uint32_t seed = 0;
+  uint32_t frame = 0, first_pixel = 0;
+};
+
+// Marches the rays; writes rays[n_rays], samples[max_samples x 6], dt[max_samples] and
+// counters[0] = samples written. A ray whose samples would pass max_samples gets none
+// (n_samples 0), so a batch never overflows. Samples of one ray are consecutive.
+struct NerfMarchRays {
+  static constexpr const char* name = "nerf_march_rays";
+  using Fn = void(Stream&, const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples,
+                  NerfRay* ray_out, float* samples, float* dt, uint32_t* counters);
+};
+
+// Training images: every frame's RGBA8 (sRGB colour, linear alpha) pixels, packed.
+struct NerfImages {
+  const uint8_t* rgba = nullptr;  // on the device, FrameView::pixel_offset indexes it
+};
+
+// Volume rendering + loss + backward for a training batch: per ray, composites the samples
+// front to back (stopping once transmittance < 1e-4) over a random background colour
+// (counter-based random numbers of (seed, ray)), compares with the pixel composited over the
+// same colour (linear RGB), and writes dL/d(raw output) of every sample (zero past the
+// stop) for the mean loss over rays x 3 channels; the mean loss goes to state->last_loss.
+struct NerfCompositeTrain {
+  static constexpr const char* name = "nerf_composite_train";
+  using Fn = void(Stream&, const NerfScene& scene, const NerfImages& images, const NerfRay* rays, uint32_t n_rays,
+                  const float* outputs, const float* dt, const LossParams& loss, uint32_t seed, float* dL_doutputs,
+                  float* loss_partials, TrainState* state);
+};
+struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTrain needs
+  static constexpr const char* name = "nerf_composite_train_partials";
+  using Fn = size_t(Stream&, uint32_t n_rays);
+};
+
+// Volume rendering for images: rgba[n_rays x 4] = linear colour over `background` and the
+// opacity (1 - final transmittance).
+struct NerfCompositeRender {
+  static constexpr const char* name = "nerf_composite_render";
+  using Fn = void(Stream&, const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
+                  nerf::Vec3 background, float* rgba);
+};
+
+// ---- occupancy grid: density[n_cascades * kGridCells] (an optical thickness: density x
+// kMinStep), its bitfield, and the samples that refresh it ----
+
+// Picks n_uniform random cells and n_occupied random cells among those occupied now
+// (rejection sampling from the bitfield, a few tries), a random point in each: writes
+// cells[n] and model inputs positions[n x 6] (direction columns left as they are).
+struct NerfGridSamples {
+  static constexpr const char* name = "nerf_grid_samples";
+  using Fn = void(Stream&, const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
+                  uint32_t* cells, float* positions);
+};
+
+// density[cell] = max(density[cell] * decay, new) for every sampled cell (new = the
+// largest density x kMinStep among its samples), then the bitfield: occupied where density
+// > min(0.01, mean density). scratch holds n_cascades * kGridCells floats.
+struct NerfGridUpdate {
+  static constexpr const char* name = "nerf_grid_update";
+  using Fn = void(Stream&, uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
+                  uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield);
+};
+
+}  // namespace tessera::ops

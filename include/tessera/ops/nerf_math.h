@@ -1,0 +1,238 @@
+#pragma once
+// NeRF math shared by the CPU reference and the CUDA kernels (TESSERA_HD): cameras with
+// OpenCV distortion, rays, the scene box, the occupancy grid's cells and cascades, step
+// sizes, counter-based random numbers (the same on every backend, so a backend's samples
+// can be compared with the reference's) and the colour/density activations.
+//
+// Coordinates are instant-ngp's: the scene's unit cube is [0, 1]^3 (NeRF-synthetic scenes
+// are scaled by 0.33 and offset by 0.5 into it), a cascade c of the occupancy grid covers
+// the cube scaled by 2^c about its centre, and cameras look down +z with +y down (OpenCV).
+#include <cmath>
+#include <cstdint>
+
+#include "tessera/core/hd.h"
+
+namespace tessera::ops::nerf {
+
+struct Vec3 {
+  float x = 0, y = 0, z = 0;
+  TESSERA_HD float operator[](int i) const { return i == 0 ? x : (i == 1 ? y : z); }
+};
+TESSERA_HD Vec3 operator+(Vec3 a, Vec3 b) { return {a.x + b.x, a.y + b.y, a.z + b.z}; }
+TESSERA_HD Vec3 operator-(Vec3 a, Vec3 b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
+TESSERA_HD Vec3 operator*(float s, Vec3 a) { return {s * a.x, s * a.y, s * a.z}; }
+TESSERA_HD float dot(Vec3 a, Vec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
+TESSERA_HD Vec3 normalized(Vec3 a) {
+  const float n = std::sqrt(dot(a, a));
+  return n > 0 ? (1.0f / n) * a : Vec3{0, 0, 1};
+}
+
+// Pinhole camera with OpenCV radial-tangential distortion (k1, k2, p1, p2), in pixels.
+struct CameraModel {
+  float fl_x = 0, fl_y = 0, cx = 0, cy = 0;
+  float k1 = 0, k2 = 0, p1 = 0, p2 = 0;
+  uint32_t width = 0, height = 0;
+};
+
+// One posed image: camera-to-world [3 x 4] (rotation columns, then the position) in ngp
+// coordinates, its camera, and where its pixels start in the packed RGBA8 image array.
+struct FrameView {
+  float c2w[3][4] = {};
+  CameraModel camera;
+  uint64_t pixel_offset = 0;
+};
+
+struct Aabb {
+  Vec3 min{0, 0, 0}, max{1, 1, 1};
+};
+
+// ---- cameras and rays ----
+
+// Normalized image coordinates (x, y) distorted by k1, k2, p1, p2.
+TESSERA_HD void distort(const CameraModel& c, float x, float y, float& xd, float& yd) {
+  const float r2 = x * x + y * y;
+  const float radial = c.k1 * r2 + c.k2 * r2 * r2;
+  xd = x + x * radial + 2.0f * c.p1 * x * y + c.p2 * (r2 + 2.0f * x * x);
+  yd = y + y * radial + 2.0f * c.p2 * x * y + c.p1 * (r2 + 2.0f * y * y);
+}
+
+// Inverts distort() by Newton's method (the image's distorted coordinates -> the ray's).
+TESSERA_HD void undistort(const CameraModel& c, float xd, float yd, float& x, float& y) {
+  x = xd, y = yd;
+  if (c.k1 == 0 && c.k2 == 0 && c.p1 == 0 && c.p2 == 0) return;
+  for (int it = 0; it < 10; ++it) {
+    float fx, fy;
+    distort(c, x, y, fx, fy);
+    fx -= xd, fy -= yd;
+    // Jacobian of distort at (x, y).
+    const float r2 = x * x + y * y, radial = c.k1 * r2 + c.k2 * r2 * r2;
+    const float dradial = c.k1 + 2.0f * c.k2 * r2;  // d radial / d r2
+    const float jxx = 1.0f + radial + 2.0f * x * x * dradial + 2.0f * c.p1 * y + 6.0f * c.p2 * x;
+    const float jxy = 2.0f * x * y * dradial + 2.0f * c.p1 * x + 2.0f * c.p2 * y;
+    const float jyx = 2.0f * x * y * dradial + 2.0f * c.p2 * y + 2.0f * c.p1 * x;
+    const float jyy = 1.0f + radial + 2.0f * y * y * dradial + 2.0f * c.p2 * x + 6.0f * c.p1 * y;
+    const float det = jxx * jyy - jxy * jyx;
+    if (std::fabs(det) < 1e-12f) break;
+    x -= (jyy * fx - jxy * fy) / det;
+    y -= (jxx * fy - jyx * fx) / det;
+  }
+}
+
+struct Ray {
+  Vec3 origin, dir;  // dir has unit length
+};
+
+// The ray through image position (u, v) in pixels (pixel centres at +0.5).
+TESSERA_HD Ray camera_ray(const FrameView& f, float u, float v) {
+  const CameraModel& c = f.camera;
+  float x, y;
+  undistort(c, (u - c.cx) / c.fl_x, (v - c.cy) / c.fl_y, x, y);
+  const Vec3 d{f.c2w[0][0] * x + f.c2w[0][1] * y + f.c2w[0][2], f.c2w[1][0] * x + f.c2w[1][1] * y + f.c2w[1][2],
+               f.c2w[2][0] * x + f.c2w[2][1] * y + f.c2w[2][2]};
+  return {{f.c2w[0][3], f.c2w[1][3], f.c2w[2][3]}, normalized(d)};
+}
+
+// Entry and exit distances of the ray through the box; tmin > tmax when it misses.
+TESSERA_HD void ray_box(const Ray& r, const Aabb& box, float& tmin, float& tmax) {
+  tmin = 0.0f, tmax = 3.4e38f;
+  for (int a = 0; a < 3; ++a) {
+    const float inv = 1.0f / r.dir[a];
+    float t0 = (box.min[a] - r.origin[a]) * inv, t1 = (box.max[a] - r.origin[a]) * inv;
+    if (t0 > t1) {
+      const float t = t0;
+      t0 = t1, t1 = t;
+    }
+    if (!(t0 <= tmax && t1 >= tmin)) {  // NaN (a zero direction on a box face) counts as a miss
+      tmin = 1.0f, tmax = 0.0f;
+      return;
+    }
+    tmin = t0 > tmin ? t0 : tmin;
+    tmax = t1 < tmax ? t1 : tmax;
+  }
+}
+
+// ---- occupancy grid: kGridSize^3 cells per cascade, Morton order within a cascade ----
+
+constexpr uint32_t kGridSize = 128;
+constexpr uint32_t kGridCells = kGridSize * kGridSize * kGridSize;
+constexpr uint32_t kMaxCascades = 8;
+constexpr float kSqrt3 = 1.7320508075688772f;
+constexpr uint32_t kMaxStepsPerRay = 1024;
+// The step of the unit cube: 1024 steps along its diagonal (instant-ngp's NERF_STEPS).
+constexpr float kMinStep = kSqrt3 / kMaxStepsPerRay;
+
+TESSERA_HD uint32_t expand_bits(uint32_t v) {  // 10 bits -> every third of 30
+  v = (v * 0x00010001u) & 0xFF0000FFu;
+  v = (v * 0x00000101u) & 0x0F00F00Fu;
+  v = (v * 0x00000011u) & 0xC30C30C3u;
+  v = (v * 0x00000005u) & 0x49249249u;
+  return v;
+}
+TESSERA_HD uint32_t morton3(uint32_t x, uint32_t y, uint32_t z) {
+  return expand_bits(x) | (expand_bits(y) << 1) | (expand_bits(z) << 2);
+}
+TESSERA_HD uint32_t compact_bits(uint32_t v) {
+  v &= 0x49249249u;
+  v = (v ^ (v >> 2)) & 0xC30C30C3u;
+  v = (v ^ (v >> 4)) & 0x0F00F00Fu;
+  v = (v ^ (v >> 8)) & 0xFF0000FFu;
+  v = (v ^ (v >> 16)) & 0x000003FFu;
+  return v;
+}
+
+// The finest cascade containing p.
+TESSERA_HD uint32_t cascade_of(Vec3 p, uint32_t n_cascades) {
+  const float m = 2.0f * std::fmax(std::fabs(p.x - 0.5f), std::fmax(std::fabs(p.y - 0.5f), std::fabs(p.z - 0.5f)));
+  int e = 0;
+  std::frexp(m, &e);  // m = f * 2^e, f in [0.5, 1): cascade e covers |p - 0.5| * 2 < 2^e
+  uint32_t c = e < 0 ? 0u : uint32_t(e);
+  return c < n_cascades ? c : n_cascades - 1;
+}
+
+// Cell coordinate along one axis of cascade c (clamped into the grid).
+TESSERA_HD uint32_t cell_coord(float p, uint32_t c) {
+  const float q = (p - 0.5f) / float(1u << c) + 0.5f;
+  int i = int(std::floor(q * float(kGridSize)));
+  return uint32_t(i < 0 ? 0 : (i >= int(kGridSize) ? int(kGridSize) - 1 : i));
+}
+
+TESSERA_HD uint32_t grid_index(Vec3 p, uint32_t c) {
+  return c * kGridCells + morton3(cell_coord(p.x, c), cell_coord(p.y, c), cell_coord(p.z, c));
+}
+
+TESSERA_HD bool occupied(const uint8_t* bitfield, uint32_t index) { return (bitfield[index >> 3] >> (index & 7)) & 1; }
+
+// The centre-relative box of a cell: its corner in world coordinates and its edge length.
+TESSERA_HD Vec3 cell_corner(uint32_t index, float& edge) {
+  const uint32_t c = index / kGridCells, m = index % kGridCells;
+  const float scale = float(1u << c);
+  edge = scale / float(kGridSize);
+  return {(float(compact_bits(m)) / kGridSize - 0.5f) * scale + 0.5f,
+          (float(compact_bits(m >> 1)) / kGridSize - 0.5f) * scale + 0.5f,
+          (float(compact_bits(m >> 2)) / kGridSize - 0.5f) * scale + 0.5f};
+}
+
+// Step length at distance t: fixed for a unit cube, growing with t (cone_angle) for large
+// scenes, at most the size of a cell of the coarsest cascade.
+TESSERA_HD float step_size(float t, float cone_angle, uint32_t n_cascades) {
+  const float max_step = kMinStep * float(1u << (n_cascades - 1)) * float(kMaxStepsPerRay) / float(kGridSize);
+  const float s = t * cone_angle;
+  return s < kMinStep ? kMinStep : (s > max_step ? max_step : s);
+}
+
+// The distance along the ray to the far side of the cell (of cascade c) holding p.
+TESSERA_HD float distance_to_next_cell(Vec3 p, Vec3 dir, uint32_t c) {
+  const float res = float(kGridSize) / float(1u << c);  // cells per unit length
+  float t = 3.4e38f;
+  for (int a = 0; a < 3; ++a) {
+    const float q = (p[a] - 0.5f) * res;  // in cells, centred
+    const float d = dir[a];
+    if (d == 0.0f) continue;
+    const float target = d > 0 ? std::floor(q) + 1.0f : std::ceil(q) - 1.0f;
+    const float ta = (target - q) / (d * res);
+    t = ta < t ? ta : t;
+  }
+  return t;
+}
+
+// ---- random numbers: a hash of (seed, a, b, c) -> uniform [0, 1) ----
+
+TESSERA_HD uint32_t hash_u32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+TESSERA_HD float random_uniform(uint32_t seed, uint32_t a, uint32_t b, uint32_t c) {
+  const uint32_t h = hash_u32(seed ^ hash_u32(a ^ hash_u32(b ^ hash_u32(c + 0x9e3779b9u))));
+  return float(h >> 8) * (1.0f / 16777216.0f);
+}
+
+TESSERA_HD uint32_t random_u32(uint32_t seed, uint32_t a, uint32_t b) {
+  return hash_u32(seed ^ hash_u32(a ^ hash_u32(b + 0x632be5abu)));
+}
+
+// Model input of a position: the box mapped to [0, 1]^3.
+TESSERA_HD Vec3 to_unit_box(Vec3 p, const Aabb& box) {
+  return {(p.x - box.min.x) / (box.max.x - box.min.x), (p.y - box.min.y) / (box.max.y - box.min.y),
+          (p.z - box.min.z) / (box.max.z - box.min.z)};
+}
+
+// ---- activations of the model's raw outputs ----
+
+TESSERA_HD float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// Density = exp(raw); its gradient is taken at raw clamped to [-15, 15] (instant-ngp's
+// truncated exponential), so one wild sample cannot blow the step up.
+TESSERA_HD float density_activation(float raw) { return std::exp(raw); }
+TESSERA_HD float density_gradient(float raw) { return std::exp(raw < -15.0f ? -15.0f : (raw > 15.0f ? 15.0f : raw)); }
+
+TESSERA_HD float srgb_to_linear(float s) {
+  return s <= 0.04045f ? s / 12.92f : std::pow((s + 0.055f) / 1.055f, 2.4f);
+}
+TESSERA_HD float linear_to_srgb(float l) {
+  return l <= 0.0031308f ? 12.92f * l : 1.055f * std::pow(l, 1.0f / 2.4f) - 0.055f;
+}
+
+}  // namespace tessera::ops::nerf

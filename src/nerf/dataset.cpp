@@ -1,0 +1,267 @@
+#include "tessera/nerf/dataset.h"
+
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+
+#include "tessera/core/error.h"
+#include "tessera/core/log.h"
+
+namespace tessera::nerf {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Keys of instant-ngp's transforms.json that tessera reads, and those it accepts and ignores.
+constexpr const char* kCameraKeys[] = {"camera_angle_x", "camera_angle_y", "fl_x", "fl_y", "cx", "cy",
+                                       "w", "h", "k1", "k2", "p1", "p2"};
+constexpr const char* kIgnoredKeys[] = {"k3", "k4", "is_fisheye", "enable_depth_loading", "integer_depth_scale",
+                                        "render_aabb", "up", "n_extra_learnable_dims", "envmap", "sharpness"};
+
+float number(const Json& j, const char* key, const std::string& where) {
+  const Json& v = j.at(key);
+  TESSERA_CHECK(v.is_number(), "{}: \"{}\" must be a number", where, key);
+  const double d = v.get<double>();
+  TESSERA_CHECK(std::isfinite(d) && std::fabs(d) < 1e30, "{}: \"{}\" is not a finite number", where, key);
+  return float(d);
+}
+
+// Camera keys of `j` (the file, or one frame overriding it) into `f`.
+void read_camera(const Json& j, const std::string& where, TransformsFrame& f, bool per_frame) {
+  for (const char* key : kCameraKeys) {
+    if (!j.contains(key)) continue;
+    const float v = number(j, key, where);
+    const std::string k = key;
+    CameraModel& c = f.camera;
+    if (k == "camera_angle_x") f.camera_angle_x = v, c.fl_x = 0;
+    else if (k == "camera_angle_y") f.camera_angle_y = v, c.fl_y = 0;
+    else if (k == "fl_x") c.fl_x = v, f.camera_angle_x = 0;
+    else if (k == "fl_y") c.fl_y = v, f.camera_angle_y = 0;
+    else if (k == "cx") c.cx = v;
+    else if (k == "cy") c.cy = v;
+    else if (k == "k1") c.k1 = v;
+    else if (k == "k2") c.k2 = v;
+    else if (k == "p1") c.p1 = v;
+    else if (k == "p2") c.p2 = v;
+    else {
+      TESSERA_CHECK(v >= 1 && v <= 65535 && v == std::floor(v), "{}: \"{}\" must be a whole number of pixels, got {}",
+                    where, key, v);
+      (k == "w" ? c.width : c.height) = uint32_t(v);
+    }
+    if (per_frame) f.per_frame_intrinsics = true;
+  }
+  if (j.contains("w") && j.contains("h")) f.size_given = true;
+}
+
+// NeRF's camera-to-world (OpenGL camera: +y up, looking down -z) to instant-ngp's: flip the
+// camera's y and z, scale and offset the position, then cycle the axes xyz <- yzx.
+void to_ngp(const double m[3][4], float scale, Vec3 offset, float out[3][4]) {
+  double r[3][4];
+  for (int i = 0; i < 3; ++i) {
+    r[i][0] = m[i][0];
+    r[i][1] = -m[i][1];
+    r[i][2] = -m[i][2];
+    r[i][3] = m[i][3] * scale + offset[i];
+  }
+  for (int col = 0; col < 4; ++col)
+    for (int i = 0; i < 3; ++i) out[i][col] = float(r[(i + 1) % 3][col]);
+}
+
+}  // namespace
+
+Transforms parse_transforms(const Json& json, const std::string& folder, const std::string& name) {
+  TESSERA_CHECK(json.is_object(), "{} must be a JSON object with \"frames\"", name);
+  TESSERA_CHECK(json.contains("frames") && json.at("frames").is_array(), "{} has no \"frames\" array", name);
+  Transforms t;
+  if (json.contains("aabb_scale")) {
+    const float s = number(json, "aabb_scale", name);
+    TESSERA_CHECK(s >= 1 && s <= 128 && std::exp2(std::round(std::log2(s))) == s,
+                  "{}: aabb_scale {} must be a power of two from 1 to 128", name, s);
+    t.aabb_scale = uint32_t(s);
+  }
+  if (json.contains("scale")) {
+    t.scale = number(json, "scale", name);
+    TESSERA_CHECK(t.scale > 0, "{}: scale must be positive, got {}", name, t.scale);
+  }
+  if (json.contains("offset")) {
+    const Json& o = json.at("offset");
+    TESSERA_CHECK(o.is_array() && o.size() == 3, "{}: offset must be [x, y, z]", name);
+    float v[3];
+    for (int i = 0; i < 3; ++i) {
+      TESSERA_CHECK(o[i].is_number() && std::isfinite(o[i].get<double>()), "{}: offset must be 3 finite numbers", name);
+      v[i] = o[i].get<float>();
+    }
+    t.offset = {v[0], v[1], v[2]};
+  }
+  for (const char* key : kIgnoredKeys)
+    if (json.contains(key)) t.ignored_keys.push_back(key);
+
+  TransformsFrame defaults;
+  read_camera(json, name, defaults, false);
+  const Json& frames = json.at("frames");
+  TESSERA_CHECK(frames.size() <= 100000, "{}: {} frames; at most 100000", name, frames.size());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Json& fj = frames[i];
+    const std::string where = fmt::format("{} frame {}", name, i);
+    TESSERA_CHECK(fj.is_object(), "{} must be an object", where);
+    TESSERA_CHECK(fj.contains("file_path") && fj.at("file_path").is_string(), "{} has no \"file_path\"", where);
+    TESSERA_CHECK(fj.contains("transform_matrix"), "{} has no \"transform_matrix\"", where);
+    TransformsFrame f = defaults;
+    read_camera(fj, where, f, true);
+    const Json& m = fj.at("transform_matrix");
+    TESSERA_CHECK(m.is_array() && (m.size() == 4 || m.size() == 3), "{}: transform_matrix must be 4x4 (or 3x4)", where);
+    double c2w[3][4];
+    for (int r = 0; r < 3; ++r) {
+      TESSERA_CHECK(m[r].is_array() && m[r].size() == 4, "{}: transform_matrix row {} must have 4 numbers", where, r);
+      for (int c = 0; c < 4; ++c) {
+        TESSERA_CHECK(m[r][c].is_number() && std::isfinite(m[r][c].get<double>()),
+                      "{}: transform_matrix[{}][{}] is not a finite number", where, r, c);
+        c2w[r][c] = m[r][c].get<double>();
+      }
+    }
+    const double det = c2w[0][0] * (c2w[1][1] * c2w[2][2] - c2w[1][2] * c2w[2][1]) -
+                       c2w[0][1] * (c2w[1][0] * c2w[2][2] - c2w[1][2] * c2w[2][0]) +
+                       c2w[0][2] * (c2w[1][0] * c2w[2][1] - c2w[1][1] * c2w[2][0]);
+    TESSERA_CHECK(std::fabs(det) > 1e-6, "{}: transform_matrix is singular (its rotation has determinant {:.2g})",
+                  where, det);
+    to_ngp(c2w, t.scale, t.offset, f.c2w);
+    TESSERA_CHECK(f.camera.fl_x > 0 || f.camera_angle_x > 0,
+                  "{}: no focal length (camera_angle_x or fl_x, in the file or the frame)", where);
+    TESSERA_CHECK(f.camera_angle_x >= 0 && f.camera_angle_x < 3.14159f && f.camera_angle_y >= 0 &&
+                      f.camera_angle_y < 3.14159f && f.camera.fl_x >= 0 && f.camera.fl_y >= 0,
+                  "{}: focal length or camera angle out of range", where);
+    std::string path = fj.at("file_path").get<std::string>();
+    f.image_path = (fs::path(folder) / path).lexically_normal().string();
+    t.frames.push_back(f);
+  }
+  return t;
+}
+
+namespace {
+
+// The image file of a frame: the path as written, else with a known extension added
+// (Blender's "./train/r_0").
+std::string find_image(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return path;
+  for (const char* ext : {".png", ".jpg", ".jpeg", ".PNG", ".JPG", ".JPEG"})
+    if (fs::is_regular_file(path + ext, ec)) return path + ext;
+  return "";
+}
+
+// Focal lengths and centre from the image size where the JSON gave angles or nothing.
+void finish_camera(TransformsFrame& f, uint32_t w, uint32_t h) {
+  CameraModel& c = f.camera;
+  c.width = w, c.height = h;
+  if (f.camera_angle_x > 0) c.fl_x = 0.5f * float(w) / std::tan(0.5f * f.camera_angle_x);
+  if (f.camera_angle_y > 0) c.fl_y = 0.5f * float(h) / std::tan(0.5f * f.camera_angle_y);
+  if (c.fl_y <= 0) c.fl_y = c.fl_x;
+  if (c.cx == 0 && c.cy == 0) c.cx = 0.5f * float(w), c.cy = 0.5f * float(h);
+}
+
+}  // namespace
+
+Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
+  TESSERA_CHECK(o.split == "train" || o.split == "test" || o.split == "val",
+                "split '{}' is not one of train, test, val", o.split);
+  std::error_code ec;
+  std::string file = scene;
+  bool single = false;
+  if (fs::is_directory(scene, ec)) {
+    file = (fs::path(scene) / ("transforms_" + o.split + ".json")).string();
+    if (!fs::exists(file, ec)) {
+      file = (fs::path(scene) / "transforms.json").string();
+      single = true;
+      TESSERA_CHECK(fs::exists(file, ec), "scene '{}' has neither transforms_{}.json nor transforms.json", scene,
+                    o.split);
+    }
+  } else {
+    single = fs::path(scene).filename() == "transforms.json";
+  }
+  const Json json = load_json_file(file);
+  Transforms t = parse_transforms(json, fs::path(file).parent_path().string(), "'" + file + "'");
+  if (single && o.split != "train") {  // instant-ngp style: the test split is every holdout-th frame
+    TESSERA_CHECK(o.holdout > 0, "'{}' is a single transforms.json: use --holdout K to keep every K-th frame for '{}'",
+                  file, o.split);
+  }
+  std::vector<TransformsFrame> chosen;
+  for (size_t i = 0; i < t.frames.size(); ++i) {
+    const bool held_out = single && o.holdout > 0 && i % o.holdout == 0;
+    if (!single || (o.split == "train") != held_out) chosen.push_back(t.frames[i]);
+  }
+
+  // Find and decode the images in parallel; missing ones are skipped and counted.
+  std::vector<std::string> paths(chosen.size());
+  std::vector<Image> images(chosen.size());
+  std::vector<std::string> errors(chosen.size());
+  std::atomic<uint32_t> missing{0};
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long i = 0; i < long(chosen.size()); ++i) {
+    paths[i] = find_image(chosen[i].image_path);
+    if (paths[i].empty()) {
+      ++missing;
+      continue;
+    }
+    try {
+      images[i] = load_image(paths[i], o.image_limits);
+    } catch (const std::exception& e) {
+      errors[i] = e.what();
+    }
+  }
+  for (const std::string& e : errors) TESSERA_CHECK(e.empty(), "{}", e);
+  Dataset d;
+  d.skipped_frames = missing;
+  if (missing > 0) {
+    std::string first;
+    for (size_t i = 0; i < chosen.size() && first.empty(); ++i)
+      if (paths[i].empty()) first = chosen[i].image_path;
+    log(LogLevel::warning, "{}: skipped {} of {} frames whose image is missing (first: {})", file, missing.load(),
+        chosen.size(), first);
+  }
+  uint32_t ref_w = 0, ref_h = 0;
+  size_t total = 0;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (paths[i].empty()) continue;
+    TransformsFrame& f = chosen[i];
+    const Image& img = images[i];
+    if (f.size_given)
+      TESSERA_CHECK(f.camera.width == uint32_t(img.width) && f.camera.height == uint32_t(img.height),
+                    "'{}' is {}x{} but {} says w, h = {}x{}", paths[i], img.width, img.height, file, f.camera.width,
+                    f.camera.height);
+    if (ref_w == 0) ref_w = uint32_t(img.width), ref_h = uint32_t(img.height);
+    TESSERA_CHECK(f.per_frame_intrinsics || (uint32_t(img.width) == ref_w && uint32_t(img.height) == ref_h),
+                  "'{}' is {}x{} but the first image is {}x{}: images of different sizes need per-frame intrinsics "
+                  "(fl_x, w, h in each frame)",
+                  paths[i], img.width, img.height, ref_w, ref_h);
+    finish_camera(f, uint32_t(img.width), uint32_t(img.height));
+    FrameView v;
+    std::copy(&f.c2w[0][0], &f.c2w[0][0] + 12, &v.c2w[0][0]);
+    v.camera = f.camera;
+    v.pixel_offset = total;
+    total += img.rgba.size() / 4;
+    d.frames.push_back(v);
+    d.images.push_back(paths[i]);
+  }
+  TESSERA_CHECK(!d.frames.empty(), "{}: no frame of split '{}' has an image", file, o.split);
+  d.rgba.resize(total * 4);
+  for (size_t i = 0, k = 0; i < chosen.size(); ++i) {
+    if (paths[i].empty()) continue;
+    std::copy(images[i].rgba.begin(), images[i].rgba.end(), d.rgba.begin() + d.frames[k++].pixel_offset * 4);
+  }
+  d.aabb_scale = t.aabb_scale;
+  d.n_cascades = uint32_t(std::log2(float(t.aabb_scale))) + 1;
+  const float half = 0.5f * float(t.aabb_scale);
+  d.aabb = {{0.5f - half, 0.5f - half, 0.5f - half}, {0.5f + half, 0.5f + half, 0.5f + half}};
+  d.cone_angle = t.aabb_scale > 1 ? 1.0f / 256.0f : 0.0f;
+  if (!t.ignored_keys.empty()) {
+    std::string keys;
+    for (const auto& k : t.ignored_keys) keys += (keys.empty() ? "" : ", ") + k;
+    log(LogLevel::info, "{}: not used by tessera: {}", file, keys);
+  }
+  return d;
+}
+
+}  // namespace tessera::nerf

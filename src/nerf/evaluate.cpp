@@ -1,0 +1,63 @@
+#include "tessera/nerf/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "tessera/core/image_io.h"
+
+namespace tessera::nerf {
+
+using ops::nerf::linear_to_srgb;
+using ops::nerf::srgb_to_linear;
+
+namespace {
+double psnr(double mse) { return -10.0 * std::log10(std::max(mse, 1e-12)); }
+float clip01(float v) { return std::clamp(v, 0.0f, 1.0f); }
+}  // namespace
+
+void write_rendering_png(const std::string& path, const RenderedImage& image, Vec3 background) {
+  std::vector<uint8_t> rgb(size_t(image.width) * image.height * 3);
+  for (size_t i = 0; i < size_t(image.width) * image.height; ++i)
+    for (int k = 0; k < 3; ++k) {
+      // The rendering was made over black: add the background where it shows through.
+      const float lin = image.rgba[4 * i + k] + (1.0f - image.rgba[4 * i + 3]) * background[k];
+      rgb[3 * i + k] = uint8_t(std::lround(255.0f * clip01(linear_to_srgb(clip01(lin)))));
+    }
+  write_png(path, int(image.width), int(image.height), 3, rgb);
+}
+
+EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions& o) {
+  EvalResult r;
+  const size_t n_views = o.max_views ? std::min<size_t>(o.max_views, test.frames.size()) : test.frames.size();
+  if (!o.write_folder.empty()) std::filesystem::create_directories(o.write_folder);
+  for (size_t v = 0; v < n_views; ++v) {
+    // Over black once: colour + opacity give the white composite too.
+    const RenderedImage img = trainer.render(test.frames[v], Vec3{0, 0, 0});
+    const uint8_t* ref = test.rgba.data() + test.frames[v].pixel_offset * 4;
+    double se_white = 0, se_black = 0;
+    const size_t n = size_t(img.width) * img.height;
+    for (size_t i = 0; i < n; ++i) {
+      const float a = ref[4 * i + 3] / 255.0f, opacity = img.rgba[4 * i + 3];
+      for (int k = 0; k < 3; ++k) {
+        const float s = ref[4 * i + k] / 255.0f, fg = img.rgba[4 * i + k];
+        const float ref_white = s * a + (1.0f - a);
+        const float out_white = clip01(linear_to_srgb(clip01(fg + (1.0f - opacity))));
+        const float ref_black = clip01(linear_to_srgb(clip01(srgb_to_linear(s) * a)));
+        const float out_black = clip01(linear_to_srgb(clip01(fg)));
+        se_white += double(out_white - ref_white) * (out_white - ref_white);
+        se_black += double(out_black - ref_black) * (out_black - ref_black);
+      }
+    }
+    ViewScore s{psnr(se_white / double(3 * n)), psnr(se_black / double(3 * n))};
+    r.views.push_back(s);
+    r.psnr_white += s.psnr_white / double(n_views);
+    r.psnr_black_linear += s.psnr_black_linear / double(n_views);
+    if (!o.write_folder.empty())
+      write_rendering_png((std::filesystem::path(o.write_folder) / fmt::format("test_{:03d}.png", v)).string(), img,
+                          Vec3{1, 1, 1});
+  }
+  return r;
+}
+
+}  // namespace tessera::nerf

@@ -1,0 +1,268 @@
+#include "tessera/nerf/trainer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tessera/core/error.h"
+#include "tessera/nn/loss.h"
+#include "tessera/nn/module.h"
+#include "tessera/nn/optimizer.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/matrix.h"
+
+namespace tessera::nerf {
+
+using namespace ops::nerf;
+
+Json default_nerf_config() {
+  return Json{
+      {"loss", {{"otype", "Huber"}}},
+      {"optimizer",
+       {{"otype", "ExponentialDecay"},
+        {"decay_start", 20000},
+        {"decay_interval", 10000},
+        {"decay_base", 0.33},
+        {"nested",
+         {{"otype", "Adam"},
+          {"learning_rate", 1e-2},
+          {"beta1", 0.9},
+          {"beta2", 0.99},
+          {"epsilon", 1e-15},
+          {"l2_reg", 1e-6}}}}},
+      {"encoding",
+       {{"otype", "HashGrid"},
+        {"n_levels", 16},
+        {"n_features_per_level", 2},
+        {"log2_hashmap_size", 19},
+        {"base_resolution", 16},
+        {"per_level_scale", 1.447269237440378}}},
+      {"network",
+       {{"otype", "FullyFusedMLP"},
+        {"activation", "ReLU"},
+        {"output_activation", "None"},
+        {"n_neurons", 64},
+        {"n_hidden_layers", 1}}},
+      {"dir_encoding", {{"otype", "SphericalHarmonics"}, {"degree", 4}}},
+      {"rgb_network",
+       {{"otype", "FullyFusedMLP"},
+        {"activation", "ReLU"},
+        {"output_activation", "None"},
+        {"n_neurons", 64},
+        {"n_hidden_layers", 2}}},
+      {"training", Json::object()}};
+}
+
+namespace {
+
+constexpr uint32_t kDensityOutputs = 16;  // density + 15 features, instant-ngp's layout
+
+NerfTrainingOptions parse_training(const Json& c) {
+  check_known_keys(c, "NeRF config \"training\"",
+                   {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
+                    "grid_fraction", "warmup_fraction"});
+  NerfTrainingOptions o;
+  o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
+  o.initial_rays = json_get<uint32_t>(c, "initial_rays", o.initial_rays);
+  o.grid_update_interval = json_get<uint32_t>(c, "grid_update_interval", o.grid_update_interval);
+  o.grid_warmup_steps = json_get<uint32_t>(c, "grid_warmup_steps", o.grid_warmup_steps);
+  o.grid_decay = json_get<float>(c, "grid_decay", o.grid_decay);
+  o.grid_fraction = json_get<float>(c, "grid_fraction", o.grid_fraction);
+  o.warmup_fraction = json_get<float>(c, "warmup_fraction", o.warmup_fraction);
+  TESSERA_CHECK(o.target_samples >= 256 && o.target_samples <= (1u << 24),
+                "NeRF training: target_samples {} out of range; valid: 256 to 2^24", o.target_samples);
+  TESSERA_CHECK(o.initial_rays >= 1 && o.initial_rays <= o.target_samples,
+                "NeRF training: initial_rays must be 1 to target_samples");
+  TESSERA_CHECK(o.grid_update_interval >= 1, "NeRF training: grid_update_interval must be at least 1");
+  TESSERA_CHECK(o.grid_decay > 0 && o.grid_decay <= 1, "NeRF training: grid_decay must be in (0, 1]");
+  TESSERA_CHECK(o.grid_fraction > 0 && o.grid_fraction <= 1 && o.warmup_fraction > 0 && o.warmup_fraction <= 1,
+                "NeRF training: grid_fraction and warmup_fraction must be in (0, 1]");
+  return o;
+}
+
+Json with_outputs(Json network, uint32_t n) {
+  network["n_output_dims"] = n;
+  return network;
+}
+
+}  // namespace
+
+NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, uint64_t seed)
+    : train_(std::move(train)), device_(device), seed_(uint32_t(seed * 0x9E3779B97F4A7C15ull >> 32)) {
+  TESSERA_CHECK(config.is_object(), "NeRF config must be a JSON object");
+  check_known_keys(config, "NeRF config",
+                   {"loss", "optimizer", "encoding", "network", "dir_encoding", "rgb_network", "training", "envmap"});
+  config_ = default_nerf_config();
+  for (auto it = config.begin(); it != config.end(); ++it)
+    if (it.key() != "envmap") config_[it.key()] = it.value();  // instant-ngp's envmap: not used
+  options_ = parse_training(config_.at("training"));
+  loss_ = nn::parse_loss(config_.at("loss"));
+
+  // position [0, 3) -> grid -> density MLP -> 16 columns; direction [3, 6) -> SH;
+  // then [16 + SH] -> colour MLP -> 3 raw colours, and the raw density passed along.
+  auto density = nn::create_module(
+      Json{{"otype", "Sequential"}, {"modules", {config_.at("encoding"), with_outputs(config_.at("network"), kDensityOutputs)}}},
+      3, device);
+  density_ = density.get();
+  auto direction = nn::create_module(config_.at("dir_encoding"), 3, device);
+  const uint32_t colour_in = kDensityOutputs + direction->output_width();
+  std::vector<nn::Branch> first;
+  first.push_back({0, std::move(density)});
+  first.push_back({3, std::move(direction)});
+  std::vector<nn::Branch> second;
+  second.push_back({0, nn::create_module(with_outputs(config_.at("rgb_network"), 3), colour_in, device)});
+  second.push_back({0, nn::make_identity(1, device)});
+  std::vector<std::unique_ptr<nn::Module>> chain;
+  chain.push_back(nn::make_parallel(ops::kNerfInputWidth, std::move(first)));
+  chain.push_back(nn::make_parallel(colour_in, std::move(second)));
+  model_ = std::make_unique<nn::ModelTrainer>(nn::make_sequential(std::move(chain)), loss_,
+                                              nn::create_optimizer(config_.at("optimizer")), seed);
+
+  TESSERA_CHECK(!train_.frames.empty(), "NeRF training needs at least one frame");
+  frames_ = Buffer<FrameView>(device, train_.frames.size());
+  frames_.copy_from_host(train_.frames);
+  images_ = Buffer<uint8_t>(device, train_.rgba.size());
+  images_.copy_from_host(train_.rgba);
+  const size_t cells = size_t(train_.n_cascades) * kGridCells;
+  grid_density_ = Buffer<float>(device, cells);
+  grid_density_.zero();
+  grid_scratch_ = Buffer<float>(device, cells);
+  grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
+  std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update
+  grid_bitfield_.copy_from_host(all);
+  counters_ = Buffer<uint32_t>(device, 2);
+  rays_ = Buffer<ops::NerfRay>(device, 0);
+  samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
+  loss_partials_ = Buffer<float>(device, 0);
+  grid_cells_ = Buffer<uint32_t>(device, 0);
+  grid_values_ = Buffer<float>(device, 0);
+  n_rays_ = options_.initial_rays;
+}
+
+NerfTrainer::~NerfTrainer() = default;
+
+ops::NerfScene NerfTrainer::scene() const {
+  ops::NerfScene s;
+  s.frames = frames_.data();
+  s.n_frames = uint32_t(train_.frames.size());
+  s.aabb = train_.aabb;
+  s.n_cascades = train_.n_cascades;
+  s.cone_angle = train_.cone_angle;
+  s.bitfield = grid_bitfield_.data();
+  return s;
+}
+
+void NerfTrainer::update_grid() {
+  const uint32_t total = train_.n_cascades * kGridCells;
+  const bool warmup = step_ < options_.grid_warmup_steps;
+  const uint32_t n = std::max(1u, uint32_t(double(total) * (warmup ? options_.warmup_fraction : options_.grid_fraction)));
+  const uint32_t n_uniform = warmup ? n : n / 2, n_occupied = n - n_uniform;
+  // In chunks, so the model's scratch for one chunk stays small.
+  constexpr uint32_t kChunk = 1u << 18;
+  grid_cells_.ensure(n);
+  samples_.ensure(size_t(kChunk) * ops::kNerfInputWidth);
+  outputs_.ensure(size_t(kChunk) * kDensityOutputs);
+  const uint32_t seed = hash_u32(seed_ ^ hash_u32(uint32_t(step_) + 0x51ed27u));
+  grid_values_.ensure(n);
+  for (uint32_t first = 0; first < n; first += kChunk) {
+    const uint32_t count = std::min(kChunk, n - first);
+    const uint32_t u = first < n_uniform ? std::min(count, n_uniform - first) : 0;
+    ops::call<ops::NerfGridSamples>(device_, scene(), u, count - u, hash_u32(seed + first), grid_cells_.data() + first,
+                                    samples_.data());
+    density_->inference(nn::ConstView(samples_.data(), count, 3, ops::kNerfInputWidth),
+                        nn::View(outputs_.data(), count, kDensityOutputs));
+    ops::call<ops::MatrixAxpby>(device_, count, 1u, 1.0f, outputs_.data(), kDensityOutputs, 0.0f,
+                                grid_values_.data() + first, 1u);
+  }
+  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.data(), grid_values_.data(), 1u, n,
+                                 options_.grid_decay, grid_density_.data(), grid_scratch_.data(),
+                                 grid_bitfield_.data());
+}
+
+void NerfTrainer::step() {
+  if (step_ % options_.grid_update_interval == 0) update_grid();
+  const uint32_t max_samples = options_.target_samples;
+  rays_.ensure(n_rays_);
+  samples_.ensure(size_t(max_samples) * ops::kNerfInputWidth);
+  dt_.ensure(max_samples);
+  ops::NerfRaySelection sel;
+  sel.training = true;
+  sel.n_rays = n_rays_;
+  sel.seed = hash_u32(seed_ ^ hash_u32(uint32_t(step_)));
+  ops::call<ops::NerfMarchRays>(device_, scene(), sel, max_samples, rays_.data(), samples_.data(), dt_.data(),
+                                counters_.data());
+  uint32_t counts[2];
+  counters_.copy_to_host(counts, 2);
+  samples_requested_ = counts[0], samples_written_ = counts[1], n_rays_last_ = n_rays_;
+  // Next step's rays: as many as make target_samples at this step's samples per ray.
+  const double per_ray = std::max(1.0, double(counts[0]) / double(n_rays_));
+  n_rays_ = uint32_t(std::clamp(double(options_.target_samples) / per_ray, 64.0, double(options_.target_samples)));
+  n_rays_ = std::max(64u, n_rays_ / 64 * 64);
+  ++step_;
+  if (samples_written_ == 0) return;  // every ray missed the scene: nothing to learn from
+
+  const uint32_t n_rays = sel.n_rays;
+  loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(device_, n_rays));
+  const ops::NerfScene sc = scene();
+  const ops::NerfImages images{images_.data()};
+  model_->training_step_async(
+      nn::ConstView(samples_.data(), samples_written_, ops::kNerfInputWidth),
+      [&](nn::ConstView y, nn::View dL_dy, ops::TrainState* state) {
+        ops::call<ops::NerfCompositeTrain>(device_, sc, images, rays_.data(), n_rays, y.data, dt_.data(), loss_,
+                                           sel.seed, dL_dy.data, loss_partials_.data(), state);
+      });
+}
+
+float NerfTrainer::last_loss() { return model_->last_loss(); }
+
+float NerfTrainer::occupied_fraction() {
+  const std::vector<uint8_t> bits = grid_bitfield_.to_host();
+  size_t n = 0;
+  for (uint8_t b : bits) n += size_t(__builtin_popcount(b));
+  return float(double(n) / (double(bits.size()) * 8.0));
+}
+
+RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
+  RenderedImage img;
+  img.width = camera.camera.width, img.height = camera.camera.height;
+  const uint32_t n_pixels = img.width * img.height;
+  img.rgba.resize(size_t(n_pixels) * 4);
+  Buffer<FrameView> frame(device_, 1);
+  frame.copy_from_host(&camera, 1);
+  ops::NerfScene sc = scene();
+  sc.frames = frame.data();
+  sc.n_frames = 1;
+  uint32_t chunk = std::min<uint32_t>(n_pixels, 1u << 14);
+  const uint32_t max_samples = 1u << 21;
+  rays_.ensure(chunk);
+  samples_.ensure(size_t(max_samples) * ops::kNerfInputWidth);
+  dt_.ensure(max_samples);
+  outputs_.ensure(size_t(max_samples) * ops::kNerfOutputWidth);
+  Buffer<float> rgba(device_, size_t(chunk) * 4);
+  for (uint32_t first = 0; first < n_pixels;) {
+    const uint32_t count = std::min(chunk, n_pixels - first);
+    ops::NerfRaySelection sel;
+    sel.training = false;
+    sel.n_rays = count;
+    sel.frame = 0;
+    sel.first_pixel = first;
+    ops::call<ops::NerfMarchRays>(device_, sc, sel, max_samples, rays_.data(), samples_.data(), dt_.data(),
+                                  counters_.data());
+    uint32_t counts[2];
+    counters_.copy_to_host(counts, 2);
+    if (counts[0] > counts[1]) {  // some rays did not fit: fewer rays per chunk
+      TESSERA_CHECK(chunk > 1, "render: one ray has more samples than fit a chunk");
+      chunk /= 2;
+      continue;
+    }
+    if (counts[1] > 0)
+      model_->inference(nn::ConstView(samples_.data(), counts[1], ops::kNerfInputWidth),
+                        nn::View(outputs_.data(), counts[1], ops::kNerfOutputWidth));
+    ops::call<ops::NerfCompositeRender>(device_, rays_.data(), count, outputs_.data(), dt_.data(), background,
+                                        rgba.data());
+    rgba.copy_to_host(img.rgba.data() + size_t(first) * 4, size_t(count) * 4);
+    first += count;
+  }
+  return img;
+}
+
+}  // namespace tessera::nerf

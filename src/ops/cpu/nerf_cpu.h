@@ -1,0 +1,19 @@
+#pragma once
+// CPU reference of the NeRF ops (include/tessera/ops/nerf.h), registered in register_ops.cpp.
+#include "tessera/ops/nerf.h"
+
+namespace tessera::ops::cpu {
+
+void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples, NerfRay* ray_out,
+                     float* samples, float* dt, uint32_t* counters);
+void nerf_composite_train(const NerfScene& scene, const NerfImages& images, const NerfRay* rays, uint32_t n_rays,
+                          const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
+                          float* dL_doutputs, TrainState* state);
+void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
+                           nerf::Vec3 background, float* rgba);
+void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
+                       uint32_t* cells, float* positions);
+void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
+                      uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield);
+
+}  // namespace tessera::ops::cpu
