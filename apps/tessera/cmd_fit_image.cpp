@@ -191,7 +191,7 @@ void run(const FitImageOptions& o) {
 void register_fit_image(CLI::App& fit) {
   static FitImageOptions o;
   auto* cmd = fit.add_subcommand("image", "learn an image as (x, y) -> RGB with a hash grid + fully fused MLP");
-  cmd->add_option("image", o.image_path, "PNG, JPEG, BMP, TGA or HDR file")->required();
+  cmd->add_option("image", o.image_path, "PNG or JPEG file")->required();
   cmd->add_option("--config", o.config_path,
                   "tiny-cuda-nn style JSON (encoding, network, loss, optimizer); default: configs/config_hash.json");
   cmd->add_option("--steps", o.steps, "training steps (default 2000 unless --seconds is given)");

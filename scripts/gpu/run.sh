@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [fit] [fit-image] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [fit] [fit-image] [nerf] [sanitize] [compare]   (default: tests bench)
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -56,6 +56,7 @@ for step in "${steps[@]}"; do
     sanitize)
       compute-sanitizer --tool memcheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*CudaVsCpu*:*NetworkWithInputEncodingCuda*:*ModulesCuda*:*StreamsCuda*-*4096x4096x4096*' > "$OUT/memcheck.log" 2>&1
       compute-sanitizer --tool memcheck "$BUILD/tests/tessera_backend_ops_tests" --gtest_filter='-*4096x4096*' >> "$OUT/memcheck.log" 2>&1
+      compute-sanitizer --tool memcheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='NerfCuda.*-*Learns*' >> "$OUT/memcheck.log" 2>&1
       summary+=("memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tr '\n' ' ')")
       compute-sanitizer --tool racecheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*GridCudaVsCpu*:*17x33x65_NN*wgmma*:*130x70x20*wgmma*' > "$OUT/racecheck.log" 2>&1
       summary+=("racecheck: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -1)")
@@ -75,6 +76,12 @@ for step in "${steps[@]}"; do
         python3 scripts/gpu/compare_bench.py "$CMP/cmp_${suite}_base1.json" "$CMP/cmp_${suite}_base2.json" | grep worst | sed 's/^/  base vs base (noise): /' | tee -a "$OUT/compare.log"
       done
       summary+=("compare: $(grep -c 'worst' "$OUT/compare.log") tables, see compare.log")
+      ;;
+    nerf)
+      # SCENE: a NeRF-synthetic scene carried along (.data/lego: ../shared/data/nerf_synthetic/lego)
+      "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds "${NERF_SECONDS:-60}" \
+        --eval-at "${NERF_EVAL_AT:-5,15,30,60}" --out "$OUT/nerf" --json "$OUT/nerf.json" --no-progress 2>&1 | tee "$OUT/nerf.log"
+      summary+=("nerf: $(grep -E ' s  step ' "$OUT/nerf.log" | tr -s ' ' | tr '\n' ';')")
       ;;
     fit)
       "$BUILD/tessera" fit function --device cuda --out "$OUT/fit_adam" --json "$OUT/fit_adam.json" --no-progress 2>&1 | tee "$OUT/fit.log"

@@ -192,7 +192,7 @@ void NerfTrainer::step() {
                                 counters_.data());
   uint32_t counts[2];
   counters_.copy_to_host(counts, 2);
-  samples_requested_ = counts[0], samples_written_ = counts[1], n_rays_last_ = n_rays_;
+  samples_requested_ = counts[0], samples_written_ = std::min(counts[1], max_samples), n_rays_last_ = n_rays_;
   // Next step's rays: as many as make target_samples at this step's samples per ray.
   const double per_ray = std::max(1.0, double(counts[0]) / double(n_rays_));
   n_rays_ = uint32_t(std::clamp(double(options_.target_samples) / per_ray, 64.0, double(options_.target_samples)));
@@ -249,14 +249,14 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
                                   counters_.data());
     uint32_t counts[2];
     counters_.copy_to_host(counts, 2);
-    if (counts[0] > counts[1]) {  // some rays did not fit: fewer rays per chunk
+    if (counts[0] > max_samples) {  // some rays did not fit: fewer rays per chunk
       TESSERA_CHECK(chunk > 1, "render: one ray has more samples than fit a chunk");
       chunk /= 2;
       continue;
     }
-    if (counts[1] > 0)
-      model_->inference(nn::ConstView(samples_.data(), counts[1], ops::kNerfInputWidth),
-                        nn::View(outputs_.data(), counts[1], ops::kNerfOutputWidth));
+    if (counts[0] > 0)
+      model_->inference(nn::ConstView(samples_.data(), counts[0], ops::kNerfInputWidth),
+                        nn::View(outputs_.data(), counts[0], ops::kNerfOutputWidth));
     ops::call<ops::NerfCompositeRender>(device_, rays_.data(), count, outputs_.data(), dt_.data(), background,
                                         rgba.data());
     rgba.copy_to_host(img.rgba.data() + size_t(first) * 4, size_t(count) * 4);

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "support/nerf_fixtures.h"
 #include "support/random.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/nerf.h"
@@ -117,36 +118,12 @@ TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 gen(seed);
   for (uint32_t n_cascades : {1u, 2u}) {
-    const uint32_t cells = n_cascades * kGridCells;
-    // A random grid of blobs: occupied cells cluster, as in a real scene.
-    std::vector<uint8_t> bits(cells / 8, 0);
-    for (uint32_t c = 0; c < cells; ++c) {
-      float edge;
-      const Vec3 p = cell_corner(c, edge);
-      const float v = std::sin(9 * p.x + 1) * std::sin(7 * p.y + 2) * std::sin(8 * p.z + 3);
-      if (v > 0.3f) bits[c >> 3] |= uint8_t(1u << (c & 7));
-    }
-    // Cameras around the box.
-    std::vector<FrameView> frames(3);
-    for (size_t f = 0; f < frames.size(); ++f) {
-      const float a = 1.0f + 2.0f * f, half = 0.5f * float(1u << (n_cascades - 1));
-      const Vec3 eye{0.5f + 2.5f * half * std::cos(a), 0.5f + 2.5f * half * std::sin(a), 0.5f + 0.7f * half};
-      const Vec3 fwd = normalized(Vec3{0.5f, 0.5f, 0.5f} - eye);
-      const Vec3 right = normalized(Vec3{fwd.y, -fwd.x, 0});
-      const Vec3 down{fwd.y * right.z - fwd.z * right.y, fwd.z * right.x - fwd.x * right.z,
-                      fwd.x * right.y - fwd.y * right.x};
-      const Vec3 cols[3] = {right, down, fwd};
-      for (int r = 0; r < 3; ++r) {
-        for (int c = 0; c < 3; ++c) frames[f].c2w[r][c] = cols[c][r];
-        frames[f].c2w[r][3] = eye[r];
-      }
-      frames[f].camera = {40, 40, 16, 16, 0, 0, 0, 0, 32, 32};
-    }
+    const std::vector<uint8_t> bits = test::blob_bitfield(n_cascades);
+    const std::vector<FrameView> frames = test::cameras_around_box(n_cascades, 3, 32);
     ops::NerfScene scene;
     scene.frames = frames.data();
     scene.n_frames = uint32_t(frames.size());
-    const float half = 0.5f * float(1u << (n_cascades - 1));
-    scene.aabb = {{0.5f - half, 0.5f - half, 0.5f - half}, {0.5f + half, 0.5f + half, 0.5f + half}};
+    scene.aabb = test::cascade_box(n_cascades);
     scene.n_cascades = n_cascades;
     scene.cone_angle = n_cascades > 1 ? 1.0f / 256 : 0.0f;
     scene.bitfield = bits.data();

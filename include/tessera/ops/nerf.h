@@ -10,50 +10,21 @@
 
 #include "tessera/core/backend.h"
 #include "tessera/ops/loss_kind.h"
-#include "tessera/ops/nerf_math.h"
+#include "tessera/ops/nerf_types.h"
 #include "tessera/ops/train_state.h"
 
 namespace tessera::ops {
 
-constexpr uint32_t kNerfInputWidth = 6, kNerfOutputWidth = 4;
-
-// One ray of a batch: which image and pixel it samples, and its samples [first, first + n).
-struct NerfRay {
-  uint32_t frame = 0, pixel = 0;  // pixel = y * width + x
-  uint32_t first_sample = 0, n_samples = 0;
-};
-
-struct NerfScene {
-  const nerf::FrameView* frames = nullptr;  // on the device
-  uint32_t n_frames = 0;
-  nerf::Aabb aabb;
-  uint32_t n_cascades = 1;
-  float cone_angle = 0.0f;
-  const uint8_t* bitfield = nullptr;  // occupancy, one bit per cell of every cascade
-};
-
-// Which rays to march. Training: n_rays random pixels of random frames, jittered within the
-// pixel and along the ray by counter-based random numbers of (seed, ray). Rendering: the
-// pixels [first_pixel, first_pixel + n_rays) of frame `frame`, through pixel centres.
-struct NerfRaySelection {
-  bool training = true;
-  uint32_t n_rays = 0;
-  uint32_t seed = 0;
-  uint32_t frame = 0, first_pixel = 0;
-};
-
-// Marches the rays; writes rays[n_rays], samples[max_samples x 6], dt[max_samples] and
-// counters[0] = samples written. A ray whose samples would pass max_samples gets none
-// (n_samples 0), so a batch never overflows. Samples of one ray are consecutive.
+// Marches the rays; writes rays[n_rays], samples[max_samples x 6] and dt[max_samples].
+// counters[0] = the samples all rays asked for (the next batch's ray count adapts to it);
+// min(counters[1], max_samples) = the rows written, every one of them belonging to a ray.
+// The ray reaching max_samples keeps the samples that fit, later rays get none, so a batch
+// never overflows. Samples of one ray are consecutive; the order of rays' sample ranges
+// may differ between backends.
 struct NerfMarchRays {
   static constexpr const char* name = "nerf_march_rays";
   using Fn = void(Stream&, const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples,
                   NerfRay* ray_out, float* samples, float* dt, uint32_t* counters);
-};
-
-// Training images: every frame's RGBA8 (sRGB colour, linear alpha) pixels, packed.
-struct NerfImages {
-  const uint8_t* rgba = nullptr;  // on the device, FrameView::pixel_offset indexes it
 };
 
 // Volume rendering + loss + backward for a training batch: per ray, composites the samples
@@ -100,5 +71,20 @@ struct NerfGridUpdate {
   using Fn = void(Stream&, uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
                   uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield);
 };
+
+namespace cuda {
+void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples, NerfRay* ray_out,
+                     float* samples, float* dt, uint32_t* counters, Stream* stream);
+size_t nerf_composite_train_partials(uint32_t n_rays);
+void nerf_composite_train(const NerfScene& scene, const NerfImages& images, const NerfRay* rays, uint32_t n_rays,
+                          const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
+                          float* dL_doutputs, float* loss_partials, TrainState* state, Stream* stream);
+void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
+                           nerf::Vec3 background, float* rgba, Stream* stream);
+void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
+                       uint32_t* cells, float* positions, Stream* stream);
+void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
+                      uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield, Stream* stream);
+}  // namespace cuda
 
 }  // namespace tessera::ops

@@ -235,4 +235,100 @@ TESSERA_HD float linear_to_srgb(float l) {
   return l <= 0.0031308f ? 12.92f * l : 1.055f * std::pow(l, 1.0f / 2.4f) - 0.055f;
 }
 
+// ---- marching one ray (shared by every backend) ----
+
+struct MarchSettings {
+  Aabb aabb;
+  uint32_t n_cascades = 1;
+  float cone_angle = 0.0f;
+  const uint8_t* bitfield = nullptr;
+};
+
+// The samples of one ray: steps of step_size(t) from the box entry (the first one jittered
+// by t_jitter in [0, 1) of a step), kept where the cell is occupied, at most
+// kMaxStepsPerRay. An empty cell is skipped by stepping on without looking at the grid, so
+// the samples are exactly those of a dense march (the same float arithmetic for t).
+// emit(position, dt) is called per sample; returns the number of samples.
+template <typename Emit>
+TESSERA_HD uint32_t march_ray(const MarchSettings& m, const Ray& ray, float t_jitter, Emit&& emit) {
+  float tmin, tmax;
+  ray_box(ray, m.aabb, tmin, tmax);
+  if (!(tmin <= tmax)) return 0;
+  float t = tmin + step_size(tmin, m.cone_angle, m.n_cascades) * t_jitter;
+  uint32_t steps = 0;
+  while (t < tmax && steps < kMaxStepsPerRay) {
+    const Vec3 p = ray.origin + t * ray.dir;
+    const float dt = step_size(t, m.cone_angle, m.n_cascades);
+    const uint32_t c = cascade_of(p, m.n_cascades);
+    if (occupied(m.bitfield, grid_index(p, c))) {
+      emit(p, dt);
+      ++steps;
+      t += dt;
+    } else {
+      const float t_exit = t + distance_to_next_cell(p, ray.dir, c);
+      do t += step_size(t, m.cone_angle, m.n_cascades);
+      while (t < t_exit && t < tmax);
+    }
+  }
+  return steps;
+}
+
+// ---- volume rendering of one ray (shared by every backend) ----
+
+constexpr float kMinTransmittance = 1e-4f;
+
+struct SampleValues {
+  float rgb[3], sigma, alpha;
+};
+TESSERA_HD SampleValues sample_values(const float* raw, float dt) {
+  SampleValues s;
+  for (int k = 0; k < 3; ++k) s.rgb[k] = sigmoid(raw[k]);
+  s.sigma = density_activation(raw[3]);
+  s.alpha = 1.0f - std::exp(-s.sigma * dt);
+  return s;
+}
+
+// Composites n samples (raw outputs [n x 4], dt [n]) front to back over bg; returns how
+// many were used (the rest lie behind transmittance < kMinTransmittance).
+TESSERA_HD uint32_t composite_ray(const float* raw, const float* dt, uint32_t n, Vec3 bg, float colour[3],
+                                  float& transmittance) {
+  float T = 1.0f;
+  colour[0] = colour[1] = colour[2] = 0.0f;
+  uint32_t used = 0;
+  for (; used < n && T >= kMinTransmittance; ++used) {
+    const SampleValues v = sample_values(raw + 4 * size_t(used), dt[used]);
+    for (int k = 0; k < 3; ++k) colour[k] += T * v.alpha * v.rgb[k];
+    T *= 1.0f - v.alpha;
+  }
+  for (int k = 0; k < 3; ++k) colour[k] += T * bg[k];
+  transmittance = T;
+  return used;
+}
+
+// Backward of composite_ray for dL/dC (colour including the background term): writes
+// dL/d(raw) [n x 4] of every sample, zero past the used ones.
+// dC/dsigma_j = dt_j (T_{j+1} c_j - (C - C_{<=j})).
+TESSERA_HD void composite_ray_backward(const float* raw, const float* dt, uint32_t n, uint32_t used,
+                                       const float colour[3], const float dL_dC[3], float* grad) {
+  float T = 1.0f, prefix[3] = {0.0f, 0.0f, 0.0f};
+  for (uint32_t j = 0; j < n; ++j) {
+    float* g = grad + 4 * size_t(j);
+    if (j >= used) {
+      g[0] = g[1] = g[2] = g[3] = 0.0f;
+      continue;
+    }
+    const float* r = raw + 4 * size_t(j);
+    const SampleValues v = sample_values(r, dt[j]);
+    const float w = T * v.alpha, T_next = T * (1.0f - v.alpha);
+    float dL_dsigma = 0.0f;
+    for (int k = 0; k < 3; ++k) {
+      prefix[k] += w * v.rgb[k];
+      g[k] = dL_dC[k] * w * v.rgb[k] * (1.0f - v.rgb[k]);
+      dL_dsigma += dL_dC[k] * (T_next * v.rgb[k] - (colour[k] - prefix[k]));
+    }
+    g[3] = dL_dsigma * dt[j] * density_gradient(r[3]);
+    T = T_next;
+  }
+}
+
 }  // namespace tessera::ops::nerf

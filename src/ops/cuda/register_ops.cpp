@@ -7,6 +7,7 @@
 #include "tessera/ops/ger.h"
 #include "tessera/ops/image_sample.h"
 #include "tessera/ops/matrix.h"
+#include "tessera/ops/nerf.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
 
@@ -107,6 +108,29 @@ void register_ops(Backend& b) {
   b.add_op<LossPartialsNeeded>([](Stream&, size_t n) { return loss_partials_needed(n); });
   b.add_op<SettleStep>([](Stream& s, const float* grads, size_t n, TrainState* state) {
     settle_step(grads, n, state, &s);
+  });
+  b.add_op<NerfMarchRays>([](Stream& s, const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples,
+                              NerfRay* ray_out, float* samples, float* dt, uint32_t* counters) {
+    nerf_march_rays(scene, rays, max_samples, ray_out, samples, dt, counters, &s);
+  });
+  b.add_op<NerfCompositeTrain>([](Stream& s, const NerfScene& scene, const NerfImages& images, const NerfRay* rays,
+                                  uint32_t n_rays, const float* outputs, const float* dt, const LossParams& loss,
+                                  uint32_t seed, float* dL_doutputs, float* partials, TrainState* state) {
+    nerf_composite_train(scene, images, rays, n_rays, outputs, dt, loss, seed, dL_doutputs, partials, state, &s);
+  });
+  b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t n_rays) { return nerf_composite_train_partials(n_rays); });
+  b.add_op<NerfCompositeRender>([](Stream& s, const NerfRay* rays, uint32_t n_rays, const float* outputs,
+                                   const float* dt, nerf::Vec3 background, float* rgba) {
+    nerf_composite_render(rays, n_rays, outputs, dt, background, rgba, &s);
+  });
+  b.add_op<NerfGridSamples>([](Stream& s, const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied,
+                               uint32_t seed, uint32_t* cells, float* positions) {
+    nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells, positions, &s);
+  });
+  b.add_op<NerfGridUpdate>([](Stream& s, uint32_t n_cascades, const uint32_t* cells, const float* raw_density,
+                              uint32_t stride, uint32_t n, float decay, float* density, float* scratch,
+                              uint8_t* bitfield) {
+    nerf_grid_update(n_cascades, cells, raw_density, stride, n, decay, density, scratch, bitfield, &s);
   });
 }
 

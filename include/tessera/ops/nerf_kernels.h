@@ -1,0 +1,101 @@
+#pragma once
+// Per-ray and per-cell work of the NeRF ops, shared by the CPU reference (a loop) and the
+// CUDA kernels (a thread each), so both compute the same thing by construction.
+#include "tessera/ops/loss_kind.h"
+#include "tessera/ops/nerf_types.h"
+
+namespace tessera::ops::nerf {
+
+struct PixelRay {
+  uint32_t frame, pixel;
+  Ray ray;
+  float t_jitter;
+};
+
+// Ray i of a selection: its frame and pixel, the ray through it, the jitter of its first step.
+TESSERA_HD PixelRay select_ray(const NerfScene& scene, const NerfRaySelection& sel, uint32_t i) {
+  PixelRay r;
+  float u, v;
+  if (sel.training) {
+    const float fr = random_uniform(sel.seed, i, 0, 0) * float(scene.n_frames);
+    r.frame = uint32_t(fr) < scene.n_frames ? uint32_t(fr) : scene.n_frames - 1;
+    const CameraModel& c = scene.frames[r.frame].camera;
+    uint32_t x = uint32_t(random_uniform(sel.seed, i, 1, 0) * float(c.width));
+    uint32_t y = uint32_t(random_uniform(sel.seed, i, 2, 0) * float(c.height));
+    x = x < c.width ? x : c.width - 1;
+    y = y < c.height ? y : c.height - 1;
+    r.pixel = y * c.width + x;
+    u = float(x) + random_uniform(sel.seed, i, 3, 0);
+    v = float(y) + random_uniform(sel.seed, i, 4, 0);
+    r.t_jitter = random_uniform(sel.seed, i, 5, 0);
+  } else {
+    r.frame = sel.frame;
+    r.pixel = sel.first_pixel + i;
+    const uint32_t w = scene.frames[r.frame].camera.width;
+    u = float(r.pixel % w) + 0.5f;
+    v = float(r.pixel / w) + 0.5f;
+    r.t_jitter = 0.0f;
+  }
+  r.ray = camera_ray(scene.frames[r.frame], u, v);
+  return r;
+}
+
+TESSERA_HD MarchSettings march_settings(const NerfScene& s) { return {s.aabb, s.n_cascades, s.cone_angle, s.bitfield}; }
+
+// Writes sample k of a ray (the model's input row and its step).
+TESSERA_HD void write_sample(const Ray& ray, const Aabb& box, Vec3 p, float step, float* sample_row, float* dt) {
+  const Vec3 q = to_unit_box(p, box);
+  sample_row[0] = q.x, sample_row[1] = q.y, sample_row[2] = q.z;
+  sample_row[3] = 0.5f * (ray.dir.x + 1.0f), sample_row[4] = 0.5f * (ray.dir.y + 1.0f);
+  sample_row[5] = 0.5f * (ray.dir.z + 1.0f);
+  *dt = step;
+}
+
+// The random background of training ray i.
+TESSERA_HD Vec3 training_background(uint32_t seed, uint32_t i) {
+  return {random_uniform(seed, i, 10, 1), random_uniform(seed, i, 11, 1), random_uniform(seed, i, 12, 1)};
+}
+
+// Loss of training ray i (summed over its 3 channels) and dL/d(raw) of its samples, for the
+// mean over `norm` = 1 / (3 n_rays).
+TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& images, const NerfRay& r, uint32_t i,
+                                     const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
+                                     float norm, float* dL_doutputs) {
+  const Vec3 bg = training_background(seed, i);
+  const uint8_t* px = images.rgba + (scene.frames[r.frame].pixel_offset + r.pixel) * 4;
+  const float alpha = float(px[3]) * (1.0f / 255.0f);
+  const float* raw = outputs + size_t(r.first_sample) * kNerfOutputWidth;
+  const float* steps = dt + r.first_sample;
+  float colour[3], T, dL_dC[3], sum = 0.0f;
+  const uint32_t used = composite_ray(raw, steps, r.n_samples, bg, colour, T);
+  for (int k = 0; k < 3; ++k) {
+    const float target = srgb_to_linear(float(px[k]) * (1.0f / 255.0f)) * alpha + bg[k] * (1.0f - alpha);
+    sum += loss_value(loss, colour[k], target);
+    dL_dC[k] = norm * loss_gradient(loss, colour[k], target);
+  }
+  composite_ray_backward(raw, steps, r.n_samples, used, colour, dL_dC,
+                         dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth);
+  return r.n_samples ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
+}
+
+// Grid refresh sample i: a cell (uniform, or for i >= n_uniform one found occupied in a few
+// tries) and a random point in it, as the model's input.
+TESSERA_HD uint32_t grid_sample(const NerfScene& scene, uint32_t n_uniform, uint32_t seed, uint32_t i,
+                                float* position_row) {
+  const uint32_t total = scene.n_cascades * kGridCells;
+  uint32_t cell = random_u32(seed, i, 0) % total;
+  for (uint32_t t = 1; i >= n_uniform && t < 16 && !occupied(scene.bitfield, cell); ++t)
+    cell = random_u32(seed, i, t) % total;
+  float edge;
+  const Vec3 corner = cell_corner(cell, edge);
+  const Vec3 p = corner + edge * Vec3{random_uniform(seed, i, 100, 0), random_uniform(seed, i, 101, 0),
+                                      random_uniform(seed, i, 102, 0)};
+  const Vec3 q = to_unit_box(p, scene.aabb);
+  position_row[0] = q.x, position_row[1] = q.y, position_row[2] = q.z;
+  return cell;
+}
+
+// The grid's threshold: occupied above min(0.01, mean density of the finest cascade).
+TESSERA_HD float grid_threshold(float mean_density) { return mean_density < 0.01f ? mean_density : 0.01f; }
+
+}  // namespace tessera::ops::nerf
