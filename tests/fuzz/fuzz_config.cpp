@@ -7,7 +7,7 @@
 #include "tessera/nn/trainer.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  tessera::fuzz::limit_cpu_allocations(64u << 20);
+  tessera::fuzz::limit_cpu_allocations(8u << 20);
   return 0;
 }
 

@@ -35,6 +35,8 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
                   trainer.rays_per_step(), trainer.samples_per_ray(), trainer.occupied_fraction(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  if (std::getenv("TESSERA_NERF_TEST_EVAL"))
+    std::printf("training views: PSNR %.2f dB\n", nerf::evaluate(trainer, trainer.dataset(), {.max_views = 4}).psnr_white);
   const nerf::EvalResult r = nerf::evaluate(trainer, test, {.write_folder = (dir / "renders").string()});
   std::printf("test PSNR: %.2f dB (white), %.2f dB (black, linear)  %.1f s\n", r.psnr_white, r.psnr_black_linear,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
