@@ -1,0 +1,167 @@
+// The NeRF scene loader on every field it reads, on missing frames and on bad files, all
+// generated here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "support/errors.h"
+#include "support/procedural_scene.h"
+#include "tessera/core/image_io.h"
+#include "tessera/nerf/dataset.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using test::error_of;
+
+fs::path fresh_dir(const std::string& name) {
+  const auto dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void write_image(const fs::path& path, int w, int h, uint8_t value = 100) {
+  fs::create_directories(path.parent_path());
+  std::vector<uint8_t> rgba(size_t(w) * h * 4, value);
+  write_png(path.string(), w, h, 4, rgba);
+}
+
+void write_json(const fs::path& path, const Json& j) { std::ofstream(path) << j.dump(1); }
+
+const Json kIdentityPose = Json::array({Json::array({1, 0, 0, 0.5}), Json::array({0, 1, 0, -0.25}),
+                                        Json::array({0, 0, 1, 2.0}), Json::array({0, 0, 0, 1})});
+
+TEST(NerfDataset, BlenderFolderWithCameraAngle) {
+  const auto dir = fresh_dir("tessera_dataset_blender");
+  test::write_procedural_scene(dir, 3, 2, 32);
+  const nerf::Dataset d = nerf::load_dataset(dir.string(), {.split = "train"});
+  ASSERT_EQ(d.frames.size(), 3u);
+  const auto& c = d.frames[0].camera;
+  EXPECT_EQ(c.width, 32u);
+  EXPECT_EQ(c.height, 32u);
+  EXPECT_NEAR(c.fl_x, 0.5f * 32 / std::tan(0.5f * 0.69f), 1e-3f);
+  EXPECT_EQ(c.fl_y, c.fl_x);
+  EXPECT_EQ(c.cx, 16.0f);
+  EXPECT_EQ(d.frames[1].pixel_offset, 32u * 32u);
+  EXPECT_EQ(d.rgba.size(), 3u * 32 * 32 * 4);
+  EXPECT_EQ(d.aabb_scale, 1u);
+  EXPECT_EQ(d.n_cascades, 1u);
+  EXPECT_EQ(d.cone_angle, 0.0f);
+  EXPECT_EQ(nerf::load_dataset(dir.string(), {.split = "test"}).frames.size(), 2u);
+}
+
+TEST(NerfDataset, InstantNgpTransformsWithEveryField) {
+  const auto dir = fresh_dir("tessera_dataset_ngp");
+  // images/a.jpg does not exist (skipped and counted)
+  write_image(dir / "images" / "b.png", 8, 6);
+  write_image(dir / "images" / "c.png", 8, 6);
+  write_image(dir / "images" / "d.png", 10, 4);  // a different size, with its own intrinsics
+  Json frames = Json::array();
+  for (const char* name : {"images/a.jpg", "images/b", "images/c.png"})
+    frames.push_back({{"file_path", name}, {"transform_matrix", kIdentityPose}});
+  frames.push_back({{"file_path", "images/d.png"}, {"fl_x", 7.0}, {"w", 10}, {"h", 4}, {"transform_matrix", kIdentityPose}});
+  write_json(dir / "transforms.json", {{"fl_x", 9.0}, {"fl_y", 9.5}, {"cx", 4.2}, {"cy", 2.9}, {"w", 8}, {"h", 6},
+                                       {"k1", 0.01}, {"k2", -0.002}, {"p1", 0.001}, {"p2", 0.0005},
+                                       {"aabb_scale", 4}, {"scale", 0.5}, {"offset", {0.5, 0.6, 0.7}},
+                                       {"sharpness", 3}, {"frames", frames}});
+  const nerf::Dataset d = nerf::load_dataset(dir.string(), {.split = "train"});
+  EXPECT_EQ(d.skipped_frames, 1u);
+  ASSERT_EQ(d.frames.size(), 3u);
+  const auto& c = d.frames[0].camera;
+  EXPECT_EQ(c.fl_x, 9.0f);
+  EXPECT_EQ(c.fl_y, 9.5f);
+  EXPECT_EQ(c.cx, 4.2f);
+  EXPECT_EQ(c.cy, 2.9f);
+  EXPECT_EQ(c.k1, 0.01f);
+  EXPECT_EQ(c.k2, -0.002f);
+  EXPECT_EQ(c.p1, 0.001f);
+  EXPECT_EQ(c.p2, 0.0005f);
+  EXPECT_EQ(d.frames[2].camera.width, 10u);
+  EXPECT_EQ(d.frames[2].camera.fl_x, 7.0f);
+  EXPECT_EQ(d.aabb_scale, 4u);
+  EXPECT_EQ(d.n_cascades, 3u);
+  EXPECT_EQ(d.cone_angle, 1.0f / 256);
+  EXPECT_EQ(d.aabb.min.x, -1.5f);
+  EXPECT_EQ(d.aabb.max.z, 2.5f);
+  // instant-ngp's pose convention: y and z columns flipped, position scaled and offset,
+  // then the axes cycled (x, y, z) <- (y, z, x).
+  const auto& m = d.frames[0].c2w;
+  const float pos[3] = {0.5f * 0.5f + 0.5f, -0.25f * 0.5f + 0.6f, 2.0f * 0.5f + 0.7f};
+  EXPECT_FLOAT_EQ(m[0][3], pos[1]);
+  EXPECT_FLOAT_EQ(m[1][3], pos[2]);
+  EXPECT_FLOAT_EQ(m[2][3], pos[0]);
+  EXPECT_FLOAT_EQ(m[2][0], 1.0f);   // x column (1, 0, 0) cycled
+  EXPECT_FLOAT_EQ(m[0][1], -1.0f);  // y column (0, 1, 0) flipped and cycled
+  EXPECT_FLOAT_EQ(m[1][2], -1.0f);  // z column (0, 0, 1) flipped and cycled
+  // Holdout: every 2nd frame of the file is a test view.
+  const nerf::Dataset test = nerf::load_dataset(dir.string(), {.split = "test", .holdout = 2});
+  EXPECT_EQ(test.frames.size() + test.skipped_frames, 2u);
+  EXPECT_NE(error_of([&] { nerf::load_dataset(dir.string(), {.split = "test"}); }).find("--holdout"),
+            std::string::npos);
+}
+
+TEST(NerfDataset, DistortionRoundTripsAndBendsRays) {
+  ops::nerf::CameraModel c{100, 100, 50, 50, -0.2f, 0.05f, 0.01f, -0.02f, 100, 100};
+  for (float x : {-0.4f, -0.1f, 0.0f, 0.3f})
+    for (float y : {-0.3f, 0.05f, 0.45f}) {
+      float xd, yd, xu, yu;
+      ops::nerf::distort(c, x, y, xd, yd);
+      ops::nerf::undistort(c, xd, yd, xu, yu);
+      EXPECT_NEAR(xu, x, 1e-5f);
+      EXPECT_NEAR(yu, y, 1e-5f);
+    }
+  ops::nerf::FrameView f;
+  f.camera = c;
+  for (int i = 0; i < 3; ++i) f.c2w[i][i] = 1.0f;
+  ops::nerf::FrameView pinhole = f;
+  pinhole.camera.k1 = pinhole.camera.k2 = pinhole.camera.p1 = pinhole.camera.p2 = 0;
+  const auto bent = ops::nerf::camera_ray(f, 95, 90), straight = ops::nerf::camera_ray(pinhole, 95, 90);
+  EXPECT_GT(std::fabs(bent.dir.x - straight.dir.x), 1e-3f);
+  const auto centre = ops::nerf::camera_ray(f, 50, 50);
+  EXPECT_NEAR(centre.dir.z, 1.0f, 1e-6f);
+}
+
+TEST(NerfDataset, BadScenesAreClearErrors) {
+  const auto dir = fresh_dir("tessera_dataset_bad");
+  write_image(dir / "a.png", 8, 8);
+  write_image(dir / "b.png", 6, 6);
+  auto load = [&](const Json& j) {
+    write_json(dir / "transforms.json", j);
+    return error_of([&] { nerf::load_dataset((dir / "transforms.json").string()); });
+  };
+  const Json ok_frame = {{"file_path", "a.png"}, {"transform_matrix", kIdentityPose}};
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {{{"file_path", "a.png"},
+                                                         {"transform_matrix", Json::array({Json::array({1, 0, 0, 0}),
+                                                                                           Json::array({2, 0, 0, 0}),
+                                                                                           Json::array({0, 0, 1, 0}),
+                                                                                           Json::array({0, 0, 0, 1})})}}}}})
+                .find("singular"),
+            std::string::npos);
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {ok_frame, {{"file_path", "b.png"}, {"transform_matrix", kIdentityPose}}}}})
+                .find("different sizes need per-frame intrinsics"),
+            std::string::npos);
+  EXPECT_NE(load({{"fl_x", 5}, {"w", 10}, {"h", 8}, {"frames", {ok_frame}}}).find("w, h = 10x8"), std::string::npos);
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"aabb_scale", 3}, {"frames", {ok_frame}}}).find("power of two"),
+            std::string::npos);
+  EXPECT_NE(load({{"frames", {ok_frame}}}).find("no focal length"), std::string::npos);
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {{{"file_path", "a.png"}}}}}).find("transform_matrix"),
+            std::string::npos);
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {{{"file_path", "missing.png"}, {"transform_matrix", kIdentityPose}}}}})
+                .find("no frame of split 'train' has an image"),
+            std::string::npos);
+  EXPECT_NE(load({{"camera_angle_x", "wide"}, {"frames", {ok_frame}}}).find("camera_angle_x"), std::string::npos);
+  std::ofstream(dir / "transforms.json") << "{\"frames\": [";
+  const std::string msg = error_of([&] { nerf::load_dataset((dir / "transforms.json").string()); });
+  EXPECT_NE(msg.find("transforms.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
+  EXPECT_NE(error_of([&] { nerf::load_dataset((dir / "nothing").string()); }).find("nothing"), std::string::npos);
+  std::ofstream(dir / "a.png") << "broken";
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {ok_frame}}}).find("a.png"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera
