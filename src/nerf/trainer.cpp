@@ -56,11 +56,12 @@ namespace {
 
 constexpr uint32_t kDensityOutputs = 16;  // density + 15 features, instant-ngp's layout
 
-NerfTrainingOptions parse_training(const Json& c) {
+NerfTrainingOptions parse_training(const Json& c, DeviceKind device) {
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
                     "grid_fraction", "warmup_fraction"});
   NerfTrainingOptions o;
+  if (device == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
   o.initial_rays = json_get<uint32_t>(c, "initial_rays", o.initial_rays);
   o.grid_update_interval = json_get<uint32_t>(c, "grid_update_interval", o.grid_update_interval);
@@ -94,7 +95,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, u
   config_ = default_nerf_config();
   for (auto it = config.begin(); it != config.end(); ++it)
     if (it.key() != "envmap") config_[it.key()] = it.value();  // instant-ngp's envmap: not used
-  options_ = parse_training(config_.at("training"));
+  options_ = parse_training(config_.at("training"), device);
   loss_ = nn::parse_loss(config_.at("loss"));
 
   // position [0, 3) -> grid -> density MLP -> 16 columns; direction [3, 6) -> SH;

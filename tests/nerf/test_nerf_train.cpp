@@ -5,6 +5,9 @@
 #include <chrono>
 #include <filesystem>
 
+#include <fstream>
+
+#include "support/cli.h"
 #include "support/procedural_scene.h"
 #include "tessera/nerf/evaluate.h"
 
@@ -43,6 +46,43 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
   // Measured (2 cores, 16k samples per step): 19.6 dB after 250 steps, 23.8 after 500,
   // 25.5 after 750-1500; the untrained model scores ~11 dB.
   EXPECT_GT(r.psnr_white, 22.0);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+TEST(NerfCli, TrainWritesItsOutputsAndRefusesBadInput) {
+  const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_cli";
+  std::filesystem::remove_all(dir);
+  test::write_procedural_scene(dir / "scene", 6, 2, 16);
+  const std::string out = (dir / "out").string(), json = (dir / "result.json").string();
+  // A small model: the default one's grid refresh (2M cells) alone takes seconds on a CPU.
+  std::ofstream(dir / "small.json") << R"({"encoding": {"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 14},
+    "training": {"target_samples": 4096, "grid_update_interval": 64}})";
+  auto r = test::run_cli("nerf train " + (dir / "scene").string() + " --config " + (dir / "small.json").string() +
+                         " --device cpu --steps 20 --eval-at 1000 --no-progress --out " + out + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Json j = load_json_file(json);
+  EXPECT_EQ(j["steps"].get<int>(), 20);
+  EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "psnr.csv"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "psnr.png"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "test" / "test_000.png"));
+
+  r = test::run_cli("nerf train " + (dir / "nowhere").string() + " --device cpu --steps 1 --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("nowhere"), std::string::npos) << r.output;
+  r = test::run_cli("nerf train " + (dir / "scene").string() + " --device cpu --eval-at 5,x --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--eval-at: 'x'"), std::string::npos) << r.output;
+  std::ofstream(dir / "bad.json") << R"({"training": {"target_samples": 3}})";
+  r = test::run_cli("nerf train " + (dir / "scene").string() + " --config " + (dir / "bad.json").string() +
+                    " --device cpu --steps 1 --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("target_samples"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ namespace tessera::nerf {
 
 // The "training" section of a NeRF config (instant-ngp's defaults).
 struct NerfTrainingOptions {
-  uint32_t target_samples = 1u << 18;  // samples per step; the rays per step adapt to it
-  uint32_t initial_rays = 1u << 12;
+  uint32_t target_samples = 1u << 18;  // samples per step (2^14 on the CPU); the rays per step adapt to it
+  uint32_t initial_rays = 1u << 12;    // (2^10 on the CPU)
   uint32_t grid_update_interval = 16;
   uint32_t grid_warmup_steps = 256;   // every cell refreshed while step < this
   float grid_decay = 0.95f;
