@@ -15,13 +15,15 @@
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
 #include "tessera/nerf/evaluate.h"
+#include "tessera/nerf/snapshot.h"
 
 namespace tessera::app {
 
 namespace {
 
 struct NerfTrainOptions {
-  std::string scene, config_path, device = "auto", out_dir = "nerf_out", json_path, eval_at = "5,15,30,60,120";
+  std::string scene, config_path, device = "auto", out_dir = "nerf_out", json_path, eval_at = "5,15,30,60,120",
+                                  snapshot_path;
   double seconds = 0;
   uint64_t steps = 0;
   uint32_t holdout = 0, eval_views = 0;
@@ -60,6 +62,8 @@ void run_train(const NerfTrainOptions& o) {
   const DeviceKind dev = select_device(o.device);
   const Json config = o.config_path.empty() ? nerf::default_nerf_config() : load_json_file(o.config_path);
   ensure_output_folder(o.out_dir);
+  const std::string snapshot_path =
+      o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tnerf").string() : o.snapshot_path;
   Stopwatch load_clock;
   nerf::DatasetOptions train_opts{.split = "train", .holdout = o.holdout};
   nerf::Dataset train = nerf::load_dataset(o.scene, train_opts);
@@ -118,6 +122,7 @@ void run_train(const NerfTrainOptions& o) {
     black.x.push_back(e.seconds), black.y.push_back(e.psnr_black);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
+  nerf::save_snapshot(trainer, snapshot_path);
   write_line_plot_png(out_path("psnr.png"), {white, black},
                       {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "test PSNR (dB)"});
   fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s), {:.1f} samples per ray\n", step,
@@ -129,7 +134,7 @@ void run_train(const NerfTrainOptions& o) {
     fmt::print("  {:>8.2f} s  step {:>7}  PSNR {:6.2f} dB (white)  {:6.2f} dB (black, linear)\n", e.seconds, e.step,
                e.psnr_white, e.psnr_black);
   }
-  fmt::print("  wrote {}, {}, {}\n", out_path("psnr.csv"), out_path("psnr.png"), out_path("test/"));
+  fmt::print("  wrote {}, {}, {}, {}\n", out_path("psnr.csv"), out_path("psnr.png"), out_path("test/"), snapshot_path);
   write_json_result(o.json_path, Json{{"command", "nerf train"},
                                       {"scene", o.scene},
                                       {"device", to_string(dev)},
@@ -140,7 +145,86 @@ void run_train(const NerfTrainOptions& o) {
                                       {"final_psnr_white_db", evals.back().psnr_white},
                                       {"final_psnr_black_linear_db", evals.back().psnr_black},
                                       {"evaluations", at},
+                                      {"snapshot", snapshot_path},
                                       {"config", trainer.config()}});
+}
+
+struct NerfEvalOptions {
+  std::string snapshot, scene, split = "test", device = "auto", out_dir, json_path;
+  uint32_t holdout = 0, eval_views = 0;
+};
+
+void run_eval(const NerfEvalOptions& o) {
+  const DeviceKind dev = select_device(o.device);
+  auto trainer = nerf::load_snapshot(o.snapshot, dev);
+  const nerf::Dataset data = nerf::load_dataset(o.scene, {.split = o.split, .holdout = o.holdout});
+  TESSERA_CHECK(data.aabb_scale == trainer->dataset().aabb_scale,
+                "scene '{}' has aabb_scale {} but the snapshot was trained with {}", o.scene, data.aabb_scale,
+                trainer->dataset().aabb_scale);
+  Stopwatch clock;
+  const nerf::EvalResult r = nerf::evaluate(*trainer, data, {.max_views = o.eval_views, .write_folder = o.out_dir});
+  fmt::print("nerf eval: {} on {} ({} views, {:.2f} s): PSNR {:.2f} dB (white, NeRF standard), {:.2f} dB (black, "
+             "linear, instant-ngp)\n",
+             o.snapshot, o.scene, r.views.size(), clock.seconds(), r.psnr_white, r.psnr_black_linear);
+  Json views = Json::array();
+  for (const auto& v : r.views) views.push_back({{"psnr_white_db", v.psnr_white}, {"psnr_black_linear_db", v.psnr_black_linear}});
+  write_json_result(o.json_path, Json{{"command", "nerf eval"}, {"snapshot", o.snapshot}, {"scene", o.scene},
+                                      {"split", o.split}, {"psnr_white_db", r.psnr_white},
+                                      {"psnr_black_linear_db", r.psnr_black_linear}, {"views", views}});
+}
+
+struct NerfRenderOptions {
+  std::string snapshot, camera_path, device = "auto", out_dir = "nerf_render";
+  uint32_t orbit = 0, width = 0, height = 0;
+  std::vector<float> background{1.0f, 1.0f, 1.0f};
+};
+
+void run_render(const NerfRenderOptions& o) {
+  TESSERA_CHECK((o.orbit > 0) != !o.camera_path.empty(), "nerf render: give either --orbit N or --camera FILE");
+  const DeviceKind dev = select_device(o.device);
+  auto trainer = nerf::load_snapshot(o.snapshot, dev);
+  ensure_output_folder(o.out_dir);
+  std::vector<nerf::FrameView> cameras;
+  if (o.orbit) {
+    nerf::CameraModel cam = nerf::snapshot_camera(*trainer);
+    TESSERA_CHECK(cam.width > 0 || (o.width > 0 && o.height > 0),
+                  "nerf render: the snapshot has no training camera; give --width and --height");
+    if (cam.width == 0) cam.fl_x = cam.fl_y = 1.1f * float(o.width), cam.width = o.width, cam.height = o.height;
+    if (o.width && o.height) {  // the same field of view at another size
+      const float s = float(o.width) / float(cam.width);
+      cam.fl_x *= s, cam.fl_y *= s, cam.cx = 0.5f * float(o.width), cam.cy = 0.5f * float(o.height);
+      cam.width = o.width, cam.height = o.height;
+    }
+    cameras = nerf::orbit_cameras(o.orbit, cam);
+  } else {
+    const Json j = load_json_file(o.camera_path);
+    const nerf::Transforms t = nerf::parse_transforms(j, ".", "'" + o.camera_path + "'");
+    for (const auto& f : t.frames) {
+      nerf::FrameView v;
+      std::copy(&f.c2w[0][0], &f.c2w[0][0] + 12, &v.c2w[0][0]);
+      v.camera = f.camera;
+      const uint32_t w = o.width ? o.width : (f.size_given ? f.camera.width : nerf::snapshot_camera(*trainer).width);
+      const uint32_t h = o.height ? o.height : (f.size_given ? f.camera.height : nerf::snapshot_camera(*trainer).height);
+      TESSERA_CHECK(w > 0 && h > 0, "'{}' gives no image size: use --width and --height", o.camera_path);
+      v.camera.width = w, v.camera.height = h;
+      if (f.camera_angle_x > 0) v.camera.fl_x = 0.5f * float(w) / std::tan(0.5f * f.camera_angle_x);
+      if (v.camera.fl_y <= 0) v.camera.fl_y = v.camera.fl_x;
+      if (v.camera.cx == 0 && v.camera.cy == 0) v.camera.cx = 0.5f * float(w), v.camera.cy = 0.5f * float(h);
+      cameras.push_back(v);
+    }
+  }
+  const nerf::Vec3 bg{o.background[0], o.background[1], o.background[2]};
+  ProgressBar bar("nerf render", cameras.size(), true);
+  Stopwatch clock;
+  for (size_t i = 0; i < cameras.size(); ++i) {
+    const nerf::RenderedImage img = trainer->render(cameras[i], nerf::Vec3{0, 0, 0});
+    nerf::write_rendering_png((std::filesystem::path(o.out_dir) / fmt::format("frame_{:04d}.png", i)).string(), img, bg);
+    bar.update(i + 1);
+  }
+  bar.finish();
+  fmt::print("nerf render: {} frames of {}x{} in {:.2f} s, written to {}/frame_*.png\n", cameras.size(),
+             cameras.empty() ? 0 : cameras[0].camera.width, cameras.empty() ? 0 : cameras[0].camera.height,
+             clock.seconds(), o.out_dir);
 }
 
 }  // namespace
@@ -165,8 +249,34 @@ void register_nerf(CLI::App& root) {
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for psnr.csv, psnr.png and the test renderings")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
+  cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tnerf)")
+      ->check(writable_output_file());
   cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
   cmd->callback([] { run_train(o); });
+
+  static NerfEvalOptions e;
+  auto* ev = nerf->add_subcommand("eval", "test PSNR of a trained snapshot on a scene's split (both protocols)");
+  ev->add_option("snapshot", e.snapshot, "a .tnerf file written by nerf train")->required();
+  ev->add_option("--scene", e.scene, "the scene folder or transforms file")->required();
+  ev->add_option("--split", e.split, "train, test or val")->capture_default_str();
+  ev->add_option("--holdout", e.holdout, "with a single transforms.json: every K-th frame is a test view");
+  ev->add_option("--eval-views", e.eval_views, "the first N views only (default: all)");
+  add_device_option(*ev, e.device);
+  ev->add_option("--out", e.out_dir, "also write the renderings (on white) to this folder");
+  ev->add_option("--json", e.json_path, "also write the results as JSON to this file")->check(writable_output_file());
+  ev->callback([] { run_eval(e); });
+
+  static NerfRenderOptions r;
+  auto* rn = nerf->add_subcommand("render", "render a trained snapshot from cameras of a transforms file or an orbit");
+  rn->add_option("snapshot", r.snapshot, "a .tnerf file written by nerf train")->required();
+  rn->add_option("--camera", r.camera_path, "a transforms JSON: one image per frame");
+  rn->add_option("--orbit", r.orbit, "N cameras on a circle around the scene")->check(CLI::Range(1u, 100000u));
+  rn->add_option("--width", r.width, "image width (default: the training camera's)")->check(CLI::Range(1u, 16384u));
+  rn->add_option("--height", r.height, "image height")->check(CLI::Range(1u, 16384u));
+  rn->add_option("--background", r.background, "background colour, linear RGB")->expected(3)->check(CLI::Range(0.0f, 1.0f));
+  add_device_option(*rn, r.device);
+  rn->add_option("--out", r.out_dir, "folder for frame_NNNN.png")->capture_default_str();
+  rn->callback([] { run_render(r); });
 }
 
 }  // namespace tessera::app

@@ -101,6 +101,7 @@ T json_get(const Json& object, const char* key, const T& default_value) {
 }
 template int json_get<int>(const Json&, const char*, const int&);
 template uint32_t json_get<uint32_t>(const Json&, const char*, const uint32_t&);
+template uint64_t json_get<uint64_t>(const Json&, const char*, const uint64_t&);
 template float json_get<float>(const Json&, const char*, const float&);
 template double json_get<double>(const Json&, const char*, const double&);
 template bool json_get<bool>(const Json&, const char*, const bool&);

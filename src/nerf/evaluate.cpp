@@ -27,6 +27,28 @@ void write_rendering_png(const std::string& path, const RenderedImage& image, Ve
   write_png(path, int(image.width), int(image.height), 3, rgb);
 }
 
+std::vector<FrameView> orbit_cameras(uint32_t n, const CameraModel& camera) {
+  using ops::nerf::normalized;
+  std::vector<FrameView> frames(n);
+  const Vec3 centre{0.5f, 0.5f, 0.5f}, up{0.0f, 1.0f, 0.0f};  // NeRF's +z (up) is instant-ngp's +y
+  const float radius = 1.32f, elevation = 0.5236f;
+  for (uint32_t i = 0; i < n; ++i) {
+    const float a = 6.2831853f * float(i) / float(n);
+    const Vec3 eye = centre + radius * Vec3{std::cos(a) * std::cos(elevation), std::sin(elevation),
+                                            std::sin(a) * std::cos(elevation)};
+    const Vec3 fwd = normalized(centre - eye);
+    const Vec3 right = normalized(Vec3{fwd.y * up.z - fwd.z * up.y, fwd.z * up.x - fwd.x * up.z,
+                                       fwd.x * up.y - fwd.y * up.x});  // fwd x up
+    const Vec3 down{fwd.y * right.z - fwd.z * right.y, fwd.z * right.x - fwd.x * right.z,
+                    fwd.x * right.y - fwd.y * right.x};  // fwd x right
+    const Vec3 cols[4] = {right, down, fwd, eye};
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 4; ++c) frames[i].c2w[r][c] = cols[c][r];
+    frames[i].camera = camera;
+  }
+  return frames;
+}
+
 EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions& o) {
   EvalResult r;
   const size_t n_views = o.max_views ? std::min<size_t>(o.max_views, test.frames.size()) : test.frames.size();

@@ -118,7 +118,6 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, u
   model_ = std::make_unique<nn::ModelTrainer>(nn::make_sequential(std::move(chain)), loss_,
                                               nn::create_optimizer(config_.at("optimizer")), seed);
 
-  TESSERA_CHECK(!train_.frames.empty(), "NeRF training needs at least one frame");
   frames_ = Buffer<FrameView>(device, train_.frames.size());
   frames_.copy_from_host(train_.frames);
   images_ = Buffer<uint8_t>(device, train_.rgba.size());
@@ -180,6 +179,7 @@ void NerfTrainer::update_grid() {
 }
 
 void NerfTrainer::step() {
+  TESSERA_CHECK(!train_.frames.empty(), "NeRF training needs at least one frame (this model was loaded to render)");
   if (step_ % options_.grid_update_interval == 0) update_grid();
   const uint32_t max_samples = options_.target_samples;
   rays_.ensure(n_rays_);
@@ -214,6 +214,17 @@ void NerfTrainer::step() {
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }
+
+std::vector<float> NerfTrainer::grid_density() { return grid_density_.to_host(); }
+
+void NerfTrainer::set_grid_density(const std::vector<float>& density) {
+  TESSERA_CHECK(density.size() == grid_density_.size(), "occupancy grid: {} values for {} cells", density.size(),
+                grid_density_.size());
+  grid_density_.copy_from_host(density);
+  // No new samples: recomputes the bitfield from the densities as they are.
+  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.data(), grid_values_.data(), 1u, 0u, 1.0f,
+                                 grid_density_.data(), grid_scratch_.data(), grid_bitfield_.data());
+}
 
 float NerfTrainer::occupied_fraction() {
   const std::vector<uint8_t> bits = grid_bitfield_.to_host();

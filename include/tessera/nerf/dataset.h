@@ -51,6 +51,7 @@ struct Dataset {
   uint32_t n_cascades = 1;
   float cone_angle = 0.0f;  // 0 for scenes within the unit cube, 1/256 beyond (instant-ngp)
   uint32_t skipped_frames = 0;  // frames whose image is missing
+  CameraModel camera_hint;      // without frames (a loaded snapshot): the training camera
   size_t n_pixels() const { return rgba.size() / 4; }
 };
 

@@ -27,6 +27,10 @@ struct EvalOptions {
 
 EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions& options = {});
 
+// n cameras on a circle around the scene's centre (radius 1.32 = NeRF-synthetic's camera
+// distance 4 x 0.33, 30 degrees above it), looking at the centre, with `camera`'s intrinsics.
+std::vector<FrameView> orbit_cameras(uint32_t n, const CameraModel& camera);
+
 // 8-bit sRGB PNG of a rendering over `background` (linear RGB).
 void write_rendering_png(const std::string& path, const RenderedImage& image, Vec3 background);
 

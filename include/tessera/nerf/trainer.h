@@ -39,7 +39,8 @@ struct RenderedImage {
 class NerfTrainer {
  public:
   // config: {"encoding", "network", "dir_encoding", "rgb_network", "loss", "optimizer",
-  // "training"}; missing sections take the defaults of default_nerf_config().
+  // "training"}; missing sections take the defaults of default_nerf_config(). A dataset
+  // without frames (only its box and cascades) makes a trainer that can only render.
   NerfTrainer(const Json& config, Dataset train, DeviceKind device, uint64_t seed = 1337);
   ~NerfTrainer();
 
@@ -55,6 +56,11 @@ class NerfTrainer {
 
   // Renders a camera of the scene over `background` (linear RGB).
   RenderedImage render(const FrameView& camera, Vec3 background);
+
+  // The occupancy grid's densities (n_cascades * 128^3), for snapshots; setting them
+  // recomputes the bitfield.
+  std::vector<float> grid_density();
+  void set_grid_density(const std::vector<float>& density);
 
   const Dataset& dataset() const { return train_; }
   const Json& config() const { return config_; }

@@ -1,0 +1,141 @@
+#include "tessera/nerf/snapshot.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "tessera/core/config.h"
+#include "tessera/core/error.h"
+
+namespace tessera::nerf {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'N', 'E', 'R', 'F'};
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kMaxHeaderBytes = 1 << 20;
+constexpr uint64_t kMaxFileBytes = uint64_t(4) << 30;
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ULL) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  return h;
+}
+
+Json camera_json(const CameraModel& c) {
+  return Json{{"fl_x", c.fl_x}, {"fl_y", c.fl_y}, {"cx", c.cx}, {"cy", c.cy}, {"w", c.width}, {"h", c.height}};
+}
+
+template <typename T>
+void append(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+}  // namespace
+
+void save_snapshot(NerfTrainer& t, const std::string& path) {
+  const Dataset& d = t.dataset();
+  Json header{{"config", t.config()},
+              {"n_params", t.model().n_params()},
+              {"aabb_scale", d.aabb_scale},
+              {"steps", t.steps()}};
+  if (!d.frames.empty()) header["camera"] = camera_json(d.frames[0].camera);
+  const std::string text = header.dump();
+  std::vector<float> params(t.model().n_params());
+  detail::copy_bytes(t.device(), params.data(), t.model().params(), params.size() * sizeof(float), false,
+                     t.device() != DeviceKind::cpu);
+  const std::vector<float> grid = t.grid_density();
+  std::string out(kMagic, sizeof(kMagic));
+  append(out, kVersion);
+  append(out, uint32_t(text.size()));
+  out += text;
+  out.append(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
+  out.append(reinterpret_cast<const char*>(grid.data()), grid.size() * sizeof(float));
+  append(out, fnv1a(grid.data(), grid.size() * sizeof(float), fnv1a(params.data(), params.size() * sizeof(float))));
+  write_file_atomic(path, out);
+}
+
+std::unique_ptr<NerfTrainer> load_snapshot(const std::string& path, DeviceKind device) {
+  return load_snapshot_from_memory(read_input_file(path, "NeRF snapshot", kMaxFileBytes), path, device);
+}
+
+std::unique_ptr<NerfTrainer> load_snapshot_from_memory(std::string_view bytes, const std::string& name,
+                                                       DeviceKind device) {
+  size_t pos = 0;
+  auto take = [&](void* dst, size_t n) {
+    TESSERA_CHECK(n <= bytes.size() - pos, "NeRF snapshot '{}' is truncated ({} bytes)", name, bytes.size());
+    std::memcpy(dst, bytes.data() + pos, n);
+    pos += n;
+  };
+  char magic[8];
+  take(magic, sizeof(magic));
+  TESSERA_CHECK(std::memcmp(magic, kMagic, sizeof(kMagic)) == 0, "'{}' is not a tessera NeRF snapshot", name);
+  uint32_t version = 0, header_len = 0;
+  take(&version, sizeof(version));
+  TESSERA_CHECK(version == kVersion, "NeRF snapshot '{}' has format version {}; this build reads version {}", name,
+                version, kVersion);
+  take(&header_len, sizeof(header_len));
+  TESSERA_CHECK(header_len <= kMaxHeaderBytes && header_len <= bytes.size() - pos,
+                "NeRF snapshot '{}' is truncated or corrupt (its header claims {} bytes of {})", name, header_len,
+                bytes.size());
+  const Json header = parse_json(std::string(bytes.substr(pos, header_len)), "the header of NeRF snapshot '" + name + "'");
+  pos += header_len;
+  const std::string where = "NeRF snapshot '" + name + "'";
+  TESSERA_CHECK(header.is_object() && header.contains("config") && header.contains("aabb_scale"),
+                "{}: the header lacks the config or the scene box", where);
+  const uint32_t aabb_scale = json_get<uint32_t>(header, "aabb_scale", 1);
+  TESSERA_CHECK(aabb_scale >= 1 && aabb_scale <= 128 && (aabb_scale & (aabb_scale - 1)) == 0,
+                "{}: aabb_scale {} is not a power of two from 1 to 128", where, aabb_scale);
+  Dataset scene;  // no frames: the box, cascades and cone angle of the training scene
+  scene.aabb_scale = aabb_scale;
+  scene.n_cascades = uint32_t(std::log2(float(aabb_scale))) + 1;
+  const float half = 0.5f * float(aabb_scale);
+  scene.aabb = {{0.5f - half, 0.5f - half, 0.5f - half}, {0.5f + half, 0.5f + half, 0.5f + half}};
+  scene.cone_angle = aabb_scale > 1 ? 1.0f / 256.0f : 0.0f;
+  if (header.contains("camera")) {
+    const Json& c = header.at("camera");
+    TESSERA_CHECK(c.is_object(), "{}: camera must be an object", where);
+    FrameView f;
+    f.camera.fl_x = json_get<float>(c, "fl_x", 0), f.camera.fl_y = json_get<float>(c, "fl_y", 0);
+    f.camera.cx = json_get<float>(c, "cx", 0), f.camera.cy = json_get<float>(c, "cy", 0);
+    f.camera.width = json_get<uint32_t>(c, "w", 0), f.camera.height = json_get<uint32_t>(c, "h", 0);
+    TESSERA_CHECK(f.camera.fl_x > 0 && f.camera.fl_y > 0 && f.camera.width > 0 && f.camera.width <= 65535 &&
+                      f.camera.height > 0 && f.camera.height <= 65535,
+                  "{}: the training camera is not valid", where);
+    scene.camera_hint = f.camera;
+  }
+  // The sizes are checked against the file before the model is built (and allocated).
+  const uint64_t n_params_claimed = json_get<uint64_t>(header, "n_params", 0);
+  const uint64_t n_cells = uint64_t(scene.n_cascades) * ops::nerf::kGridCells;
+  TESSERA_CHECK(n_params_claimed < (uint64_t(1) << 32) &&
+                    bytes.size() == pos + (n_params_claimed + n_cells) * sizeof(float) + sizeof(uint64_t),
+                "{} has {} bytes; its header implies {} (truncated or corrupt)", where, bytes.size(),
+                pos + (n_params_claimed + n_cells) * sizeof(float) + sizeof(uint64_t));
+  auto trainer = std::make_unique<NerfTrainer>(header.at("config"), std::move(scene), device);
+  const size_t n_params = trainer->model().n_params();
+  TESSERA_CHECK(n_params_claimed == n_params, "{}: the header says {} parameters but its config builds {}", where,
+                n_params_claimed, n_params);
+  std::vector<float> params(n_params), grid(n_cells);
+  take(params.data(), n_params * sizeof(float));
+  take(grid.data(), n_cells * sizeof(float));
+  uint64_t hash = 0;
+  take(&hash, sizeof(hash));
+  TESSERA_CHECK(hash == fnv1a(grid.data(), grid.size() * sizeof(float), fnv1a(params.data(), params.size() * sizeof(float))),
+                "{} is corrupt (checksum mismatch)", where);
+  for (size_t i = 0; i < params.size(); ++i)
+    TESSERA_CHECK(std::isfinite(params[i]), "{} holds a non-finite parameter ({} at index {})", where, params[i], i);
+  for (size_t i = 0; i < grid.size(); ++i)
+    TESSERA_CHECK(std::isfinite(grid[i]) && grid[i] >= 0, "{} holds an invalid grid density ({} at cell {})", where,
+                  grid[i], i);
+  detail::copy_bytes(device, trainer->model().params(), params.data(), params.size() * sizeof(float),
+                     device != DeviceKind::cpu, false);
+  trainer->model().params_changed();
+  trainer->set_grid_density(grid);
+  return trainer;
+}
+
+CameraModel snapshot_camera(const NerfTrainer& trainer) {
+  const Dataset& d = trainer.dataset();
+  return d.frames.empty() ? d.camera_hint : d.frames[0].camera;
+}
+
+}  // namespace tessera::nerf
