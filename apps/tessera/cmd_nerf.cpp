@@ -125,8 +125,10 @@ void run_train(const NerfTrainOptions& o) {
   nerf::save_snapshot(trainer, snapshot_path);
   write_line_plot_png(out_path("psnr.png"), {white, black},
                       {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "test PSNR (dB)"});
-  fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s), {:.1f} samples per ray\n", step,
-             train_seconds, step / std::max(train_seconds, 1e-9), trainer.samples_per_ray());
+  const uint32_t skipped = trainer.skipped_steps();
+  fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s), {:.1f} samples per ray, {} steps "
+             "skipped for non-finite gradients\n",
+             step, train_seconds, step / std::max(train_seconds, 1e-9), trainer.samples_per_ray(), skipped);
   Json at = Json::array();
   for (const auto& e : evals) {
     at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"psnr_white_db", e.psnr_white},
@@ -142,6 +144,7 @@ void run_train(const NerfTrainOptions& o) {
                                       {"train_seconds", train_seconds},
                                       {"load_seconds", load_seconds},
                                       {"samples_per_ray", trainer.samples_per_ray()},
+                                      {"skipped_steps", skipped},
                                       {"final_psnr_white_db", evals.back().psnr_white},
                                       {"final_psnr_black_linear_db", evals.back().psnr_black},
                                       {"evaluations", at},

@@ -59,7 +59,7 @@ constexpr uint32_t kDensityOutputs = 16;  // density + 15 features, instant-ngp'
 NerfTrainingOptions parse_training(const Json& c, DeviceKind device) {
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
-                    "grid_fraction", "warmup_fraction"});
+                    "grid_fraction", "warmup_fraction", "initial_loss_scale"});
   NerfTrainingOptions o;
   if (device == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
@@ -69,6 +69,7 @@ NerfTrainingOptions parse_training(const Json& c, DeviceKind device) {
   o.grid_decay = json_get<float>(c, "grid_decay", o.grid_decay);
   o.grid_fraction = json_get<float>(c, "grid_fraction", o.grid_fraction);
   o.warmup_fraction = json_get<float>(c, "warmup_fraction", o.warmup_fraction);
+  o.initial_loss_scale = json_get<float>(c, "initial_loss_scale", o.initial_loss_scale);
   TESSERA_CHECK(o.target_samples >= 256 && o.target_samples <= (1u << 24),
                 "NeRF training: target_samples {} out of range; valid: 256 to 2^24", o.target_samples);
   TESSERA_CHECK(o.initial_rays >= 1 && o.initial_rays <= o.target_samples,
@@ -117,6 +118,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, u
   chain.push_back(nn::make_parallel(colour_in, std::move(second)));
   model_ = std::make_unique<nn::ModelTrainer>(nn::make_sequential(std::move(chain)), loss_,
                                               nn::create_optimizer(config_.at("optimizer")), seed);
+  model_->set_loss_scale(options_.initial_loss_scale);
 
   frames_ = Buffer<FrameView>(device, train_.frames.size());
   frames_.copy_from_host(train_.frames);
@@ -221,7 +223,7 @@ void NerfTrainer::set_grid_density(const std::vector<float>& density) {
   TESSERA_CHECK(density.size() == grid_density_.size(), "occupancy grid: {} values for {} cells", density.size(),
                 grid_density_.size());
   grid_density_.copy_from_host(density);
-  // No new samples: recomputes the bitfield from the densities as they are.
+  // No new samples and no decay: recomputes the bitfield from the densities as they are.
   ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.data(), grid_values_.data(), 1u, 0u, 1.0f,
                                  grid_density_.data(), grid_scratch_.data(), grid_bitfield_.data());
 }

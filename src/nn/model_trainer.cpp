@@ -1,5 +1,7 @@
 #include "tessera/nn/model_trainer.h"
 
+#include <cmath>
+
 #include "tessera/core/backend.h"
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
@@ -74,6 +76,14 @@ ops::TrainState ModelTrainer::read_state() {
 }
 
 float ModelTrainer::last_loss() { return read_state().last_loss; }
+
+void ModelTrainer::set_loss_scale(float scale) {
+  TESSERA_CHECK(std::isfinite(scale) && scale >= ops::kMinLossScale && scale <= ops::kMaxLossScale,
+                "loss scale {} out of range; valid: {} to {}", scale, ops::kMinLossScale, ops::kMaxLossScale);
+  ops::TrainState s = read_state();
+  s.loss_scale = s.applied_loss_scale = scale;
+  state_.copy_from_host(&s, 1);
+}
 uint32_t ModelTrainer::skipped_steps() { return read_state().skipped_steps; }
 
 }  // namespace tessera::nn

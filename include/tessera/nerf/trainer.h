@@ -26,6 +26,7 @@ struct NerfTrainingOptions {
   // uniform, half among the occupied ones); the warm-up updates take `warmup_fraction`.
   float grid_fraction = 0.5f;
   float warmup_fraction = 1.0f;
+  float initial_loss_scale = 128.0f;  // the fp16 backward's starting loss scale
 };
 
 // The default config: instant-ngp's NeRF model, loss and optimizer.
@@ -47,6 +48,7 @@ class NerfTrainer {
   // One training step (queued; last_loss() waits for it).
   void step();
   float last_loss();
+  uint32_t skipped_steps() { return model_->skipped_steps(); }
   uint64_t steps() const { return step_; }
   uint32_t rays_per_step() const { return n_rays_; }
   // Samples of the latest step, and per ray (before compaction, as marched).

@@ -35,6 +35,10 @@ class ModelTrainer {
 
   float last_loss();
   uint32_t skipped_steps();
+  // The dynamic loss scale's next value (fp16 backward passes); it still halves on an
+  // overflow and doubles after long clean runs. Models whose per-output gradients are tiny
+  // (a mean over many rays) start it higher so fp16 keeps them.
+  void set_loss_scale(float scale);
   // A host copy of the step state (waits for the device).
   ops::TrainState train_state() { return read_state(); }
   Module& model() { return *model_; }

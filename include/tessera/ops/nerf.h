@@ -63,9 +63,10 @@ struct NerfGridSamples {
                   uint32_t* cells, float* positions);
 };
 
-// density[cell] = max(density[cell] * decay, new) for every sampled cell (new = the
-// largest density x kMinStep among its samples), then the bitfield: occupied where density
-// > min(0.01, mean density). scratch holds n_cascades * kGridCells floats.
+// density[cell] = max(density[cell] * decay, new) for every cell (new = the largest
+// density x kMinStep among the cell's samples, 0 without any: unvisited cells fade, as in
+// instant-ngp), then the bitfield: occupied where density > min(0.01, mean density of the
+// finest cascade). scratch holds n_cascades * kGridCells floats.
 struct NerfGridUpdate {
   static constexpr const char* name = "nerf_grid_update";
   using Fn = void(Stream&, uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,

@@ -17,12 +17,12 @@ void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_oc
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
                       uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield) {
   const uint32_t total = n_cascades * kGridCells;
-  std::fill(scratch, scratch + total, -1.0f);
+  std::fill(scratch, scratch + total, 0.0f);
   for (uint32_t i = 0; i < n; ++i)
     scratch[cells[i]] = std::max(scratch[cells[i]], density_activation(raw_density[size_t(i) * stride]) * kMinStep);
   double sum = 0.0;
   for (uint32_t c = 0; c < total; ++c) {
-    if (scratch[c] >= 0.0f) density[c] = std::max(density[c] * decay, scratch[c]);
+    density[c] = std::max(density[c] * decay, scratch[c]);  // every cell decays; sampled ones take the new max
     if (c < kGridCells) sum += density[c];
   }
   const float threshold = grid_threshold(float(sum / kGridCells));

@@ -1,7 +1,7 @@
 // The occupancy-grid ops on CUDA: refresh samples (a thread each), then the update in four
-// passes: clear the per-cell maxima, scatter each sample's density (atomicMax on the bits:
+// passes: zero the per-cell maxima, scatter each sample's density (atomicMax on the bits:
 // the values are non-negative floats, so their bit patterns order like the floats), the
-// EMA with a block-reduced sum of the finest cascade, and the bitfield (a thread per byte).
+// decay with a block-reduced sum of the finest cascade, and the bitfield (a thread per byte).
 #include "launch.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
@@ -41,9 +41,8 @@ __global__ void ema_kernel(const float* __restrict__ scratch, uint32_t total, fl
   const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   float v = 0.0f;
   if (c < total) {
-    v = density[c];
-    const float s = scratch[c];
-    if (s >= 0.0f) density[c] = v = fmaxf(v * decay, s);
+    v = fmaxf(density[c] * decay, scratch[c]);  // every cell decays; sampled ones take the new max
+    density[c] = v;
   }
   if (c >= kGridCells) v = 0.0f;  // the mean is over the finest cascade
   for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
@@ -78,7 +77,7 @@ void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* r
   const uint32_t total = n_cascades * kGridCells;
   float* sum = static_cast<float*>(st.workspace().get("nerf.grid_sum", sizeof(float)));
   TESSERA_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(float), s));
-  fill_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, s>>>(scratch, total, -1.0f);
+  fill_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, s>>>(scratch, total, 0.0f);
   TESSERA_CUDA_CHECK_LAUNCH("fill_kernel");
   if (n) {
     scatter_kernel<<<detail::blocks_for(n, kThreads), kThreads, 0, s>>>(cells, raw_density, stride, n, scratch);
