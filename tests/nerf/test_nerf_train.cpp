@@ -28,7 +28,7 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
                         {"grid_warmup_steps", 64}, {"grid_fraction", 0.125}};
   nerf::NerfTrainer trainer(config, std::move(train), DeviceKind::cpu, 7);
   const auto start = std::chrono::steady_clock::now();
-  const int steps = std::getenv("TESSERA_NERF_TEST_STEPS") ? std::atoi(std::getenv("TESSERA_NERF_TEST_STEPS")) : 500;
+  const int steps = std::getenv("TESSERA_NERF_TEST_STEPS") ? std::atoi(std::getenv("TESSERA_NERF_TEST_STEPS")) : 800;
   for (int i = 0; i < steps; ++i) {
     trainer.step();
     if (std::getenv("TESSERA_NERF_TEST_EVAL") && i % 250 == 249)
@@ -43,9 +43,10 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
   const nerf::EvalResult r = nerf::evaluate(trainer, test, {.write_folder = (dir / "renders").string()});
   std::printf("test PSNR: %.2f dB (white), %.2f dB (black, linear)  %.1f s\n", r.psnr_white, r.psnr_black_linear,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  // Measured (2 cores, 16k samples per step): 19.6 dB after 250 steps, 23.8 after 500,
-  // 25.5 after 750-1500; the untrained model scores ~11 dB.
-  EXPECT_GT(r.psnr_white, 22.0);
+  // Measured (2 cores, 16k samples per step, ~100 s): 17.4 dB after 250 steps, 20.0-23.6
+  // after 500 (runs differ: the CPU grid backward sums in thread order), 24.5-25.0 after
+  // 750, 24.7-25.2 after 800; the untrained model scores ~11 dB.
+  EXPECT_GT(r.psnr_white, 22.5);
 }
 
 }  // namespace
