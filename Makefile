@@ -44,7 +44,7 @@ test: build build-cpu build-san
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1500
 	cd $(BUILD_CPU) && ctest --output-on-failure -j $(JOBS) --timeout 1500
 	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS) --timeout 1500 -L unit
-	./scripts/fuzz.sh $(BUILD_SAN) $(FUZZ_SECONDS_CI)
+	FUZZ_SEED=1 ./scripts/fuzz.sh $(BUILD_SAN) $(FUZZ_SECONDS_CI)
 
 # The CPU unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-san: build-san

@@ -5,6 +5,7 @@
 # execution count. A finding stops the script with the fuzzer's report and a reproducer
 # (crash-*/oom-*/timeout-* in <build>/fuzz-findings/).
 #   scripts/fuzz.sh BUILD_DIR SECONDS_PER_TARGET [TARGET...]
+# FUZZ_SEED=N fixes libFuzzer's random seed (CI does, so a red run can be replayed).
 set -euo pipefail
 build=${1:?build folder}
 seconds=${2:?seconds per target}
@@ -23,7 +24,9 @@ for t in "${targets[@]}"; do
   echo "fuzz: $t for ${seconds}s"
   # -rss_limit_mb bounds the whole process, -malloc_limit_mb any one allocation, -timeout
   # any one input (seconds): each is a finding when crossed.
-  if ! "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 \
+  seed_arg=()
+  [ -n "${FUZZ_SEED:-}" ] && seed_arg=(-seed="$FUZZ_SEED")
+  if ! "$bin" "${seed_arg[@]}" -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 \
        -print_final_stats=1 -artifact_prefix="$build/fuzz-findings/$t-" \
        "$work" "$root/tests/fuzz/corpus/$t" >"$log" 2>&1; then
     tail -n 60 "$log"
