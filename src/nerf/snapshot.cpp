@@ -40,9 +40,12 @@ void save_snapshot(NerfTrainer& t, const std::string& path) {
               {"steps", t.steps()}};
   if (!d.frames.empty()) header["camera"] = camera_json(d.frames[0].camera);
   const std::string text = header.dump();
+  // The weights renderings use: the optimizer's average where it keeps one (Ema).
   std::vector<float> params(t.model().n_params());
+  t.model().use_averaged_params(true);
   detail::copy_bytes(t.device(), params.data(), t.model().params(), params.size() * sizeof(float), false,
                      t.device() != DeviceKind::cpu);
+  t.model().use_averaged_params(false);
   const std::vector<float> grid = t.grid_density();
   std::string out(kMagic, sizeof(kMagic));
   append(out, kVersion);

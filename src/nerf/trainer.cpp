@@ -18,17 +18,20 @@ Json default_nerf_config() {
   return Json{
       {"loss", {{"otype", "Huber"}}},
       {"optimizer",
-       {{"otype", "ExponentialDecay"},
-        {"decay_start", 20000},
-        {"decay_interval", 10000},
-        {"decay_base", 0.33},
+       {{"otype", "Ema"},
+        {"decay", 0.95},
         {"nested",
-         {{"otype", "Adam"},
-          {"learning_rate", 1e-2},
-          {"beta1", 0.9},
-          {"beta2", 0.99},
-          {"epsilon", 1e-15},
-          {"l2_reg", 1e-6}}}}},
+         {{"otype", "ExponentialDecay"},
+          {"decay_start", 20000},
+          {"decay_interval", 10000},
+          {"decay_base", 0.33},
+          {"nested",
+           {{"otype", "Adam"},
+            {"learning_rate", 1e-2},
+            {"beta1", 0.9},
+            {"beta2", 0.99},
+            {"epsilon", 1e-15},
+            {"l2_reg", 1e-6}}}}}}},
       {"encoding",
        {{"otype", "HashGrid"},
         {"n_levels", 16},
@@ -235,7 +238,17 @@ float NerfTrainer::occupied_fraction() {
   return float(double(n) / (double(bits.size()) * 8.0));
 }
 
+namespace {
+// Renders with the optimizer's averaged weights (instant-ngp's Ema) where it keeps them.
+struct AveragedWeights {
+  nn::ModelTrainer& m;
+  explicit AveragedWeights(nn::ModelTrainer& model) : m(model) { m.use_averaged_params(true); }
+  ~AveragedWeights() { m.use_averaged_params(false); }
+};
+}  // namespace
+
 RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
+  const AveragedWeights averaged(*model_);
   RenderedImage img;
   img.width = camera.camera.width, img.height = camera.camera.height;
   const uint32_t n_pixels = img.width * img.height;

@@ -77,6 +77,23 @@ ops::TrainState ModelTrainer::read_state() {
 
 float ModelTrainer::last_loss() { return read_state().last_loss; }
 
+void ModelTrainer::use_averaged_params(bool averaged) {
+  const float* avg = opt_->averaged_params();
+  if (!avg || averaged == averaged_in_place_) return;
+  const DeviceKind d = model_->device();
+  Backend& b = backend_for(d);
+  const size_t bytes = params_.size() * sizeof(float);
+  if (averaged) {
+    if (live_params_.size() != params_.size()) live_params_ = Buffer<float>(d, params_.size());
+    b.copy_on_device(live_params_.data(), params_.data(), bytes, b.default_stream());
+    b.copy_on_device(params_.data(), avg, bytes, b.default_stream());
+  } else {
+    b.copy_on_device(params_.data(), live_params_.data(), bytes, b.default_stream());
+  }
+  averaged_in_place_ = averaged;
+  model_->params_changed();  // refreshes the fp16 copies
+}
+
 void ModelTrainer::set_loss_scale(float scale) {
   TESSERA_CHECK(std::isfinite(scale) && scale >= ops::kMinLossScale && scale <= ops::kMaxLossScale,
                 "loss scale {} out of range; valid: {} to {}", scale, ops::kMinLossScale, ops::kMaxLossScale);

@@ -4,6 +4,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
+#include "tessera/ops/matrix.h"
 
 namespace tessera::nn {
 
@@ -63,9 +64,39 @@ Json ExponentialDecay::config() const {
               {"decay_base", base_}, {"nested", nested}};
 }
 
-std::unique_ptr<Optimizer> create_optimizer(const Json& c) {
+Ema::Ema(std::unique_ptr<Optimizer> nested, float decay) : nested_(std::move(nested)), decay_(decay) {
+  TESSERA_CHECK(decay_ >= 0.0f && decay_ < 1.0f, "Ema: decay must be in [0, 1), got {}", decay_);
+}
+
+void Ema::step(const OptimizerTarget& t) {
+  nested_->step(t);
+  ++steps_;
+  const bool fresh = averaged_.size() != t.n;
+  if (fresh) averaged_ = Buffer<float>(t.device, t.n);
+  // averaged = a * params + b * averaged (b = 0 starts it at params), as [n / 4096, 4096]
+  // matrices so every thread of the op has work.
+  const float a = fresh ? 1.0f : 1.0f - decay_, b = fresh ? 0.0f : decay_;
+  constexpr uint32_t kWide = 4096;
+  const size_t full = t.n / kWide, rest = t.n % kWide;
+  if (full) ops::call<ops::MatrixAxpby>(t.device, full, kWide, a, t.params, kWide, b, averaged_.data(), kWide);
+  if (rest)
+    ops::call<ops::MatrixAxpby>(t.device, size_t(1), uint32_t(rest), a, t.params + full * kWide, kWide, b,
+                                averaged_.data() + full * kWide, kWide);
+}
+
+Json Ema::config() const { return Json{{"otype", "Ema"}, {"decay", decay_}, {"nested", nested_->config()}}; }
+
+namespace {
+std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth);
+}
+
+std::unique_ptr<Optimizer> create_optimizer(const Json& c) { return create_optimizer_at(c, 0); }
+
+namespace {
+std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
+  TESSERA_CHECK(depth <= 8, "optimizer configs nested deeper than 8");
   TESSERA_CHECK(c.is_object() && c.contains("otype"),
-                "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay");
+                "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay, Ema");
   const std::string otype = json_get<std::string>(c, "otype", "");
   if (otype == "Adam") {
     check_known_keys(c, "Adam config",
@@ -97,10 +128,17 @@ std::unique_ptr<Optimizer> create_optimizer(const Json& c) {
     const float decay_base = json_get<float>(c, "decay_base", 0.33f);
     TESSERA_CHECK(decay_base > 0.0f, "ExponentialDecay: decay_base must be above 0 (got {}): the learning rate is "
                   "multiplied by it", decay_base);
-    return std::make_unique<ExponentialDecay>(create_optimizer(c.at("nested")), json_get<uint32_t>(c, "decay_start", 10000),
+    return std::make_unique<ExponentialDecay>(create_optimizer_at(c.at("nested"), depth + 1),
+                                              json_get<uint32_t>(c, "decay_start", 10000),
                                               json_get<uint32_t>(c, "decay_interval", 10000), decay_base);
   }
-  throw Error(format_message("unknown optimizer otype '{}'; valid choices: Adam, SGD, ExponentialDecay", otype));
+  if (otype == "Ema") {
+    check_known_keys(c, "Ema config", {"otype", "decay", "nested"});
+    TESSERA_CHECK(c.contains("nested"), "Ema needs a \"nested\" optimizer config");
+    return std::make_unique<Ema>(create_optimizer_at(c.at("nested"), depth + 1), json_get<float>(c, "decay", 0.99f));
+  }
+  throw Error(format_message("unknown optimizer otype '{}'; valid choices: Adam, SGD, ExponentialDecay, Ema", otype));
 }
+}  // namespace
 
 }  // namespace tessera::nn

@@ -266,5 +266,36 @@ TEST(ModuleConfig, BadConfigsSayWhere) {
   EXPECT_NE(make(deep).find("nested deeper than 64"), std::string::npos);
 }
 
+// instant-ngp's "Ema": the nested optimizer trains the live weights; the average is what
+// use_averaged_params puts in place, and the live weights come back after.
+TEST(Modules, EmaAveragesTheWeightsForInference) {
+  auto model = nn::create_module({{"otype", "MLP"}, {"n_neurons", 8}, {"n_hidden_layers", 1}, {"n_output_dims", 2}}, 3,
+                                 DeviceKind::cpu);
+  nn::ModelTrainer t(std::move(model), LossParams{},
+                     nn::create_optimizer({{"otype", "Ema"}, {"decay", 0.75},
+                                           {"nested", {{"otype", "SGD"}, {"learning_rate", 0.1}}}}),
+                     5);
+  const std::vector<float> x = test::random_floats(16 * 3, -1, 1, 1), y = test::random_floats(16 * 2, -1, 1, 2);
+  std::vector<float> expected(t.n_params());
+  for (int step = 0; step < 3; ++step) {
+    t.training_step(nn::ConstView(x.data(), 16, 3), nn::ConstView(y.data(), 16, 2));
+    for (size_t i = 0; i < expected.size(); ++i)
+      expected[i] = step == 0 ? t.params()[i] : 0.75f * expected[i] + 0.25f * t.params()[i];
+  }
+  const std::vector<float> live(t.params(), t.params() + t.n_params());
+  t.use_averaged_params(true);
+  for (size_t i = 0; i < expected.size(); ++i) ASSERT_NEAR(t.params()[i], expected[i], 1e-6f) << i;
+  EXPECT_NE(std::vector<float>(t.params(), t.params() + t.n_params()), live);
+  t.use_averaged_params(false);
+  EXPECT_EQ(std::vector<float>(t.params(), t.params() + t.n_params()), live);
+  EXPECT_EQ(t.optimizer().config()["otype"], "Ema");
+  EXPECT_NE(error_of([] { nn::create_optimizer({{"otype", "Ema"}, {"decay", 1.0}, {"nested", {{"otype", "Adam"}}}}); })
+                .find("decay must be in [0, 1)"),
+            std::string::npos);
+  Json deep = {{"otype", "Adam"}};
+  for (int i = 0; i < 20; ++i) deep = {{"otype", "Ema"}, {"nested", deep}};
+  EXPECT_NE(error_of([&] { nn::create_optimizer(deep); }).find("nested deeper than 8"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera

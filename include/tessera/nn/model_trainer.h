@@ -48,6 +48,9 @@ class ModelTrainer {
   float* gradients() { return grads_.data(); }
   // Call after writing params() directly.
   void params_changed() { model_->params_changed(); }
+  // With an optimizer that keeps averaged parameters (Ema): puts them in place of the live
+  // ones (true) for inference, or the live ones back (false). No-op otherwise.
+  void use_averaged_params(bool averaged);
 
  private:
   ops::TrainState read_state();
@@ -59,6 +62,8 @@ class ModelTrainer {
   Buffer<uint16_t> params_half_;
   Buffer<ops::TrainState> state_;
   Buffer<float> output_, dL_doutput_, loss_partials_;  // grow-only scratch
+  Buffer<float> live_params_;  // the live parameters while the averaged ones are in place
+  bool averaged_in_place_ = false;
 };
 
 }  // namespace tessera::nn

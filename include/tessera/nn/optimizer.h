@@ -1,6 +1,7 @@
 #pragma once
-// Optimizers with tiny-cuda-nn config names: "Adam", "SGD", and "ExponentialDecay"
-// (a learning-rate schedule wrapping a "nested" optimizer). A step reads the network's
+// Optimizers with tiny-cuda-nn config names: "Adam", "SGD", "ExponentialDecay" (a
+// learning-rate schedule wrapping a "nested" optimizer) and "Ema" (a moving average of the
+// parameters, for inference, wrapping a "nested" optimizer). A step reads the network's
 // gradients and TrainState: a step whose gradients were non-finite is skipped.
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,8 @@ class Optimizer {
   virtual float learning_rate() const = 0;
   virtual void set_learning_rate(float lr) = 0;
   virtual Json config() const = 0;
+  // The averaged parameters inference should use (Ema), or null: the live ones.
+  virtual const float* averaged_params() const { return nullptr; }
   uint64_t steps_taken() const { return steps_; }
 
  protected:
@@ -74,11 +77,30 @@ class ExponentialDecay final : public Optimizer {
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
   Json config() const override;
+  const float* averaged_params() const override { return nested_->averaged_params(); }
 
  private:
   std::unique_ptr<Optimizer> nested_;
   uint64_t start_, interval_;
   float base_, base_lr_;
+};
+
+// After each step of the nested optimizer: averaged = decay * averaged + (1 - decay) *
+// params (the first step starts it at params). instant-ngp renders with these.
+class Ema final : public Optimizer {
+ public:
+  Ema(std::unique_ptr<Optimizer> nested, float decay);
+  void step(const OptimizerTarget& target) override;
+  using Optimizer::step;
+  float learning_rate() const override { return nested_->learning_rate(); }
+  void set_learning_rate(float lr) override { nested_->set_learning_rate(lr); }
+  Json config() const override;
+  const float* averaged_params() const override { return averaged_.size() ? averaged_.data() : nullptr; }
+
+ private:
+  std::unique_ptr<Optimizer> nested_;
+  float decay_;
+  Buffer<float> averaged_;
 };
 
 std::unique_ptr<Optimizer> create_optimizer(const Json& config);
