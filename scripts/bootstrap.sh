@@ -5,7 +5,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libstb-dev libpng-dev libjpeg-dev zlib1g-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # clang-15 and its OpenMP runtime for the sanitizer/fuzz build (GCC builds use libgomp).
+  # Not libomp-dev: it is LLVM 14's and conflicts with libomp-15-dev.
   clang-15 libomp-15-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
 )
