@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "plot.h"
+#include "tessera/core/backend.h"
 #include "tessera/core/device.h"
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
@@ -28,7 +29,7 @@ struct NerfTrainOptions {
   uint64_t steps = 0;
   uint32_t holdout = 0, eval_views = 0;
   uint64_t seed = 1337;
-  bool no_progress = false;
+  bool no_progress = false, profile = false;
 };
 
 std::vector<double> parse_times(const std::string& list) {
@@ -74,6 +75,7 @@ void run_train(const NerfTrainOptions& o) {
              o.scene, train.frames.size(), test.frames.size(), train.frames[0].camera.width,
              train.frames[0].camera.height, train.aabb_scale, to_string(dev), load_seconds);
   nerf::NerfTrainer trainer(config, std::move(train), dev, o.seed);
+  trainer.set_profiling(o.profile);
   const std::vector<double> eval_at = parse_times(o.eval_at);
   const double budget = o.seconds > 0 ? o.seconds : (o.steps ? std::numeric_limits<double>::infinity() : 30.0);
   const uint64_t max_steps = o.steps ? o.steps : std::numeric_limits<uint64_t>::max();
@@ -129,6 +131,19 @@ void run_train(const NerfTrainOptions& o) {
   fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s), {:.1f} samples per ray, {} steps "
              "skipped for non-finite gradients\n",
              step, train_seconds, step / std::max(train_seconds, 1e-9), trainer.samples_per_ray(), skipped);
+  Json profile;
+  if (o.profile) {
+    const auto& t = trainer.step_times();
+    const double n = double(std::max<uint64_t>(t.steps, 1));
+    profile = {{"grid_update_ms", t.grid_update / n}, {"march_ms", t.march / n}, {"model_forward_ms", t.model_forward / n},
+               {"rendering_ms", t.rendering / n}, {"backward_and_optimizer_ms", t.backward_and_optimizer / n}};
+    fmt::print("  step time (profiled, device synchronized between phases), ms per step: grid update {:.3f}, "
+               "march {:.3f}, model forward {:.3f}, rendering + loss + its backward {:.3f}, model backward + "
+               "optimizer {:.3f}\n",
+               t.grid_update / n, t.march / n, t.model_forward / n, t.rendering / n, t.backward_and_optimizer / n);
+  }
+  const size_t memory = backend_for(dev).memory_used();
+  if (memory) fmt::print("  device memory in use: {:.0f} MiB\n", double(memory) / (1 << 20));
   Json at = Json::array();
   for (const auto& e : evals) {
     at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"psnr_white_db", e.psnr_white},
@@ -145,6 +160,8 @@ void run_train(const NerfTrainOptions& o) {
                                       {"load_seconds", load_seconds},
                                       {"samples_per_ray", trainer.samples_per_ray()},
                                       {"skipped_steps", skipped},
+                                      {"step_time_ms", profile},
+                                      {"device_memory_bytes", memory},
                                       {"final_psnr_white_db", evals.back().psnr_white},
                                       {"final_psnr_black_linear_db", evals.back().psnr_black},
                                       {"evaluations", at},
@@ -254,6 +271,7 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tnerf)")
       ->check(writable_output_file());
+  cmd->add_flag("--profile", o.profile, "report where the step time goes (synchronizes between phases)");
   cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
   cmd->callback([] { run_train(o); });
 

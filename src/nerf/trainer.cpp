@@ -1,8 +1,10 @@
 #include "tessera/nerf/trainer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
+#include "tessera/core/backend.h"
 #include "tessera/core/error.h"
 #include "tessera/nn/loss.h"
 #include "tessera/nn/module.h"
@@ -185,7 +187,22 @@ void NerfTrainer::update_grid() {
 
 void NerfTrainer::step() {
   TESSERA_CHECK(!train_.frames.empty(), "NeRF training needs at least one frame (this model was loaded to render)");
+  // Profiling: wait for the device at each phase boundary and add the time to `phase`.
+  auto clock = std::chrono::steady_clock::now();
+  auto mark = [&](double& phase) {
+    if (!profiling_) return;
+    backend_for(device_).synchronize_all();
+    const auto now = std::chrono::steady_clock::now();
+    phase += std::chrono::duration<double, std::milli>(now - clock).count();
+    clock = now;
+  };
+  if (profiling_) {
+    backend_for(device_).synchronize_all();
+    clock = std::chrono::steady_clock::now();
+    ++times_.steps;
+  }
   if (step_ % options_.grid_update_interval == 0) update_grid();
+  mark(times_.grid_update);
   const uint32_t max_samples = options_.target_samples;
   rays_.ensure(n_rays_);
   samples_.ensure(size_t(max_samples) * ops::kNerfInputWidth);
@@ -198,6 +215,7 @@ void NerfTrainer::step() {
                                 counters_.data());
   uint32_t counts[2];
   counters_.copy_to_host(counts, 2);
+  mark(times_.march);
   samples_requested_ = counts[0], samples_written_ = std::min(counts[1], max_samples), n_rays_last_ = n_rays_;
   // Next step's rays: as many as make target_samples at this step's samples per ray.
   const double per_ray = std::max(1.0, double(counts[0]) / double(n_rays_));
@@ -213,9 +231,12 @@ void NerfTrainer::step() {
   model_->training_step_async(
       nn::ConstView(samples_.data(), samples_written_, ops::kNerfInputWidth),
       [&](nn::ConstView y, nn::View dL_dy, ops::TrainState* state) {
+        mark(times_.model_forward);
         ops::call<ops::NerfCompositeTrain>(device_, sc, images, rays_.data(), n_rays, y.data, dt_.data(), loss_,
                                            sel.seed, dL_dy.data, loss_partials_.data(), state);
+        mark(times_.rendering);
       });
+  mark(times_.backward_and_optimizer);
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }

@@ -56,6 +56,16 @@ class NerfTrainer {
   float samples_per_ray() const { return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f; }
   float occupied_fraction();  // of the occupancy grid's cells (waits for the device)
 
+  // Where a step's time goes (milliseconds summed over profiled steps). Profiling
+  // synchronizes the device between the phases, so the total is a little above an
+  // unprofiled step's.
+  struct StepTimes {
+    double grid_update = 0, march = 0, model_forward = 0, rendering = 0, backward_and_optimizer = 0;
+    uint64_t steps = 0;
+  };
+  void set_profiling(bool on) { profiling_ = on; }
+  const StepTimes& step_times() const { return times_; }
+
   // Renders a camera of the scene over `background` (linear RGB).
   RenderedImage render(const FrameView& camera, Vec3 background);
 
@@ -89,6 +99,8 @@ class NerfTrainer {
   Buffer<float> samples_, dt_, outputs_, loss_partials_;
   Buffer<uint32_t> counters_, grid_cells_;
   uint64_t step_ = 0;
+  bool profiling_ = false;
+  StepTimes times_;
   uint32_t n_rays_ = 0, n_rays_last_ = 0, samples_requested_ = 0, samples_written_ = 0;
 };
 
