@@ -162,7 +162,7 @@ void NerfTrainer::update_grid() {
   const uint32_t total = train_.n_cascades * kGridCells;
   const bool warmup = step_ < options_.grid_warmup_steps;
   const uint32_t n = std::max(1u, uint32_t(double(total) * (warmup ? options_.warmup_fraction : options_.grid_fraction)));
-  const uint32_t n_uniform = warmup ? n : n / 2, n_occupied = n - n_uniform;
+  const uint32_t n_uniform = warmup ? n : n / 2;  // the rest: cells among the occupied ones
   // In chunks, so the model's scratch for one chunk stays small.
   constexpr uint32_t kChunk = 1u << 18;
   grid_cells_.ensure(n);
