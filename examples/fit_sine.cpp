@@ -31,12 +31,12 @@ int main() {
     }
     in.copy_from_host(x);
     target.copy_from_host(y);
-    const float loss = trainer->training_step(in.data(), target.data(), batch);
+    const float loss = trainer->training_step(in.matrix(batch, 1), target.matrix(batch, 1));
     if (step % 200 == 0) std::printf("step %4d  loss %.2e\n", step, loss);
   }
   std::vector<float> probe{0.25f};
   Buffer<float> probe_in = make_buffer(device, probe), probe_out(device, 1);
-  trainer->inference(probe_in.data(), 1, probe_out.data());
+  trainer->inference(probe_in.matrix(1, 1), probe_out.matrix(1, 1));
   std::printf("f(0.25) = %.4f (exact 1.0) on %s\n", probe_out.to_host()[0], to_string(device));
   return 0;
 }

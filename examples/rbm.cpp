@@ -51,13 +51,12 @@ struct Rbm {
 
   // out = sigmoid(op(W) in), then the bias unit of `out` back to 1.
   void propagate(ops::GemvOp op, const Buffer<float>& in, Buffer<float>& out) {
-    const ops::GemvShape s{op, kV, kH, kH};
-    ops::call<ops::Gemv>(dev, s, 1.0f, W.data(), in.data(), 0.0f, out.data(), Activation::Sigmoid);
+    ops::call<ops::Gemv>(dev, op, 1.0f, W.matrix(kV, kH), in.view(), 0.0f, out.view(), Activation::Sigmoid);
     const float one = 1.0f;
-    detail::copy_bytes(dev, out.data() + out.size() - 1, &one, sizeof(float), true, false);
+    upload_to_view(dev, out.view(out.size() - 1, 1), &one, sizeof(float));
   }
   void rank1(float alpha, const Buffer<float>& v, const Buffer<float>& h) {
-    ops::call<ops::Ger>(dev, kV, kH, alpha, v.data(), h.data(), W.data(), kH);
+    ops::call<ops::Ger>(dev, alpha, v.view(), h.view(), W.matrix(kV, kH));
   }
 };
 

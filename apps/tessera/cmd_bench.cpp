@@ -73,12 +73,12 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
   const int iters = dev == DeviceKind::cpu ? std::max(3, o.iterations / 20) : o.iterations;
   const int warm = dev == DeviceKind::cpu ? 2 : o.warmup;
   auto train_ms = time_runs(dev, warm, iters, [&] {
-    trainer->training_step_async(inputs[k % kSets].data(), targets[k % kSets].data(), batch);
+    trainer->training_step_async(inputs[k % kSets].matrix(batch, c.in), targets[k % kSets].matrix(batch, c.out));
     ++k;
   });
   const size_t mem_after = device_memory_used(dev);
   auto infer_ms = time_runs(dev, warm, iters, [&] {
-    trainer->inference(inputs[k % kSets].data(), batch, output.data());
+    trainer->inference(inputs[k % kSets].matrix(batch, c.in), output.matrix(batch, c.out));
     ++k;
   });
   const float loss = trainer->last_loss();

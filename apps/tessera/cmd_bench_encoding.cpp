@@ -79,12 +79,12 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
   const int warm = dev == DeviceKind::cpu ? 2 : o.warmup;
   int k = 0;
   auto train = median(time_runs(dev, warm, iters, [&] {
-    trainer->training_step_async(inputs[k % kSets].data(), targets[k % kSets].data(), batch);
+    trainer->training_step_async(inputs[k % kSets].matrix(batch, c.dims), targets[k % kSets].matrix(batch, c.out));
     ++k;
   }));
   const size_t mem_after = device_memory_used(dev);
   auto infer = median(time_runs(dev, warm, iters, [&] {
-    trainer->inference(inputs[k % kSets].data(), batch, output.data());
+    trainer->inference(inputs[k % kSets].matrix(batch, c.dims), output.matrix(batch, c.out));
     ++k;
   }));
   const float loss = trainer->last_loss();
@@ -100,19 +100,18 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
     nn::ModelTrainer general(nn::make_sequential(std::move(chain)), nn::parse_loss(config["loss"]),
                              nn::create_optimizer(config["optimizer"]));
     general_train = median(time_runs(dev, warm, iters, [&] {
-      general.training_step_async(nn::ConstView(inputs[k % kSets].data(), batch, c.dims),
-                                  nn::ConstView(targets[k % kSets].data(), batch, c.out));
+      general.training_step_async(inputs[k % kSets].matrix(batch, c.dims), targets[k % kSets].matrix(batch, c.out));
       ++k;
     }));
     TESSERA_CHECK(std::isfinite(general.last_loss()), "benchmark training (general path) diverged");
   }
   // The encoding alone: forward, and the parameter-gradient scatter.
   auto enc_fwd = median(time_runs(dev, warm, iters, [&] {
-    model.encoding().encode(inputs[k % kSets].data(), c.dims, batch, encoded.data(), enc_w);
+    model.encoding().encode(inputs[k % kSets].matrix(batch, c.dims), encoded.matrix(batch, enc_w));
     ++k;
   }));
   auto enc_bwd = median(time_runs(dev, warm, iters, [&] {
-    model.encoding().backward(inputs[k % kSets].data(), c.dims, batch, dencoded.data(), enc_w, nullptr, 0);
+    model.encoding().backward(inputs[k % kSets].matrix(batch, c.dims), dencoded.matrix(batch, enc_w), TensorView());
     ++k;
   }));
   // Scatter bytes: every sample adds F fp32 values at 2^D corners per level.

@@ -41,7 +41,7 @@ double grid_mse(nn::Trainer& trainer, DeviceKind dev, uint32_t n, std::vector<fl
   std::vector<float> xs(n);
   for (uint32_t i = 0; i < n; ++i) xs[i] = n > 1 ? float(i) / float(n - 1) : 0.5f;
   Buffer<float> in = make_buffer(dev, xs), out(dev, n);
-  trainer.inference(in.data(), n, out.data());
+  trainer.inference(in.matrix(n, 1), out.matrix(n, 1));
   std::vector<float> pred = out.to_host();
   double se = 0;
   for (uint32_t i = 0; i < n; ++i) se += std::pow(double(pred[i]) - target_function(xs[i]), 2);
@@ -84,7 +84,7 @@ void run(const FitFunctionOptions& o) {
     }
     in.copy_from_host(xs);
     target.copy_from_host(ys);
-    losses.push_back(trainer->training_step(in.data(), target.data(), o.batch));
+    losses.push_back(trainer->training_step(in.matrix(o.batch, 1), target.matrix(o.batch, 1)));
     if (step % o.eval_every == 0 || step == o.steps) {
       train_seconds = clock.seconds();
       const double mse = grid_mse(*trainer, dev, o.grid);

@@ -79,7 +79,7 @@ class ImageEvaluator {
         xy[2 * i + 1] = (float(p / img_.width) + 0.5f) / float(img_.height);
       }
       in_.copy_from_host(xy.data(), m * 2);
-      t.inference(in_.data(), m, out_.data());
+      t.inference(in_.matrix(m, 2), out_.matrix(m, 3));
       out_.copy_to_host(prediction_.data() + start * 3, m * 3);
       for (size_t k = start * 3; k < (start + m) * 3; ++k) {
         const double d = std::clamp(prediction_[k], 0.0f, 1.0f) - std::clamp(img_.rgb[k], 0.0f, 1.0f);
@@ -132,8 +132,9 @@ void run(const FitImageOptions& o) {
   while (step < steps && (o.seconds <= 0 || train_seconds < o.seconds)) {
     Stopwatch clock;
     const uint64_t sample_seed = o.seed * 0x9e3779b97f4a7c15ULL + step;
-    ops::call<ops::SampleImage>(dev, image.data(), img.width, img.height, sample_seed, batch, xy.data(), target.data());
-    loss = trainer->training_step(xy.data(), target.data(), batch);  // waits for the step
+    ops::call<ops::SampleImage>(dev, image.view(), img.width, img.height, sample_seed, xy.matrix(batch, 2),
+                                target.matrix(batch, 3));
+    loss = trainer->training_step(xy.matrix(batch, 2), target.matrix(batch, 3));  // waits for the step
     train_seconds += clock.seconds();
     ++step;
     TESSERA_CHECK(std::isfinite(loss), "training diverged at step {} (loss {})", step, loss);

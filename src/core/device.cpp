@@ -62,4 +62,35 @@ void fill_bytes(DeviceKind kind, void* dst, int value, size_t bytes) {
 }
 
 }  // namespace detail
+namespace {
+void check_dense(const TensorView& v, const char* what) {
+  TESSERA_CHECK(v.empty() || v.contiguous(), "{}: the view is not contiguous", what);
+}
+}  // namespace
+
+// On backends whose handles are addresses (CPU, CUDA) a view's bytes start at address().
+void copy_view_to_view(DeviceKind kind, const TensorView& dst, const TensorView& src) {
+  check_dense(dst, "copy_view_to_view");
+  check_dense(src, "copy_view_to_view");
+  TESSERA_CHECK(dst.bytes() == src.bytes(), "copy_view_to_view: {} bytes into {}", src.bytes(), dst.bytes());
+  detail::copy_bytes(kind, dst.address(), src.address(), src.bytes(), true, true);
+}
+
+void upload_to_view(DeviceKind kind, const TensorView& dst, const void* host, size_t bytes) {
+  check_dense(dst, "upload_to_view");
+  TESSERA_CHECK(bytes <= dst.bytes(), "upload of {} bytes into a view of {}", bytes, dst.bytes());
+  detail::copy_bytes(kind, dst.address(), host, bytes, true, false);
+}
+
+void download_from_view(DeviceKind kind, void* host, const TensorView& src, size_t bytes) {
+  check_dense(src, "download_from_view");
+  TESSERA_CHECK(bytes <= src.bytes(), "download of {} bytes from a view of {}", bytes, src.bytes());
+  detail::copy_bytes(kind, host, src.address(), bytes, false, true);
+}
+
+void zero_view_bytes(DeviceKind kind, const TensorView& dst) {
+  check_dense(dst, "zero_view_bytes");
+  detail::fill_bytes(kind, dst.address(), 0, dst.bytes());
+}
+
 }  // namespace tessera

@@ -43,8 +43,7 @@ void save_snapshot(NerfTrainer& t, const std::string& path) {
   // The weights renderings use: the optimizer's average where it keeps one (Ema).
   std::vector<float> params(t.model().n_params());
   t.model().use_averaged_params(true);
-  detail::copy_bytes(t.device(), params.data(), t.model().params(), params.size() * sizeof(float), false,
-                     t.device() != DeviceKind::cpu);
+  download_from_view(t.device(), params.data(), t.model().params(), params.size() * sizeof(float));
   t.model().use_averaged_params(false);
   const std::vector<float> grid = t.grid_density();
   std::string out(kMagic, sizeof(kMagic));
@@ -129,8 +128,7 @@ std::unique_ptr<NerfTrainer> load_snapshot_from_memory(std::string_view bytes, c
   for (size_t i = 0; i < grid.size(); ++i)
     TESSERA_CHECK(std::isfinite(grid[i]) && grid[i] >= 0, "{} holds an invalid grid density ({} at cell {})", where,
                   grid[i], i);
-  detail::copy_bytes(device, trainer->model().params(), params.data(), params.size() * sizeof(float),
-                     device != DeviceKind::cpu, false);
+  upload_to_view(device, trainer->model().params(), params.data(), params.size() * sizeof(float));
   trainer->model().params_changed();
   trainer->set_grid_density(grid);
   return trainer;

@@ -173,16 +173,16 @@ void NerfTrainer::update_grid() {
   for (uint32_t first = 0; first < n; first += kChunk) {
     const uint32_t count = std::min(kChunk, n - first);
     const uint32_t u = first < n_uniform ? std::min(count, n_uniform - first) : 0;
-    ops::call<ops::NerfGridSamples>(device_, scene(), u, count - u, hash_u32(seed + first), grid_cells_.data() + first,
-                                    samples_.data());
-    density_->inference(nn::ConstView(samples_.data(), count, 3, ops::kNerfInputWidth),
-                        nn::View(outputs_.data(), count, kDensityOutputs));
-    ops::call<ops::MatrixAxpby>(device_, count, 1u, 1.0f, outputs_.data(), kDensityOutputs, 0.0f,
-                                grid_values_.data() + first, 1u);
+    const TensorView samples = samples_.matrix(count, ops::kNerfInputWidth);
+    ops::call<ops::NerfGridSamples>(device_, scene(), u, count - u, hash_u32(seed + first),
+                                    grid_cells_.view(first, count), samples);
+    const TensorView outputs = outputs_.matrix(count, kDensityOutputs);
+    density_->inference(samples.columns(0, 3), outputs);
+    ops::call<ops::MatrixAxpby>(device_, 1.0f, outputs.columns(0, 1), 0.0f, grid_values_.view(first, count).as_column());
   }
-  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.data(), grid_values_.data(), 1u, n,
-                                 options_.grid_decay, grid_density_.data(), grid_scratch_.data(),
-                                 grid_bitfield_.data());
+  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.view(0, n),
+                                 grid_values_.view(0, n).as_column(), options_.grid_decay, grid_density_.view(),
+                                 grid_scratch_.view(), grid_bitfield_.view());
 }
 
 void NerfTrainer::step() {
@@ -211,8 +211,8 @@ void NerfTrainer::step() {
   sel.training = true;
   sel.n_rays = n_rays_;
   sel.seed = hash_u32(seed_ ^ hash_u32(uint32_t(step_)));
-  ops::call<ops::NerfMarchRays>(device_, scene(), sel, max_samples, rays_.data(), samples_.data(), dt_.data(),
-                                counters_.data());
+  ops::call<ops::NerfMarchRays>(device_, scene(), sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
+                                dt_.view(0, max_samples), counters_.view());
   uint32_t counts[2];
   counters_.copy_to_host(counts, 2);
   mark(times_.march);
@@ -229,11 +229,11 @@ void NerfTrainer::step() {
   const ops::NerfScene sc = scene();
   const ops::NerfImages images{images_.data()};
   model_->training_step_async(
-      nn::ConstView(samples_.data(), samples_written_, ops::kNerfInputWidth),
-      [&](nn::ConstView y, nn::View dL_dy, ops::TrainState* state) {
+      samples_.matrix(samples_written_, ops::kNerfInputWidth),
+      [&](nn::ConstView y, nn::View dL_dy, const TensorView& state) {
         mark(times_.model_forward);
-        ops::call<ops::NerfCompositeTrain>(device_, sc, images, rays_.data(), n_rays, y.data, dt_.data(), loss_,
-                                           sel.seed, dL_dy.data, loss_partials_.data(), state);
+        ops::call<ops::NerfCompositeTrain>(device_, sc, images, rays_.view(), n_rays, y, dt_.view(0, samples_written_),
+                                           loss_, sel.seed, dL_dy, loss_partials_.view(), state);
         mark(times_.rendering);
       });
   mark(times_.backward_and_optimizer);
@@ -248,8 +248,8 @@ void NerfTrainer::set_grid_density(const std::vector<float>& density) {
                 grid_density_.size());
   grid_density_.copy_from_host(density);
   // No new samples and no decay: recomputes the bitfield from the densities as they are.
-  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.data(), grid_values_.data(), 1u, 0u, 1.0f,
-                                 grid_density_.data(), grid_scratch_.data(), grid_bitfield_.data());
+  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.view(0, 0), grid_values_.view(0, 0).as_column(),
+                                 1.0f, grid_density_.view(), grid_scratch_.view(), grid_bitfield_.view());
 }
 
 float NerfTrainer::occupied_fraction() {
@@ -293,8 +293,8 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
     sel.n_rays = count;
     sel.frame = 0;
     sel.first_pixel = first;
-    ops::call<ops::NerfMarchRays>(device_, sc, sel, max_samples, rays_.data(), samples_.data(), dt_.data(),
-                                  counters_.data());
+    ops::call<ops::NerfMarchRays>(device_, sc, sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
+                                  dt_.view(0, max_samples), counters_.view());
     uint32_t counts[2];
     counters_.copy_to_host(counts, 2);
     if (counts[0] > max_samples) {  // some rays did not fit: fewer rays per chunk
@@ -302,11 +302,11 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
       chunk /= 2;
       continue;
     }
-    if (counts[0] > 0)
-      model_->inference(nn::ConstView(samples_.data(), counts[0], ops::kNerfInputWidth),
-                        nn::View(outputs_.data(), counts[0], ops::kNerfOutputWidth));
-    ops::call<ops::NerfCompositeRender>(device_, rays_.data(), count, outputs_.data(), dt_.data(), background,
-                                        rgba.data());
+    const uint32_t n_samples = std::min(counts[0], max_samples);
+    const TensorView outputs = outputs_.matrix(n_samples, ops::kNerfOutputWidth);
+    if (n_samples > 0) model_->inference(samples_.matrix(n_samples, ops::kNerfInputWidth), outputs);
+    ops::call<ops::NerfCompositeRender>(device_, rays_.view(), count, outputs, dt_.view(0, n_samples), background,
+                                        rgba.view());
     rgba.copy_to_host(img.rgba.data() + size_t(first) * 4, size_t(count) * 4);
     first += count;
   }

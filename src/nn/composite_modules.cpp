@@ -38,7 +38,7 @@ class CompositeBase : public Module {
   void bind_params(const ParamBinding& matrices, const ParamBinding& tables) override {
     size_t m = 0, t = 0;
     for (Module* c : children_) {
-      c->bind_params(matrices.slice(m), tables.slice(t));
+      c->bind_params(matrices.slice(m, c->n_matrix_params()), tables.slice(t, c->n_table_params()));
       m += c->n_matrix_params();
       t += c->n_table_params();
     }
@@ -49,7 +49,7 @@ class CompositeBase : public Module {
   void params_changed() override {
     for (Module* c : children_) c->params_changed();
   }
-  void bind_train_state(ops::TrainState* state) override {
+  void bind_train_state(const TensorView& state) override {
     for (Module* c : children_) c->bind_train_state(state);
   }
 
@@ -109,7 +109,7 @@ class Sequential final : public CompositeBase {
                   "Sequential backward: another forward ran since this context's forward (one forward in flight per "
                   "module)");
     check_shapes("Sequential backward", in, dL_dout);
-    const size_t batch = in.rows;
+    const size_t batch = in.rows();
     // Gradients flow into module i's input only when someone upstream needs them.
     std::vector<bool> need_input_grad(owned_.size(), !dL_din.empty());
     for (size_t i = 1; i < owned_.size(); ++i)
@@ -117,8 +117,10 @@ class Sequential final : public CompositeBase {
     ConstView g = dL_dout;
     for (size_t i = owned_.size(); i-- > 0;) {
       // A child fed fp16 keeps its input itself: it gets a view without data.
-      float* xi = i == 0 ? nullptr : ctx.half_input[i] ? nullptr : act_[i - 1].data();
-      const ConstView x = i == 0 ? in : ConstView(View(xi, batch, owned_[i]->input_width()));
+      const uint32_t width = owned_[i]->input_width();
+      const ConstView x = i == 0               ? in
+                          : ctx.half_input[i] ? View::matrix(nullptr, DType::f32, batch, width, width)
+                                              : act_[i - 1].matrix(batch, width);
       View dx;
       if (need_input_grad[i]) dx = i == 0 ? dL_din : detail::scratch_view(grad_[i - 1], batch, owned_[i]->input_width());
       owned_[i]->backward(*ctx.children[i], x, g, dx, mode);
@@ -129,7 +131,7 @@ class Sequential final : public CompositeBase {
 
  private:
   void run_forward(ConstView in, View out, CompositeContext* ctx) {
-    const size_t batch = in.rows, k = owned_.size();
+    const size_t batch = in.rows(), k = owned_.size();
     if (ctx) ctx->half_input.assign(k, false);
     ConstView x = in;
     for (size_t i = 0; i < k; ++i) {
@@ -145,15 +147,16 @@ class Sequential final : public CompositeBase {
       }
       // fp16 from module i straight into module i + 1 (act_[i] stays unused).
       half_[i].ensure(batch * m.output_width());
+      const View half = half_[i].matrix(batch, m.output_width());
       Module& next = *owned_[i + 1];
       View next_y = i + 2 == k ? out : detail::scratch_view(act_[i + 1], batch, next.output_width());
       if (ctx) {
-        ctx->children.push_back(m.forward_half_output(x, half_[i].data()));
-        ctx->children.push_back(next.forward_half_input(half_[i].data(), batch, next_y));
+        ctx->children.push_back(m.forward_half_output(x, half));
+        ctx->children.push_back(next.forward_half_input(half, next_y));
         ctx->half_input[i + 1] = true;
       } else {
-        m.inference_half_output(x, half_[i].data());
-        next.inference_half_input(half_[i].data(), batch, next_y);
+        m.inference_half_output(x, half);
+        next.inference_half_input(half, next_y);
       }
       x = next_y;
       ++i;
@@ -241,7 +244,7 @@ class Parallel final : public CompositeBase {
       } else if (!accumulates_[i]) {
         m.backward(*ctx.children[i], branch_input(in, i), g, branch_input(dL_din, i), mode);
       } else {
-        View dx = detail::scratch_view(scratch_[i], in.rows, m.input_width());
+        View dx = detail::scratch_view(scratch_[i], in.rows(), m.input_width());
         m.backward(*ctx.children[i], branch_input(in, i), g, dx, mode);
         detail::copy_view(device_, dx, branch_input(dL_din, i), 1.0f);
       }
@@ -249,8 +252,7 @@ class Parallel final : public CompositeBase {
   }
 
  private:
-  template <typename T>
-  MatrixView<T> branch_input(MatrixView<T> in, size_t i) const {
+  View branch_input(View in, size_t i) const {
     return in.columns(branches_[i].first_input, branches_[i].module->input_width());
   }
   View branch_output(View out, size_t i) const { return out.columns(out_offset_[i], branches_[i].module->output_width()); }

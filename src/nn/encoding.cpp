@@ -9,7 +9,7 @@
 
 namespace tessera::nn {
 
-void Encoding::encode_half(const float*, uint32_t, size_t, uint16_t*, uint32_t) {
+void Encoding::encode_half(const TensorView&, const TensorView&) {
   throw Error("this encoding has no fp16 output (check can_encode_half)");
 }
 
@@ -35,15 +35,13 @@ class ElementwiseEncodingModule final : public Encoding {
     }
     return {};
   }
-  void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
-    if (batch == 0) return;
-    ops::call<ops::ElementwiseEncode>(device_, e_, in, in_stride, batch, out, out_stride);
+  void encode(const TensorView& in, const TensorView& out) override {
+    if (in.rows() == 0) return;
+    ops::call<ops::ElementwiseEncode>(device_, e_, in, out);
   }
-  void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
-                float* dL_din, uint32_t din_stride) override {
-    if (batch == 0 || !dL_din) return;
-    ops::call<ops::ElementwiseEncodeBackward>(device_, e_, in, in_stride, batch, dL_dout, dout_stride, dL_din,
-                                              din_stride);
+  void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) override {
+    if (in.rows() == 0 || dL_din.empty()) return;
+    ops::call<ops::ElementwiseEncodeBackward>(device_, e_, in, dL_dout, dL_din);
   }
 
  private:
@@ -64,22 +62,20 @@ class GridEncodingModule final : public Encoding {
   void initialize(float* host, Pcg32& rng) override {
     for (size_t i = 0; i < n_params(); ++i) host[i] = rng.uniform(-ops::kGridInitRange, ops::kGridInitRange);
   }
-  void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
-    if (batch == 0) return;
-    TESSERA_CHECK(p_.params, "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
-    ops::call<ops::GridEncode>(device_, g_, p_.params, p_.params_half, in, in_stride, batch, out, out_stride);
+  void encode(const TensorView& in, const TensorView& out) override {
+    if (in.rows() == 0) return;
+    TESSERA_CHECK(p_.bound(), "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
+    ops::call<ops::GridEncode>(device_, g_, p_.params, p_.params_half, in, out);
   }
   bool can_encode_half() const override { return backend_for(device_).supports<ops::GridEncodeHalf>(); }
-  void encode_half(const float* in, uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride) override {
-    TESSERA_CHECK(p_.params, "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
-    ops::call<ops::GridEncodeHalf>(device_, g_, p_.params, p_.params_half, in, in_stride, batch, out, out_stride);
+  void encode_half(const TensorView& in, const TensorView& out) override {
+    TESSERA_CHECK(p_.bound(), "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
+    ops::call<ops::GridEncodeHalf>(device_, g_, p_.params, p_.params_half, in, out);
   }
-  void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
-                float* dL_din, uint32_t din_stride) override {
-    if (batch == 0) return;
-    TESSERA_CHECK(p_.gradients, "grid encoding: parameters are not bound");
-    ops::call<ops::GridEncodeBackward>(device_, g_, p_.params, p_.params_half, in, in_stride, batch, dL_dout,
-                                       dout_stride, p_.gradients, dL_din, din_stride);
+  void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) override {
+    if (in.rows() == 0) return;
+    TESSERA_CHECK(!p_.gradients.empty(), "grid encoding: parameters are not bound");
+    ops::call<ops::GridEncodeBackward>(device_, g_, p_.params, p_.params_half, in, dL_dout, p_.gradients, dL_din);
   }
 
  private:
@@ -120,7 +116,7 @@ class CompositeEncoding final : public Encoding {
     p_ = b;
     size_t off = 0;
     for (auto& p : parts_) {
-      p->bind_params(b.slice(off));
+      p->bind_params(b.slice(off, p->n_params()));
       off += p->n_params();
     }
   }
@@ -130,20 +126,22 @@ class CompositeEncoding final : public Encoding {
       host += p->n_params();
     }
   }
-  void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) override {
+  // Each part reads and writes its columns of the views.
+  void encode(const TensorView& in, const TensorView& out) override {
+    uint32_t i = 0, o = 0;
     for (auto& p : parts_) {
-      p->encode(in, in_stride, batch, out, out_stride);
-      in += p->input_width();
-      out += p->output_width();
+      p->encode(in.columns(i, p->input_width()), out.columns(o, p->output_width()));
+      i += p->input_width();
+      o += p->output_width();
     }
   }
-  void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
-                float* dL_din, uint32_t din_stride) override {
+  void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) override {
+    uint32_t i = 0, o = 0;
     for (auto& p : parts_) {
-      p->backward(in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride);
-      in += p->input_width();
-      dL_dout += p->output_width();
-      if (dL_din) dL_din += p->input_width();
+      const TensorView din = dL_din.empty() ? dL_din : dL_din.columns(i, p->input_width());
+      p->backward(in.columns(i, p->input_width()), dL_dout.columns(o, p->output_width()), din);
+      i += p->input_width();
+      o += p->output_width();
     }
   }
 

@@ -63,18 +63,15 @@ MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_
 }
 
 namespace {
-// CPU forward context: the tape and where the input was.
+// CPU forward context: the tape and the input.
 struct CpuContext final : ForwardContext {
-  const float* input = nullptr;
-  size_t batch = 0;
+  TensorView input;
   ops::cpu::MlpTape<float> tape;
 };
-// Fused-kernel forward context: the kernel recomputes the forward pass in backward
-// (cheaper than storing every activation to global memory and reading it back).
-struct FusedContext final : ForwardContext {
-  const float* input = nullptr;
-  const uint16_t* input_half = nullptr;  // fp16 input instead (forward_half_input)
-  size_t batch = 0;
+// Fused-kernel and GEMM-path forward context: the input (fp32 or fp16). The fused kernel
+// recomputes the forward pass in backward; the GEMM path keeps its activations.
+struct DeviceContext final : ForwardContext {
+  TensorView input;
 };
 
 // The fused kernels where the backend has them and the config asks for a fused width; one
@@ -87,6 +84,10 @@ FullyFusedMlp::Path choose_path(const MlpConfig& c, Backend& b) {
                 c.otype, b.name());
   return FullyFusedMlp::Path::reference;
 }
+
+bool binding_complete(const ParamBinding& p, size_t n, bool needs_half) {
+  return p.params.numel() >= n && p.gradients.numel() >= n && (!needs_half || p.params_half.numel() >= n);
+}
 }  // namespace
 
 FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamBinding* storage)
@@ -94,19 +95,19 @@ FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const P
   Backend& backend = backend_for(device);
   const size_t n = config.shape.n_params();
   if (storage) {
-    TESSERA_CHECK(storage->params && storage->gradients && (!backend.uses_half_params() || storage->params_half),
+    TESSERA_CHECK(binding_complete(*storage, n, backend.uses_half_params()),
                   "FullyFusedMLP: external parameter storage is incomplete");
-    p_ = *storage;
+    p_ = storage->slice(0, n);
   } else {
     params_ = Buffer<float>(device, n);
     grads_ = Buffer<float>(device, n);
     if (backend.uses_half_params()) params_half_ = Buffer<uint16_t>(device, n);
-    p_ = {params_.data(), grads_.data(), params_half_.size() ? params_half_.data() : nullptr};
+    p_ = {params_.view(), grads_.view(), params_half_.size() ? params_half_.view() : TensorView()};
   }
   ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);
-  state_ptr_ = state_.data();
-  detail::fill_bytes(device_, p_.gradients, 0, n * sizeof(float));
+  state_view_ = state_.view();
+  zero_view_bytes(device_, p_.gradients);
   path_ = choose_path(cfg_, backend);
   if (path_ == Path::gemm) gemm_ = std::make_unique<MlpGemmPath>(cfg_.shape, cfg_.activations, device);
   initialize(1337);
@@ -115,12 +116,12 @@ FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const P
 FullyFusedMlp::~FullyFusedMlp() = default;
 
 void FullyFusedMlp::bind_params(const ParamBinding& storage) {
-  TESSERA_CHECK(storage.params && storage.gradients && (!p_.params_half || storage.params_half),
+  TESSERA_CHECK(binding_complete(storage, n_params(), !p_.params_half.empty()),
                 "FullyFusedMLP: external parameter storage is incomplete");
-  const size_t bytes = n_params() * sizeof(float);
-  detail::copy_bytes(device_, storage.params, p_.params, bytes, true, true);
-  detail::copy_bytes(device_, storage.gradients, p_.gradients, bytes, true, true);
-  p_ = {storage.params, storage.gradients, p_.params_half ? storage.params_half : nullptr};
+  const ParamBinding to = storage.slice(0, n_params());
+  copy_view_to_view(device_, to.params, p_.params);
+  copy_view_to_view(device_, to.gradients, p_.gradients);
+  p_ = {to.params, to.gradients, p_.params_half.empty() ? TensorView() : to.params_half};
   params_ = Buffer<float>();
   grads_ = Buffer<float>();
   params_half_ = Buffer<uint16_t>();
@@ -149,82 +150,88 @@ void FullyFusedMlp::initialize(uint64_t seed) {
         w[size_t(o) * s.layer_in(l) + i] =
             cfg_.init == Initialization::He ? he_std * rng.normal() : rng.uniform(-xavier, xavier);
   }
-  detail::copy_bytes(device_, p_.params, host.data(), host.size() * sizeof(float), true, false);
+  upload_to_view(device_, p_.params, host.data(), host.size() * sizeof(float));
   params_changed();
 }
 
 void FullyFusedMlp::params_changed() {
-  if (p_.params_half) ops::call<ops::ConvertToHalf>(device_, p_.params, p_.params_half, n_params());
+  if (!p_.params_half.empty()) ops::call<ops::ConvertToHalf>(device_, p_.params, p_.params_half);
 }
 
 ops::TrainState FullyFusedMlp::read_train_state() {
   ops::TrainState s;
-  detail::copy_bytes(device_, &s, state_ptr_, sizeof(s), false, true);
+  download_from_view(device_, &s, state_view_, sizeof(s));
   return s;
 }
 
-void FullyFusedMlp::bind_train_state(ops::TrainState* shared) {
-  TESSERA_CHECK(shared, "FullyFusedMLP: no train state to bind");
-  state_ptr_ = shared;
+void FullyFusedMlp::bind_train_state(const TensorView& shared) {
+  TESSERA_CHECK(shared.bytes() >= sizeof(ops::TrainState), "FullyFusedMLP: no train state to bind");
+  state_view_ = shared;
   settles_ = false;
 }
 
-void FullyFusedMlp::inference_impl(const float* input, size_t batch, float* output) {
+// The reference path runs on the CPU backend, whose views are host addresses.
+void FullyFusedMlp::inference_impl(const TensorView& input, const TensorView& output) {
+  const size_t batch = input.rows();
   switch (path_) {
     case Path::reference:
-      return ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, nullptr);
-    case Path::gemm: return gemm_->forward(p_.params, input, batch, output, false);
+      return ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params.data<const float>(),
+                                          input.data<const float>(), batch, output.data<float>(), nullptr);
+    case Path::gemm: return gemm_->forward(p_.params, input, output, false);
     case Path::fused:
-      return ops::call<ops::FusedMlpInference>(device_, cfg_.shape, cfg_.activations, p_.params_half, input, nullptr,
-                                               batch, output, kernel_options_);
+      return ops::call<ops::FusedMlpInference>(device_, cfg_.shape, cfg_.activations, p_.params_half, input, output,
+                                               kernel_options_);
   }
 }
 
-std::unique_ptr<ForwardContext> FullyFusedMlp::forward_impl(const float* input, size_t batch, float* output) {
+std::unique_ptr<ForwardContext> FullyFusedMlp::forward_impl(const TensorView& input, const TensorView& output) {
+  const size_t batch = input.rows();
   if (path_ == Path::reference) {
     auto ctx = std::make_unique<CpuContext>();
     ctx->input = input;
-    ctx->batch = batch;
     std::vector<float> scratch;
-    if (!output) {
+    float* out = output.data<float>();
+    if (!out) {
       scratch.resize(batch * output_width());
-      output = scratch.data();
+      out = scratch.data();
     }
-    ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params, input, batch, output, &ctx->tape);
+    ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params.data<const float>(),
+                                 input.data<const float>(), batch, out, &ctx->tape);
     return ctx;
   }
-  auto ctx = std::make_unique<FusedContext>();
+  auto ctx = std::make_unique<DeviceContext>();
   ctx->input = input;
-  ctx->batch = batch;
-  if (path_ == Path::gemm) gemm_->forward(p_.params, input, batch, output, true);  // keeps the activations
-  else if (output) inference_impl(input, batch, output);
+  if (path_ == Path::gemm) gemm_->forward(p_.params, input, output, true);  // keeps the activations
+  else if (!output.empty() && batch) inference_impl(input, output);
   return ctx;
 }
 
-void FullyFusedMlp::backward_impl(ForwardContext& base, const float* dL_doutput, float* dL_dinput, GradientMode mode) {
+void FullyFusedMlp::backward_impl(ForwardContext& base, const TensorView& dL_doutput, const TensorView& dL_dinput,
+                                  GradientMode mode) {
   if (path_ == Path::reference) {
     auto* ctx = dynamic_cast<CpuContext*>(&base);
     TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
-    ops::cpu::mlp_backward<float>(cfg_.shape, cfg_.activations, p_.params, ctx->input, ctx->batch, ctx->tape,
-                           dL_doutput, p_.gradients, mode, dL_dinput);
-    if (settles_) ops::finish_step(*state_ptr_, all_finite(p_.gradients, n_params()));
+    float* grads = p_.gradients.data<float>();
+    ops::cpu::mlp_backward<float>(cfg_.shape, cfg_.activations, p_.params.data<const float>(),
+                                  ctx->input.data<const float>(), ctx->input.rows(), ctx->tape,
+                                  dL_doutput.data<const float>(), grads, mode, dL_dinput.data<float>());
+    if (settles_) ops::finish_step(*state_view_.data<ops::TrainState>(), all_finite(grads, n_params()));
     return;
   }
-  auto* ctx = dynamic_cast<FusedContext*>(&base);
+  auto* ctx = dynamic_cast<DeviceContext*>(&base);
   TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
+  TESSERA_CHECK(dL_doutput.rows() == ctx->input.rows(), "FullyFusedMLP::backward: {} gradient rows for a batch of {}",
+                dL_doutput.rows(), ctx->input.rows());
   if (path_ == Path::gemm)
-    return gemm_->backward(p_.params, ctx->input, ctx->batch, dL_doutput, p_.gradients, mode, dL_dinput, state_ptr_,
-                           settles_);
-  ops::cuda::FusedTrainArgs a;
+    return gemm_->backward(dL_doutput, p_.gradients, mode, dL_dinput, state_view_, settles_);
+  ops::FusedMlpTrainArgs a;
   a.weights = p_.params_half;
   a.input = ctx->input;
-  a.input_half = ctx->input_half;
-  a.batch = ctx->batch;
   a.dL_doutput = dL_doutput;
   a.dL_dinput = dL_dinput;
   a.dL_dparams = p_.gradients;
   a.mode = mode;
-  a.state = state_ptr_;
+  a.state = state_view_;
   a.settle = settles_;
   a.options = kernel_options_;
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
@@ -235,67 +242,40 @@ bool FullyFusedMlp::accepts_half_input(size_t batch, bool training) const {
                                                                           training, kernel_options_);
 }
 
-void FullyFusedMlp::inference_half_input(const uint16_t* input, size_t batch, float* output) {
-  TESSERA_CHECK(path_ == Path::fused, "FullyFusedMLP: fp16 input is a fused-kernel path");
-  if (batch == 0) return;
-  ops::call<ops::FusedMlpInference>(device_, cfg_.shape, cfg_.activations, p_.params_half, nullptr, input, batch,
-                                    output, kernel_options_);
-}
-
-std::unique_ptr<ForwardContext> FullyFusedMlp::forward_half_input(const uint16_t* input, size_t batch, float* output) {
-  TESSERA_CHECK(path_ == Path::fused, "FullyFusedMLP: fp16 input is a fused-kernel path");
-  auto ctx = std::make_unique<FusedContext>();
-  ctx->input_half = input;
-  ctx->batch = batch;
-  if (output) inference_half_input(input, batch, output);
-  return ctx;
-}
-
-void FullyFusedMlp::forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
-                                                     const LossParams& loss, float* output, float* dL_dinput) {
-  TESSERA_CHECK(path_ == Path::fused, "FullyFusedMLP: fp16 input is a fused-kernel path");
-  fused_loss_step(nullptr, input, target, batch, loss, output, dL_dinput);
-}
-
-void FullyFusedMlp::fused_loss_step(const float* input, const uint16_t* input_half, const float* target, size_t batch,
-                                    const LossParams& loss, float* output, float* dL_dinput) {
-  ops::cuda::FusedTrainArgs a;
+void FullyFusedMlp::forward_backward_loss_impl(const TensorView& input, const TensorView& target,
+                                               const LossParams& loss, const TensorView& output,
+                                               const TensorView& dL_dinput) {
+  const size_t batch = input.rows();
+  if (path_ == Path::reference) {
+    const uint32_t n_out = output_width();
+    std::vector<float> out(batch * n_out), dL(batch * n_out);
+    auto ctx = forward_impl(input, TensorView::of_matrix(out.data(), batch, n_out, n_out));
+    const float norm = 1.0f / float(std::max<size_t>(batch * n_out, 1));
+    const float* t = target.data<const float>();
+    double loss_sum = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      loss_sum += loss_value(loss, out[i], t[i]);
+      dL[i] = loss_gradient(loss, out[i], t[i]) * norm;
+    }
+    if (!output.empty()) std::copy(out.begin(), out.end(), output.data<float>());
+    backward_impl(*ctx, TensorView::of_matrix(dL.data(), batch, n_out, n_out), dL_dinput, GradientMode::overwrite);
+    state_view_.data<ops::TrainState>()->last_loss = float(loss_sum * norm);
+    return;
+  }
+  if (path_ == Path::gemm)
+    return gemm_->forward_backward_loss(p_.params, input, target, loss, output, p_.gradients, dL_dinput, state_view_);
+  ops::FusedMlpTrainArgs a;
   a.weights = p_.params_half;
   a.input = input;
-  a.input_half = input_half;
-  a.batch = batch;
   a.target = target;
   a.loss = loss;
   a.output = output;
   a.dL_dinput = dL_dinput;
   a.dL_dparams = p_.gradients;
   a.mode = GradientMode::overwrite;
-  a.state = state_ptr_;
+  a.state = state_view_;
   a.options = kernel_options_;
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
-}
-
-void FullyFusedMlp::forward_backward_loss_impl(const float* input, const float* target, size_t batch,
-                                               const LossParams& loss, float* output, float* dL_dinput) {
-  if (path_ == Path::reference) {
-    const uint32_t n_out = output_width();
-    std::vector<float> out(batch * n_out), dL(batch * n_out);
-    auto ctx = forward_impl(input, batch, out.data());
-    const float norm = 1.0f / float(std::max<size_t>(batch * n_out, 1));
-    double loss_sum = 0.0;
-    for (size_t i = 0; i < out.size(); ++i) {
-      loss_sum += loss_value(loss, out[i], target[i]);
-      dL[i] = loss_gradient(loss, out[i], target[i]) * norm;
-    }
-    if (output) std::copy(out.begin(), out.end(), output);
-    backward_impl(*ctx, dL.data(), dL_dinput, GradientMode::overwrite);
-    state_ptr_->last_loss = float(loss_sum * norm);
-    return;
-  }
-  if (path_ == Path::gemm)
-    return gemm_->forward_backward_loss(p_.params, input, target, batch, loss, output, p_.gradients, dL_dinput,
-                                        state_ptr_);
-  fused_loss_step(input, nullptr, target, batch, loss, output, dL_dinput);
 }
 
 }  // namespace tessera::nn

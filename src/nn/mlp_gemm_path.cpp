@@ -19,15 +19,15 @@ MlpGemmPath::MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, Device
 
 namespace {
 
-// C [M, N] (fp32, row-major, ldc) = op(A) op(B) + beta C, A and B fp16 row-major: the
-// backend's tensor-core GEMM (wgmma on Hopper, WMMA elsewhere).
-void gemm_f16(DeviceKind device, size_t M, size_t N, size_t K, const uint16_t* A, size_t lda, bool ta, const uint16_t* B, size_t ldb,
-              bool tb, float* C, size_t ldc) {
+// C [M, N] (fp32, row-major, ldc) = op(A) op(B), A and B fp16 row-major views: the backend's
+// tensor-core GEMM (wgmma on Hopper, WMMA elsewhere).
+void gemm_f16(DeviceKind device, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+              const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc) {
   ops::GemmDesc d;
   d.M = M, d.N = N, d.K = K;
-  d.a = {ops::DType::f16, ops::Layout::row_major, ta, lda, 0};
-  d.b = {ops::DType::f16, ops::Layout::row_major, tb, ldb, 0};
-  d.c = {ops::DType::f32, ops::Layout::row_major, false, ldc, 0};
+  d.a = {DType::f16, ops::Layout::row_major, ta, lda, 0};
+  d.b = {DType::f16, ops::Layout::row_major, tb, ldb, 0};
+  d.c = {DType::f32, ops::Layout::row_major, false, ldc, 0};
   ops::call<ops::Gemm>(device, d, A, B, C);
 }
 
@@ -35,46 +35,51 @@ Activation layer_activation(const MlpShape& s, ops::MlpActivations a, uint32_t l
   return l + 1 == s.n_layers() ? a.output : a.hidden;
 }
 
+// Elements [offset, end) of a buffer: a layer's weights start at its offset and run to
+// the end of the parameters (the GEMM descriptor says how many it reads).
+TensorView from(const Buffer<uint16_t>& b, size_t offset) { return b.view(offset, b.size() - offset); }
+
 }  // namespace
 
-void MlpGemmPath::forward(const float* params, const float* input, size_t batch, float* output, bool keep) {
+void MlpGemmPath::forward(const TensorView& params, const TensorView& input, const TensorView& output, bool keep) {
   const uint32_t L = s_.n_layers();
+  const size_t batch = input.rows();
   w16_.ensure(s_.n_params());
-  ops::call<ops::ConvertToHalf>(device_, params, w16_.data(), s_.n_params());
+  ops::call<ops::ConvertToHalf>(device_, params, w16_.view(0, s_.n_params()));
   x16_.ensure(batch * s_.input_width);
-  ops::call<ops::ConvertToHalf>(device_, input, x16_.data(), batch * s_.input_width);
-  const uint16_t* x = x16_.data();
+  ops::call<ops::ConvertToHalf>(device_, input, x16_.view(0, batch * s_.input_width));
+  TensorView x = x16_.view(0, batch * s_.input_width);
   size_t x_ld = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) {
     const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
     z_[l].ensure(batch * out);
     y16_[l].ensure(batch * out);
+    const TensorView z = z_[l].view(0, batch * out), y16 = y16_[l].view(0, batch * out);
     // Z = X W^T: W is [out_pad, in_pad] row-major, so op(B) = W^T with ld = in_pad.
-    gemm_f16(device_, batch, out, in, x, x_ld, false, w16_.data() + s_.layer_offset(l), s_.layer_in(l), true, z_[l].data(),
-             out);
-    float* y32 = nullptr;
+    gemm_f16(device_, batch, out, in, x, x_ld, false, from(w16_, s_.layer_offset(l)), s_.layer_in(l), true, z, out);
+    TensorView y32;
     if (l + 1 == L) {
-      if (output && !keep) {
+      if (!output.empty() && !keep) {
         y32 = output;
       } else {
         y_out_.ensure(batch * out);
-        y32 = y_out_.data();
+        y32 = y_out_.view(0, batch * out);
       }
     }
-    ops::call<ops::ActivationForwardHalf>(device_, layer_activation(s_, acts_, l), z_[l].data(), y16_[l].data(), y32, batch * out);
-    x = y16_[l].data();
+    ops::call<ops::ActivationForwardHalf>(device_, layer_activation(s_, acts_, l), z, y16, y32);
+    x = y16;
     x_ld = out;
   }
-  if (output && keep)
-    detail::copy_bytes(device_, output, y_out_.data(), batch * s_.output_width * sizeof(float), true, true);
+  if (keep) batch_ = batch;
+  if (!output.empty() && keep) copy_view_to_view(device_, output, y_out_.view(0, batch * s_.output_width));
 }
 
-void MlpGemmPath::backward(const float* /*params: the fp16 copy of forward() is used*/, const float* /*input*/,
-                           size_t batch, const float* dL_doutput, float* grads, ops::GradientMode mode,
-                           float* dL_dinput, ops::TrainState* state, bool settle) {
+void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads, ops::GradientMode mode,
+                           const TensorView& dL_dinput, const TensorView& state, bool settle) {
   const uint32_t L = s_.n_layers();
-  TESSERA_CHECK(z_[0].size() >= batch * s_.layer_out_logical(0) && x16_.size() >= batch * s_.input_width,
-                "MLP backward: run forward with the same batch first");
+  const size_t batch = batch_;
+  TESSERA_CHECK(dL_doutput.rows() == batch, "MLP backward: {} gradient rows but the last training forward had {}",
+                dL_doutput.rows(), batch);
   size_t widest = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) widest = std::max<size_t>(widest, s_.layer_out_logical(l));
   dz16_.ensure(batch * widest);
@@ -83,39 +88,43 @@ void MlpGemmPath::backward(const float* /*params: the fp16 copy of forward() is 
     grad_scaled_.ensure(s_.n_params());
     grad_scaled_.zero();  // the GEMMs never write the padding: it stays zero
   }
+  const TensorView grad_scaled = grad_scaled_.view(0, s_.n_params());
   // Backward in fp16 with the dynamic loss scale (as the fused MLP): the seed dL/doutput is
   // scaled on the device, gradients are unscaled into `grads` at the end.
-  const float* dy = dL_doutput;
+  TensorView dy = dL_doutput;
   for (int l = int(L) - 1; l >= 0; --l) {
     const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
-    ops::call<ops::ActivationBackwardHalf>(device_, layer_activation(s_, acts_, l), z_[l].data(), dy, dz16_.data(), batch * out,
-                                        state, l + 1 == int(L));
-    const uint16_t* x = l == 0 ? x16_.data() : y16_[l - 1].data();
+    const TensorView dz16 = dz16_.view(0, batch * out);
+    ops::call<ops::ActivationBackwardHalf>(device_, layer_activation(s_, acts_, l), z_[l].view(0, batch * out), dy,
+                                           dz16, state, l + 1 == int(L));
+    const TensorView x = l == 0 ? x16_.view(0, batch * in) : y16_[l - 1].view(0, batch * in);
     // dW [out, in] (ld in_pad) = dZ^T X, scaled.
-    gemm_f16(device_, out, in, batch, dz16_.data(), out, true, x, in, false, grad_scaled_.data() + s_.layer_offset(l),
-             s_.layer_in(l));
-    if (l > 0 || dL_dinput) {
+    gemm_f16(device_, out, in, batch, dz16, out, true, x, in, false, grad_scaled.slice(0, s_.layer_offset(l),
+             s_.n_params() - s_.layer_offset(l)), s_.layer_in(l));
+    if (l > 0 || !dL_dinput.empty()) {
       // dX [batch, in] = dZ W, W [out_pad, in_pad] with ld in_pad, K = out; scaled.
-      gemm_f16(device_, batch, in, out, dz16_.data(), out, false, w16_.data() + s_.layer_offset(l), s_.layer_in(l), false,
-               dx_.data(), in);
-      dy = dx_.data();
-      if (l == 0) ops::call<ops::Unscale>(device_, dx_.data(), dL_dinput, batch * in, false, state);
+      const TensorView dx = dx_.view(0, batch * in);
+      gemm_f16(device_, batch, in, out, dz16, out, false, from(w16_, s_.layer_offset(l)), s_.layer_in(l), false, dx,
+               in);
+      dy = dx;
+      if (l == 0) ops::call<ops::Unscale>(device_, dx, dL_dinput, false, state);
     }
   }
-  ops::call<ops::Unscale>(device_, grad_scaled_.data(), grads, s_.n_params(), mode == ops::GradientMode::accumulate, state);
-  if (settle) ops::call<ops::SettleStep>(device_, grads, s_.n_params(), state);
+  ops::call<ops::Unscale>(device_, grad_scaled, grads, mode == ops::GradientMode::accumulate, state);
+  if (settle) ops::call<ops::SettleStep>(device_, grads, state);
 }
 
-void MlpGemmPath::forward_backward_loss(const float* params, const float* input, const float* target, size_t batch,
-                                        const LossParams& loss, float* output, float* grads, float* dL_dinput,
-                                        ops::TrainState* state) {
-  forward(params, input, batch, output, true);
-  const size_t n = batch * s_.output_width;
+void MlpGemmPath::forward_backward_loss(const TensorView& params, const TensorView& input, const TensorView& target,
+                                        const LossParams& loss, const TensorView& output, const TensorView& grads,
+                                        const TensorView& dL_dinput, const TensorView& state) {
+  forward(params, input, output, true);
+  const size_t n = input.rows() * s_.output_width;
   dL_doutput_.ensure(n);
   loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(device_, n));
-  ops::call<ops::LossForwardBackward>(device_, loss, y_out_.data(), target, n, 1.0f / float(n), dL_doutput_.data(),
-                                   loss_partials_.data(), state);
-  backward(params, input, batch, dL_doutput_.data(), grads, ops::GradientMode::overwrite, dL_dinput, state);
+  const TensorView dL_doutput = dL_doutput_.matrix(input.rows(), s_.output_width);
+  ops::call<ops::LossForwardBackward>(device_, loss, y_out_.view(0, n), target, 1.0f / float(n), dL_doutput,
+                                      loss_partials_.view(), state);
+  backward(dL_doutput, grads, ops::GradientMode::overwrite, dL_dinput, state);
 }
 
 }  // namespace tessera::nn

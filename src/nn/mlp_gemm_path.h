@@ -19,16 +19,17 @@ namespace tessera::nn {
 class MlpGemmPath {
  public:
   MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, DeviceKind device);
-  // output [batch, out] (may be null when keep); keep: store z, y of every layer.
-  void forward(const float* params, const float* input, size_t batch, float* output, bool keep);
-  // After forward(keep = true) with the same input and parameters: parameter gradients
-  // (per mode) and dL_dinput (if non-null), then the step is settled on the device.
-  // settle: settle the step on the device at the end (false inside a larger model).
-  void backward(const float* params, const float* input, size_t batch, const float* dL_doutput, float* grads,
-                ops::GradientMode mode, float* dL_dinput, ops::TrainState* state, bool settle = true);
-  void forward_backward_loss(const float* params, const float* input, const float* target, size_t batch,
-                             const LossParams& loss, float* output, float* grads, float* dL_dinput,
-                             ops::TrainState* state);
+  // input [batch, in] fp32; output [batch, out] (may be empty when keep); keep: store z,
+  // y of every layer.
+  void forward(const TensorView& params, const TensorView& input, const TensorView& output, bool keep);
+  // After forward(keep = true): parameter gradients (per mode) and dL_dinput (unless
+  // empty) from the activations and fp16 weights forward() kept. settle: settle the step
+  // on the device at the end (false inside a larger model). state: the TrainState's bytes.
+  void backward(const TensorView& dL_doutput, const TensorView& grads, ops::GradientMode mode,
+                const TensorView& dL_dinput, const TensorView& state, bool settle = true);
+  void forward_backward_loss(const TensorView& params, const TensorView& input, const TensorView& target,
+                             const LossParams& loss, const TensorView& output, const TensorView& grads,
+                             const TensorView& dL_dinput, const TensorView& state);
 
  private:
   MlpShape s_;
@@ -41,6 +42,7 @@ class MlpGemmPath {
   Buffer<uint16_t> dz16_;                      // dL/dz of the current layer (scaled), fp16
   Buffer<float> dx_, y_out_, grad_scaled_;     // dL/d(layer input) (scaled), fp32 output, scaled dW
   Buffer<float> dL_doutput_, loss_partials_;
+  size_t batch_ = 0;  // of the last forward(keep = true)
 };
 
 }  // namespace tessera::nn

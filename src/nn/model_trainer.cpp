@@ -19,49 +19,48 @@ ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::
   grads_ = Buffer<float>(d, n);
   grads_.zero();
   if (backend_for(d).uses_half_params()) params_half_ = Buffer<uint16_t>(d, n);
-  const ParamBinding all{params_.data(), grads_.data(), params_half_.size() ? params_half_.data() : nullptr};
-  model_->bind_params(all, all.slice(n_matrix));
+  const ParamBinding all{params_.view(), grads_.view(), params_half_.size() ? params_half_.view() : TensorView()};
+  model_->bind_params(all.slice(0, n_matrix), all.slice(n_matrix, n - n_matrix));
   model_->initialize(seed);
   state_ = Buffer<ops::TrainState>(d, 1);
   const ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);
-  model_->bind_train_state(state_.data());
+  model_->bind_train_state(state_.view());
   output_ = Buffer<float>(d, 0), dL_doutput_ = Buffer<float>(d, 0), loss_partials_ = Buffer<float>(d, 0);
 }
 
 void ModelTrainer::training_step_async(ConstView input, ConstView target) {
-  const size_t batch = input.rows;
+  const size_t batch = input.rows();
   const uint32_t out = model_->output_width();
-  TESSERA_CHECK(target.rows == batch && target.cols == out && target.contiguous(),
-                "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out, target.rows,
-                target.cols, target.stride);
+  TESSERA_CHECK(target.rank == 2 && target.rows() == batch && target.cols() == out && target.contiguous(),
+                "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out,
+                target.rows(), target.cols(), target.row_stride());
   const DeviceKind d = model_->device();
-  training_step_async(input, [&](ConstView y, View dL_dy, ops::TrainState* state) {
+  training_step_async(input, [&](ConstView y, View dL_dy, const TensorView& state) {
     const size_t n = batch * out;
     loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(d, n));
-    ops::call<ops::LossForwardBackward>(d, loss_, y.data, target.data, n, 1.0f / float(n), dL_dy.data,
-                                        loss_partials_.data(), state);
+    ops::call<ops::LossForwardBackward>(d, loss_, y, target, 1.0f / float(n), dL_dy, loss_partials_.view(), state);
   });
 }
 
 void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) {
-  const size_t batch = input.rows;
+  const size_t batch = input.rows();
   const uint32_t out = model_->output_width();
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
   const DeviceKind d = model_->device();
   output_.ensure(batch * out);
   dL_doutput_.ensure(batch * out);
-  const View y(output_.data(), batch, out);
+  const View y = output_.matrix(batch, out), dL_dy = dL_doutput_.matrix(batch, out);
   auto ctx = model_->forward(input, y);
-  loss(y, View(dL_doutput_.data(), batch, out), state_.data());
-  model_->backward(*ctx, input, View(dL_doutput_.data(), batch, out), View(), GradientMode::overwrite);
+  loss(y, dL_dy, state_.view());
+  model_->backward(*ctx, input, dL_dy, View(), GradientMode::overwrite);
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.
   const size_t n_check = model_->n_matrix_params() ? model_->n_matrix_params() : grads_.size();
-  ops::call<ops::SettleStep>(d, grads_.data(), n_check, state_.data());
-  opt_->step(OptimizerTarget{d, params_.size(), model_->n_matrix_params(), params_.data(), grads_.data(),
-                             params_half_.size() ? params_half_.data() : nullptr, state_.data()});
+  ops::call<ops::SettleStep>(d, grads_.view(0, n_check), state_.view());
+  opt_->step(OptimizerTarget{d, model_->n_matrix_params(), params_.view(), grads_.view(),
+                             params_half_.size() ? params_half_.view() : TensorView(), state_.view()});
 }
 
 float ModelTrainer::training_step(ConstView input, ConstView target) {
@@ -78,17 +77,15 @@ ops::TrainState ModelTrainer::read_state() {
 float ModelTrainer::last_loss() { return read_state().last_loss; }
 
 void ModelTrainer::use_averaged_params(bool averaged) {
-  const float* avg = opt_->averaged_params();
-  if (!avg || averaged == averaged_in_place_) return;
+  const TensorView avg = opt_->averaged_params();
+  if (avg.empty() || averaged == averaged_in_place_) return;
   const DeviceKind d = model_->device();
-  Backend& b = backend_for(d);
-  const size_t bytes = params_.size() * sizeof(float);
   if (averaged) {
     if (live_params_.size() != params_.size()) live_params_ = Buffer<float>(d, params_.size());
-    b.copy_on_device(live_params_.data(), params_.data(), bytes, b.default_stream());
-    b.copy_on_device(params_.data(), avg, bytes, b.default_stream());
+    copy_view_to_view(d, live_params_.view(), params_.view());
+    copy_view_to_view(d, params_.view(), avg);
   } else {
-    b.copy_on_device(params_.data(), live_params_.data(), bytes, b.default_stream());
+    copy_view_to_view(d, params_.view(), live_params_.view());
   }
   averaged_in_place_ = averaged;
   model_->params_changed();  // refreshes the fp16 copies

@@ -13,53 +13,45 @@
 
 namespace tessera::nn {
 
-template <typename T>
-MatrixView<T> MatrixView<T>::columns(uint32_t first, uint32_t count) const {
-  TESSERA_CHECK(first + count <= cols, "view columns [{}, {}) are outside a view of {} columns", first, first + count,
-                cols);
-  return MatrixView<T>(data ? data + first : nullptr, rows, count, stride);
-}
-template struct MatrixView<float>;
-template struct MatrixView<const float>;
-
 void Module::check_shapes(const char* what, ConstView in, ConstView out) const {
-  TESSERA_CHECK(in.cols == input_width() && out.cols == output_width() && in.rows == out.rows,
+  TESSERA_CHECK(in.rank == 2 && out.rank == 2, "{}: input and output must be matrix views", what);
+  TESSERA_CHECK(in.cols() == input_width() && out.cols() == output_width() && in.rows() == out.rows(),
                 "{}: expects input [batch, {}] and output [batch, {}], got [{}, {}] and [{}, {}]", what, input_width(),
-                output_width(), in.rows, in.cols, out.rows, out.cols);
-  TESSERA_CHECK(in.rows == 0 || (in.data && out.data), "{}: input and output must not be null", what);
-  TESSERA_CHECK(in.stride >= in.cols && out.stride >= out.cols, "{}: a view's stride is smaller than its width", what);
+                output_width(), in.rows(), in.cols(), out.rows(), out.cols());
+  TESSERA_CHECK(in.rows() == 0 || (!in.empty() && !out.empty()), "{}: input and output must not be null", what);
+  TESSERA_CHECK(in.dtype == DType::f32 && out.dtype == DType::f32, "{}: fp32 views expected, got {} and {}", what,
+                to_string(in.dtype), to_string(out.dtype));
 }
 
-std::unique_ptr<ModuleContext> Module::forward_half_output(ConstView, uint16_t*) {
+std::unique_ptr<ModuleContext> Module::forward_half_output(ConstView, View) {
   throw Error("this module has no fp16 output (check can_output_half)");
 }
-void Module::inference_half_output(ConstView, uint16_t*) {
+void Module::inference_half_output(ConstView, View) {
   throw Error("this module has no fp16 output (check can_output_half)");
 }
-std::unique_ptr<ModuleContext> Module::forward_half_input(const uint16_t*, size_t, View) {
+std::unique_ptr<ModuleContext> Module::forward_half_input(ConstView, View) {
   throw Error("this module takes no fp16 input (check accepts_half_input)");
 }
-void Module::inference_half_input(const uint16_t*, size_t, View) {
+void Module::inference_half_input(ConstView, View) {
   throw Error("this module takes no fp16 input (check accepts_half_input)");
 }
 
 namespace detail {
 
 void copy_view(DeviceKind device, ConstView src, View dst, float beta) {
-  ops::call<ops::MatrixAxpby>(device, src.rows, src.cols, 1.0f, src.data, src.stride, beta, dst.data, dst.stride);
+  ops::call<ops::MatrixAxpby>(device, 1.0f, src, beta, dst);
 }
 
-void zero_view(DeviceKind device, View dst) {
-  ops::call<ops::MatrixAxpby>(device, dst.rows, dst.cols, 0.0f, nullptr, 0u, 0.0f, dst.data, dst.stride);
-}
+void zero_view(DeviceKind device, View dst) { ops::call<ops::MatrixAxpby>(device, 0.0f, TensorView(), 0.0f, dst); }
 
 View scratch_view(Buffer<float>& buffer, size_t rows, uint32_t cols) {
   buffer.ensure(rows * cols);
-  return View(buffer.data(), rows, cols);
+  return buffer.matrix(rows, cols);
 }
 
 void refresh_half(DeviceKind device, const ParamBinding& p, size_t n) {
-  if (n && p.params_half) ops::call<ops::ConvertToHalf>(device, p.params, p.params_half, n);
+  if (n && !p.params_half.empty())
+    ops::call<ops::ConvertToHalf>(device, p.params.slice(0, 0, n), p.params_half.slice(0, 0, n));
 }
 
 }  // namespace detail
@@ -79,44 +71,45 @@ class EncodingModule final : public Module {
   Json config() const override { return e_->config(); }
   size_t n_params() const override { return e_->n_params(); }
   void bind_params(const ParamBinding&, const ParamBinding& tables) override {
-    p_ = tables;
-    e_->bind_params(tables);
+    p_ = tables.slice(0, n_params());
+    e_->bind_params(p_);
   }
   void initialize(uint64_t seed) override {
     if (!n_params()) return;
-    TESSERA_CHECK(p_.params, "encoding module: parameters are not bound");
+    TESSERA_CHECK(p_.bound(), "encoding module: parameters are not bound");
     std::vector<float> host(n_params());
     Pcg32 rng(seed, 0x9e3779b97f4a7c15ULL);
     e_->initialize(host.data(), rng);
-    tessera::detail::copy_bytes(device(), p_.params, host.data(), host.size() * sizeof(float), true, false);
+    upload_to_view(device(), p_.params, host.data(), host.size() * sizeof(float));
     params_changed();
   }
   void params_changed() override { detail::refresh_half(device(), p_, n_params()); }
 
   void inference(ConstView in, View out) override {
     check_shapes("encoding inference", in, out);
-    e_->encode(in.data, in.stride, in.rows, out.data, out.stride);
+    e_->encode(in, out);
   }
   std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
     check_shapes("encoding forward", in, out);
-    e_->encode(in.data, in.stride, in.rows, out.data, out.stride);
+    e_->encode(in, out);
     return std::make_unique<ModuleContext>();
   }
   bool can_output_half() const override { return e_->can_encode_half(); }
-  std::unique_ptr<ModuleContext> forward_half_output(ConstView in, uint16_t* out) override {
+  std::unique_ptr<ModuleContext> forward_half_output(ConstView in, View out) override {
     inference_half_output(in, out);
     return std::make_unique<ModuleContext>();
   }
-  void inference_half_output(ConstView in, uint16_t* out) override {
-    TESSERA_CHECK(in.cols == input_width() && (in.rows == 0 || (in.data && out)), "encoding: bad fp16-output call");
-    e_->encode_half(in.data, in.stride, in.rows, out, output_width());
+  void inference_half_output(ConstView in, View out) override {
+    TESSERA_CHECK(in.cols() == input_width() && out.rows() == in.rows() && out.dtype == DType::f16 &&
+                      (in.rows() == 0 || (!in.empty() && !out.empty())),
+                  "encoding: bad fp16-output call");
+    e_->encode_half(in, out);
   }
   void backward(ModuleContext&, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
     check_shapes("encoding backward", in, dL_dout);
-    if (n_params() && mode == GradientMode::overwrite)
-      tessera::detail::fill_bytes(device(), p_.gradients, 0, n_params() * sizeof(float));
+    if (n_params() && mode == GradientMode::overwrite) zero_view_bytes(device(), p_.gradients);
     if (!n_params() && dL_din.empty()) return;
-    e_->backward(in.data, in.stride, in.rows, dL_dout.data, dL_dout.stride, dL_din.data, dL_din.stride);
+    e_->backward(in, dL_dout, dL_din);
   }
 
  private:
@@ -153,41 +146,29 @@ class MlpModule final : public Module {
   void bind_params(const ParamBinding& matrices, const ParamBinding&) override { net_->bind_params(matrices); }
   void initialize(uint64_t seed) override { net_->initialize(seed); }
   void params_changed() override { net_->params_changed(); }
-  void bind_train_state(ops::TrainState* state) override { net_->bind_train_state(state); }
+  void bind_train_state(const TensorView& state) override { net_->bind_train_state(state); }
 
   void inference(ConstView in, View out) override {
     check_shapes("MLP inference", in, out);
-    if (in.rows == 0) return;
-    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
-    net_->inference(contiguous_input(in), in.rows, y.data);
-    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+    if (in.rows() == 0) return;
+    run_inference(contiguous_input(in), out);
   }
   std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
     check_shapes("MLP forward", in, out);
-    auto ctx = std::make_unique<Context>();
-    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
-    ctx->net = net_->forward(contiguous_input(in), in.rows, y.data);
-    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
-    ctx->generation = ++generation_;
-    return ctx;
+    return run_forward(contiguous_input(in), out);
   }
   bool accepts_half_input(size_t batch, bool training) const override {
     return net_->accepts_half_input(batch, training);
   }
-  std::unique_ptr<ModuleContext> forward_half_input(const uint16_t* in, size_t batch, View out) override {
-    TESSERA_CHECK(out.rows == batch && out.cols == output_width(), "MLP forward (fp16 input): bad output view");
-    auto ctx = std::make_unique<Context>();
-    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
-    ctx->net = net_->forward_half_input(in, batch, y.data);
-    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
-    ctx->generation = ++generation_;
-    return ctx;
+  // `in`: a contiguous fp16 view, kept by the context until backward.
+  std::unique_ptr<ModuleContext> forward_half_input(ConstView in, View out) override {
+    TESSERA_CHECK(out.rows() == in.rows() && out.cols() == output_width(), "MLP forward (fp16 input): bad output view");
+    return run_forward(in, out);
   }
-  void inference_half_input(const uint16_t* in, size_t batch, View out) override {
-    TESSERA_CHECK(out.rows == batch && out.cols == output_width(), "MLP inference (fp16 input): bad output view");
-    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows, out.cols);
-    net_->inference_half_input(in, batch, y.data);
-    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+  void inference_half_input(ConstView in, View out) override {
+    TESSERA_CHECK(out.rows() == in.rows() && out.cols() == output_width(),
+                  "MLP inference (fp16 input): bad output view");
+    run_inference(in, out);
   }
   // `in` is not read: the context holds the input (or its fp16 copy).
   void backward(ModuleContext& base, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override {
@@ -195,29 +176,43 @@ class MlpModule final : public Module {
     TESSERA_CHECK(ctx, "MLP backward: the context comes from another module");
     TESSERA_CHECK(ctx->generation == generation_,
                   "MLP backward: another forward ran since this context's forward (one forward in flight per module)");
-    TESSERA_CHECK(in.cols == input_width() && dL_dout.cols == output_width() && dL_dout.rows == in.rows &&
-                      (dL_dout.rows == 0 || dL_dout.data),
-                  "MLP backward: expects dL/doutput [batch, {}], got [{}, {}]", output_width(), dL_dout.rows,
-                  dL_dout.cols);
-    const float* dy = dL_dout.data;
+    TESSERA_CHECK(in.cols() == input_width() && dL_dout.cols() == output_width() && dL_dout.rows() == in.rows() &&
+                      (dL_dout.rows() == 0 || !dL_dout.empty()),
+                  "MLP backward: expects dL/doutput [batch, {}], got [{}, {}]", output_width(), dL_dout.rows(),
+                  dL_dout.cols());
+    ConstView dy = dL_dout;
     if (!dL_dout.contiguous()) {
-      View staged = detail::scratch_view(dout_stage_, dL_dout.rows, dL_dout.cols);
-      detail::copy_view(device(), dL_dout, staged, 0.0f);
-      dy = staged.data;
+      dy = detail::scratch_view(dout_stage_, dL_dout.rows(), uint32_t(dL_dout.cols()));
+      detail::copy_view(device(), dL_dout, dy, 0.0f);
     }
-    View dx = dL_din.empty() || dL_din.contiguous() ? dL_din : detail::scratch_view(din_stage_, in.rows, in.cols);
-    net_->backward(*ctx->net, dy, dx.data, mode);
+    View dx = dL_din.empty() || dL_din.contiguous() ? dL_din
+                                                    : detail::scratch_view(din_stage_, in.rows(), uint32_t(in.cols()));
+    net_->backward(*ctx->net, dy, dx, mode);
     if (!dL_din.empty() && !dL_din.contiguous()) detail::copy_view(device(), dx, dL_din, 0.0f);
   }
 
  private:
+  // The network reads and writes contiguous rows: strided outputs go through a stage.
+  void run_inference(ConstView in, View out) {
+    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
+    net_->inference(in, y);
+    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+  }
+  std::unique_ptr<ModuleContext> run_forward(ConstView in, View out) {
+    auto ctx = std::make_unique<Context>();
+    View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
+    ctx->net = net_->forward(in, y);
+    if (!out.contiguous()) detail::copy_view(device(), y, out, 0.0f);
+    ctx->generation = ++generation_;
+    return ctx;
+  }
   // The input as contiguous rows: the view itself, or a copy that lives until the next
   // forward (the fused backward re-reads it).
-  const float* contiguous_input(ConstView in) {
-    if (in.contiguous()) return in.data;
-    View staged = detail::scratch_view(in_stage_, in.rows, in.cols);
+  ConstView contiguous_input(ConstView in) {
+    if (in.contiguous()) return in;
+    View staged = detail::scratch_view(in_stage_, in.rows(), uint32_t(in.cols()));
     detail::copy_view(device(), in, staged, 0.0f);
-    return staged.data;
+    return staged;
   }
 
   std::unique_ptr<FullyFusedMlp> net_;

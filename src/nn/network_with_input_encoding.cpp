@@ -11,8 +11,7 @@ namespace tessera::nn {
 namespace {
 // The encoded inputs of one forward pass, for backward().
 struct EncodedContext final : ForwardContext {
-  const float* input = nullptr;
-  size_t batch = 0;
+  TensorView input;
   uint64_t generation = 0;
   std::unique_ptr<ForwardContext> mlp;
 };
@@ -29,10 +28,11 @@ NetworkWithInputEncoding::NetworkWithInputEncoding(std::unique_ptr<Encoding> enc
   grads_ = Buffer<float>(device, n_total);
   grads_.zero();
   if (backend_for(device).uses_half_params()) params_half_ = Buffer<uint16_t>(device, n_total);
-  ParamBinding storage{params_.data(), grads_.data(), params_half()};
-  mlp_ = std::make_unique<FullyFusedMlp>(mlp_cfg, device, &storage);
-  encoding_->bind_params({params_.data() + n_mlp, grads_.data() + n_mlp,
-                          params_half() ? params_half() + n_mlp : nullptr});
+  // The MLP's matrices first, then the encoding's tables, in one array.
+  const ParamBinding all{params(), gradients(), params_half()};
+  const ParamBinding mlp_part = all.slice(0, n_mlp);
+  mlp_ = std::make_unique<FullyFusedMlp>(mlp_cfg, device, &mlp_part);
+  encoding_->bind_params(all.slice(n_mlp, encoding_->n_params()));
   initialize(1337);
 }
 
@@ -49,91 +49,86 @@ void NetworkWithInputEncoding::initialize(uint64_t seed) {
     std::vector<float> host(n_enc);
     Pcg32 rng(seed, 0x9e3779b97f4a7c15ULL);
     encoding_->initialize(host.data(), rng);
-    detail::copy_bytes(device_, params_.data() + mlp_->n_params(), host.data(), n_enc * sizeof(float), true, false);
+    upload_to_view(device_, params_.view(mlp_->n_params(), n_enc), host.data(), n_enc * sizeof(float));
   }
   params_changed();
 }
 
 void NetworkWithInputEncoding::params_changed() {
-  if (params_half_.size()) ops::call<ops::ConvertToHalf>(device_, params_.data(), params_half_.data(), n_params());
+  if (params_half_.size()) ops::call<ops::ConvertToHalf>(device_, params_.view(), params_half_.view());
 }
 
 bool NetworkWithInputEncoding::half_handover(size_t batch, bool training) const {
   return encoding_->can_encode_half() && mlp_->accepts_half_input(batch, training);
 }
 
-void NetworkWithInputEncoding::inference_impl(const float* input, size_t batch, float* output) {
-  const uint32_t w = encoding_->output_width();
-  if (half_handover(batch, false)) {
-    encoded_half_.ensure(batch * w);
-    encoding_->encode_half(input, input_width(), batch, encoded_half_.data(), w);
-    mlp_->inference_half_input(encoded_half_.data(), batch, output);
-    return;
-  }
-  encoded_.ensure(batch * w);
-  encoding_->encode(input, input_width(), batch, encoded_.data(), w);
-  mlp_->inference(encoded_.data(), batch, output);
+template <typename T>
+TensorView NetworkWithInputEncoding::encoded_view(Buffer<T>& buffer, size_t batch) {
+  buffer.ensure(batch * encoding_->output_width());
+  return buffer.matrix(batch, encoding_->output_width());
 }
 
-std::unique_ptr<ForwardContext> NetworkWithInputEncoding::forward_impl(const float* input, size_t batch,
-                                                                       float* output) {
+void NetworkWithInputEncoding::inference_impl(const TensorView& input, const TensorView& output) {
+  const size_t batch = input.rows();
+  if (half_handover(batch, false)) {
+    const TensorView encoded = encoded_view(encoded_half_, batch);
+    encoding_->encode_half(input, encoded);
+    mlp_->inference(encoded, output);
+    return;
+  }
+  const TensorView encoded = encoded_view(encoded_, batch);
+  encoding_->encode(input, encoded);
+  mlp_->inference(encoded, output);
+}
+
+std::unique_ptr<ForwardContext> NetworkWithInputEncoding::forward_impl(const TensorView& input,
+                                                                       const TensorView& output) {
   // The encoded batch lives in grow-only members until the next forward (no allocation
   // per call; one forward in flight), in fp16 where the MLP reads that.
   auto ctx = std::make_unique<EncodedContext>();
-  const uint32_t w = encoding_->output_width();
+  const size_t batch = input.rows();
   ctx->input = input;
-  ctx->batch = batch;
   ctx->generation = ++generation_;
-  if (half_handover(batch, true)) {
-    forward_encoded_half_.ensure(batch * w);
-    encoding_->encode_half(input, input_width(), batch, forward_encoded_half_.data(), w);
-    ctx->mlp = mlp_->forward_half_input(forward_encoded_half_.data(), batch, output);
-  } else {
-    forward_encoded_.ensure(batch * w);
-    encoding_->encode(input, input_width(), batch, forward_encoded_.data(), w);
-    ctx->mlp = mlp_->forward(forward_encoded_.data(), batch, output);
-  }
+  const TensorView encoded =
+      half_handover(batch, true) ? encoded_view(forward_encoded_half_, batch) : encoded_view(forward_encoded_, batch);
+  if (encoded.dtype == DType::f16) encoding_->encode_half(input, encoded);
+  else encoding_->encode(input, encoded);
+  ctx->mlp = mlp_->forward(encoded, output);
   return ctx;
 }
 
-void NetworkWithInputEncoding::encoding_backward(const float* input, size_t batch, float* dL_dinput,
+void NetworkWithInputEncoding::encoding_backward(const TensorView& input, const TensorView& dL_dinput,
                                                  GradientMode mode) {
   const size_t n_mlp = mlp_->n_params(), n_enc = encoding_->n_params();
-  if (n_enc && mode == GradientMode::overwrite)
-    detail::fill_bytes(device_, grads_.data() + n_mlp, 0, n_enc * sizeof(float));
-  encoding_->backward(input, input_width(), batch, encoded_grad_.data(), encoding_->output_width(), dL_dinput,
-                      input_width());
+  if (n_enc && mode == GradientMode::overwrite) zero_view_bytes(device_, grads_.view(n_mlp, n_enc));
+  encoding_->backward(input, encoded_grad_.matrix(input.rows(), encoding_->output_width()), dL_dinput);
 }
 
-void NetworkWithInputEncoding::backward_impl(ForwardContext& base, const float* dL_doutput, float* dL_dinput,
-                                             GradientMode mode) {
+void NetworkWithInputEncoding::backward_impl(ForwardContext& base, const TensorView& dL_doutput,
+                                             const TensorView& dL_dinput, GradientMode mode) {
   auto* ctx = dynamic_cast<EncodedContext*>(&base);
   TESSERA_CHECK(ctx, "NetworkWithInputEncoding::backward: the context comes from another network");
   TESSERA_CHECK(ctx->generation == generation_,
                 "NetworkWithInputEncoding::backward: another forward ran since this context's forward (one forward in "
                 "flight per network)");
-  const bool need_encoded_grad = encoding_->n_params() > 0 || dL_dinput;
-  if (need_encoded_grad) encoded_grad_.ensure(ctx->batch * encoding_->output_width());
-  mlp_->backward(*ctx->mlp, dL_doutput, need_encoded_grad ? encoded_grad_.data() : nullptr, mode);
-  if (need_encoded_grad) encoding_backward(ctx->input, ctx->batch, dL_dinput, mode);
+  const bool need_encoded_grad = encoding_->n_params() > 0 || !dL_dinput.empty();
+  const TensorView encoded_grad = need_encoded_grad ? encoded_view(encoded_grad_, ctx->input.rows()) : TensorView();
+  mlp_->backward(*ctx->mlp, dL_doutput, encoded_grad, mode);
+  if (need_encoded_grad) encoding_backward(ctx->input, dL_dinput, mode);
 }
 
-void NetworkWithInputEncoding::forward_backward_loss_impl(const float* input, const float* target, size_t batch,
-                                                          const LossParams& loss, float* output, float* dL_dinput) {
-  const uint32_t w = encoding_->output_width();
-  const bool need_encoded_grad = encoding_->n_params() > 0 || dL_dinput;
-  if (need_encoded_grad) encoded_grad_.ensure(batch * w);
-  float* encoded_grad = need_encoded_grad ? encoded_grad_.data() : nullptr;
-  if (half_handover(batch, true)) {
-    encoded_half_.ensure(batch * w);
-    encoding_->encode_half(input, input_width(), batch, encoded_half_.data(), w);
-    mlp_->forward_backward_loss_half_input(encoded_half_.data(), target, batch, loss, output, encoded_grad);
-  } else {
-    encoded_.ensure(batch * w);
-    encoding_->encode(input, input_width(), batch, encoded_.data(), w);
-    mlp_->forward_backward_loss(encoded_.data(), target, batch, loss, output, encoded_grad);
-  }
-  if (need_encoded_grad) encoding_backward(input, batch, dL_dinput, GradientMode::overwrite);
+void NetworkWithInputEncoding::forward_backward_loss_impl(const TensorView& input, const TensorView& target,
+                                                          const LossParams& loss, const TensorView& output,
+                                                          const TensorView& dL_dinput) {
+  const size_t batch = input.rows();
+  const bool need_encoded_grad = encoding_->n_params() > 0 || !dL_dinput.empty();
+  const TensorView encoded_grad = need_encoded_grad ? encoded_view(encoded_grad_, batch) : TensorView();
+  const TensorView encoded =
+      half_handover(batch, true) ? encoded_view(encoded_half_, batch) : encoded_view(encoded_, batch);
+  if (encoded.dtype == DType::f16) encoding_->encode_half(input, encoded);
+  else encoding_->encode(input, encoded);
+  mlp_->forward_backward_loss(encoded, target, loss, output, encoded_grad);
+  if (need_encoded_grad) encoding_backward(input, dL_dinput, GradientMode::overwrite);
 }
 
 std::unique_ptr<Network> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,

@@ -9,19 +9,19 @@
 namespace tessera::nn {
 
 void Optimizer::step(Network& net) {
-  step(OptimizerTarget{net.device(), net.n_params(), net.n_matrix_params(), net.params(), net.gradients(),
-                       net.params_half(), net.train_state()});
+  step(OptimizerTarget{net.device(), net.n_matrix_params(), net.params(), net.gradients(), net.params_half(),
+                       net.train_state()});
 }
 
 void Adam::step(const OptimizerTarget& t) {
-  if (m_.size() != t.n || m_.device() != t.device) {
-    m_ = Buffer<float>(t.device, t.n);
-    v_ = Buffer<float>(t.device, t.n);
+  if (m_.size() != t.n() || m_.device() != t.device) {
+    m_ = Buffer<float>(t.device, t.n());
+    v_ = Buffer<float>(t.device, t.n());
     m_.zero();
     v_.zero();
   }
   ++steps_;
-  ops::call<ops::AdamStep>(t.device, h_, t.n, t.n_matrix, t.gradients, t.params, t.params_half, m_.data(), v_.data(),
+  ops::call<ops::AdamStep>(t.device, h_, t.n_matrix, t.gradients, t.params, t.params_half, m_.view(), v_.view(),
                            t.state);
 }
 
@@ -37,7 +37,7 @@ Json Adam::config() const {
 
 void Sgd::step(const OptimizerTarget& t) {
   ++steps_;
-  ops::call<ops::SgdStep>(t.device, lr_, l2_reg_, t.n, t.gradients, t.params, t.params_half, t.state);
+  ops::call<ops::SgdStep>(t.device, lr_, l2_reg_, t.gradients, t.params, t.params_half, t.state);
 }
 
 Json Sgd::config() const { return Json{{"otype", "SGD"}, {"learning_rate", lr_}, {"l2_reg", l2_reg_}}; }
@@ -71,17 +71,23 @@ Ema::Ema(std::unique_ptr<Optimizer> nested, float decay) : nested_(std::move(nes
 void Ema::step(const OptimizerTarget& t) {
   nested_->step(t);
   ++steps_;
-  const bool fresh = averaged_.size() != t.n;
-  if (fresh) averaged_ = Buffer<float>(t.device, t.n);
+  const size_t n = t.n();
+  const bool fresh = averaged_.size() != n;
+  if (fresh) averaged_ = Buffer<float>(t.device, n);
   // averaged = a * params + b * averaged (b = 0 starts it at params), as [n / 4096, 4096]
   // matrices so every thread of the op has work.
   const float a = fresh ? 1.0f : 1.0f - decay_, b = fresh ? 0.0f : decay_;
   constexpr uint32_t kWide = 4096;
-  const size_t full = t.n / kWide, rest = t.n % kWide;
-  if (full) ops::call<ops::MatrixAxpby>(t.device, full, kWide, a, t.params, kWide, b, averaged_.data(), kWide);
+  const size_t full = n / kWide, rest = n % kWide;
+  const auto as_matrix = [&](const TensorView& v, size_t first, size_t rows, size_t cols) {
+    return TensorView::matrix(v.memory, DType::f32, rows, cols, kWide, v.offset + first);
+  };
+  if (full)
+    ops::call<ops::MatrixAxpby>(t.device, a, as_matrix(t.params, 0, full, kWide), b,
+                                as_matrix(averaged_.view(), 0, full, kWide));
   if (rest)
-    ops::call<ops::MatrixAxpby>(t.device, size_t(1), uint32_t(rest), a, t.params + full * kWide, kWide, b,
-                                averaged_.data() + full * kWide, kWide);
+    ops::call<ops::MatrixAxpby>(t.device, a, as_matrix(t.params, full * kWide, 1, rest), b,
+                                as_matrix(averaged_.view(), full * kWide, 1, rest));
 }
 
 Json Ema::config() const { return Json{{"otype", "Ema"}, {"decay", decay_}, {"nested", nested_->config()}}; }

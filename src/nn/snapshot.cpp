@@ -40,8 +40,7 @@ void append(std::string& out, const T& v) {
 
 void save_parameters(Network& net, const std::string& path) {
   std::vector<float> params(net.n_params());
-  detail::copy_bytes(net.device(), params.data(), net.params(), params.size() * sizeof(float), false,
-                     net.device() == DeviceKind::cuda);
+  download_from_view(net.device(), params.data(), net.params(), params.size() * sizeof(float));
   const std::string header = header_for(net).dump();
   std::string out(kMagic, sizeof(kMagic));
   append(out, kVersion);
@@ -132,8 +131,7 @@ void load_parameters_from_memory(Network& net, std::string_view bytes, const std
   for (size_t i = 0; i < params.size(); ++i)
     TESSERA_CHECK(std::isfinite(params[i]), "parameter file '{}' holds a non-finite parameter ({} at index {})", path,
                   params[i], i);
-  detail::copy_bytes(net.device(), net.params(), params.data(), params.size() * sizeof(float),
-                     net.device() == DeviceKind::cuda, false);
+  upload_to_view(net.device(), net.params(), params.data(), params.size() * sizeof(float));
   net.params_changed();
 }
 

@@ -21,14 +21,14 @@ std::unique_ptr<Trainer> Trainer::from_config(const Json& c, uint32_t input_widt
                                    std::move(opt));
 }
 
-void Trainer::training_step_async(const float* input, const float* target, size_t batch) {
-  TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
-  net_->forward_backward_loss(input, target, batch, loss_, nullptr, nullptr);
+void Trainer::training_step_async(const TensorView& input, const TensorView& target) {
+  TESSERA_CHECK(input.rows() > 0, "training_step: batch must not be empty");
+  net_->forward_backward_loss(input, target, loss_, TensorView(), TensorView());
   opt_->step(*net_);
 }
 
-float Trainer::training_step(const float* input, const float* target, size_t batch) {
-  training_step_async(input, target, batch);
+float Trainer::training_step(const TensorView& input, const TensorView& target) {
+  training_step_async(input, target);
   return last_loss();
 }
 

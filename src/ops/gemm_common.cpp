@@ -4,18 +4,10 @@
 
 namespace tessera::ops {
 
-size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
-
-const char* to_string(DType t) {
-  switch (t) {
-    case DType::f32: return "fp32";
-    case DType::f16: return "fp16";
-    case DType::bf16: return "bf16";
-  }
-  return "?";
-}
-
 void check_gemm(const GemmDesc& d) {
+  for (const GemmOperand* o : {&d.a, &d.b, &d.c})
+    TESSERA_CHECK(o->type == DType::f32 || o->type == DType::f16 || o->type == DType::bf16,
+                  "gemm: operands are fp32, fp16 or bf16, not {}", to_string(o->type));
   TESSERA_CHECK(d.a.type == d.b.type, "gemm: A is {} but B is {}; both inputs must have the same type",
                 to_string(d.a.type), to_string(d.b.type));
   TESSERA_CHECK(!d.c.transpose, "gemm: C cannot be transposed (swap the layout instead)");

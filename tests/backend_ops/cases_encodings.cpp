@@ -31,9 +31,10 @@ std::vector<double> run_elementwise(Backend& b, const ElementwiseCase& c, uint64
   Buffer<float> out(b.kind(), batch * out_w), dx(b.kind(), batch * c.dims);
   detail::fill_bytes(b.kind(), out.data(), 0xff, out.bytes());
   detail::fill_bytes(b.kind(), dx.data(), 0xff, dx.bytes());
-  ops::call<ops::ElementwiseEncode>(b.default_stream(), e, x.data() + 1, in_stride, batch, out.data(), out_w);
-  ops::call<ops::ElementwiseEncodeBackward>(b.default_stream(), e, x.data() + 1, in_stride, batch, dout.data(), out_w,
-                                            dx.data(), c.dims);
+  const TensorView in = TensorView::matrix(x.data(), DType::f32, batch, c.dims, in_stride, 1);
+  ops::call<ops::ElementwiseEncode>(b.default_stream(), e, in, out.matrix(batch, out_w));
+  ops::call<ops::ElementwiseEncodeBackward>(b.default_stream(), e, in, dout.matrix(batch, out_w),
+                                            dx.matrix(batch, c.dims));
   std::vector<double> r;
   append(r, out.to_host());
   append(r, dx.to_host());
@@ -45,7 +46,7 @@ std::vector<double> run_sample_image(Backend& b, uint64_t seed) {
   Buffer<float> image = upload(b, random_floats(size_t(w) * h * 3, 0, 1, seed));
   const size_t n = 20000;
   Buffer<float> xy(b.kind(), n * 2), rgb(b.kind(), n * 3);
-  ops::call<ops::SampleImage>(b.default_stream(), image.data(), w, h, seed, n, xy.data(), rgb.data());
+  ops::call<ops::SampleImage>(b.default_stream(), image.view(), w, h, seed, xy.matrix(n, 2), rgb.matrix(n, 3));
   std::vector<double> r;
   append(r, xy.to_host());
   append(r, rgb.to_host());

@@ -52,7 +52,7 @@ std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_
   if (what == Output::forward) {
     Buffer<float> y(b.kind(), batch * out_w);
     detail::fill_bytes(b.kind(), y.data(), 0xff, y.bytes());  // NaN poison: unwritten outputs fail
-    ops::call<ops::GridEncode>(s, g, d_table.data(), d_half.data(), d_x.data(), c.dims, batch, y.data(), out_w);
+    ops::call<ops::GridEncode>(s, g, d_table.view(), d_half.view(), d_x.matrix(batch, c.dims), y.matrix(batch, out_w));
     append(out, y.to_host());
     return out;
   }
@@ -60,8 +60,9 @@ std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_
   Buffer<float> dparams(b.kind(), n), dx(b.kind(), batch * c.dims);
   dparams.zero();
   detail::fill_bytes(b.kind(), dx.data(), 0xff, dx.bytes());
-  ops::call<ops::GridEncodeBackward>(s, g, d_table.data(), d_half.data(), d_x.data(), c.dims, batch, dout.data(), out_w,
-                                     dparams.data(), what == Output::input_grads ? dx.data() : nullptr, c.dims);
+  ops::call<ops::GridEncodeBackward>(s, g, d_table.view(), d_half.view(), d_x.matrix(batch, c.dims),
+                                     dout.matrix(batch, out_w), dparams.view(),
+                                     what == Output::input_grads ? dx.matrix(batch, c.dims) : TensorView());
   append(out, what == Output::param_grads ? dparams.to_host() : dx.to_host());
   return out;
 }

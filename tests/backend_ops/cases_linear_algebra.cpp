@@ -51,12 +51,10 @@ std::vector<double> run_gemv(Backend& b, const GemvCase& c, uint64_t seed) {
   Buffer<T> y = upload(b, to_t(random_floats(s.y_size(), -1, 1, seed + 2)));
   // beta = 0 must not read y: NaN there on the backend under test.
   if (c.beta == 0 && b.kind() != DeviceKind::cpu) detail::fill_bytes(b.kind(), y.data(), 0xff, y.bytes());
-  if constexpr (std::is_same_v<T, float>)
-    ops::call<ops::Gemv>(b.default_stream(), s, c.alpha, A.data() + c.offset, x.data() + c.offset, c.beta, y.data(),
-                         c.act);
-  else
-    ops::call<ops::GemvHalf>(b.default_stream(), s, c.alpha, A.data() + c.offset, x.data() + c.offset, c.beta,
-                             y.data(), c.act);
+  // The operands start `offset` elements into their allocations: views, not moved pointers.
+  const TensorView A_view = TensorView::matrix(A.data(), dtype_of<T>(), c.rows, c.cols, s.lda, c.offset);
+  const TensorView x_view = x.view(c.offset, s.x_size());
+  ops::call<ops::Gemv>(b.default_stream(), c.op, c.alpha, A_view, x_view, c.beta, y.view(), c.act);
   std::vector<double> out;
   for (T v : y.to_host()) {
     if constexpr (std::is_same_v<T, float>) out.push_back(v);
@@ -80,7 +78,7 @@ const RegisterOpCases gemv_cases([](std::vector<OpCase>& cases) {
     }
   for (const GemvCase& c : v) {
     if (c.half)
-      cases.push_back({"gemv_half", gemv_name(c), kGemvTolF16, has_op<ops::GemvHalf>(),
+      cases.push_back({"gemv_half", gemv_name(c), kGemvTolF16, has_op<ops::Gemv>(),
                        [c](Backend& b, uint64_t seed) { return run_gemv<uint16_t>(b, c, seed); }});
     else
       cases.push_back({"gemv", gemv_name(c), kGemvTolF32, has_op<ops::Gemv>(),
@@ -94,7 +92,8 @@ const RegisterOpCases ger_cases([](std::vector<OpCase>& cases) {
                      Buffer<float> A = upload(b, random_floats(rows * lda, -1, 1, seed));
                      Buffer<float> x = upload(b, random_floats(rows, -1, 1, seed + 1));
                      Buffer<float> y = upload(b, random_floats(cols, -1, 1, seed + 2));
-                     ops::call<ops::Ger>(b.default_stream(), rows, cols, 0.3f, x.data(), y.data(), A.data(), lda);
+                     ops::call<ops::Ger>(b.default_stream(), 0.3f, x.view(), y.view(),
+                                        TensorView::of_matrix(A.data(), rows, cols, lda));
                      std::vector<double> out;
                      append(out, A.to_host());
                      return out;
@@ -133,7 +132,9 @@ const RegisterOpCases gemm_cases([](std::vector<OpCase>& cases) {
                        Buffer<uint16_t> A = upload(b, pack(random_floats(g.M * g.K, -1, 1, seed), g.in));
                        Buffer<uint16_t> B = upload(b, pack(random_floats(g.K * g.N, -1, 1, seed + 1), g.in));
                        Buffer<uint16_t> C(b.kind(), g.M * g.N * (g.out == ops::DType::f32 ? 2 : 1));
-                       ops::call<ops::Gemm>(b.default_stream(), d, A.data(), B.data(), C.data());
+                       ops::call<ops::Gemm>(b.default_stream(), d, TensorView::vector(A.data(), g.in, g.M * g.K),
+                                            TensorView::vector(B.data(), g.in, g.K * g.N),
+                                            TensorView::vector(C.data(), g.out, g.M * g.N));
                        const auto bits = C.to_host();
                        std::vector<double> out(g.M * g.N);
                        for (size_t i = 0; i < out.size(); ++i) {

@@ -41,17 +41,17 @@ std::vector<double> run_optimizers(Backend& b, uint64_t seed) {
   ops::TrainState s;
   s.optimizer_steps = 3;
   Buffer<ops::TrainState> ds = upload_state(b, s);
-  uint16_t* half = b.uses_half_params() ? dh.data() : nullptr;
-  ops::call<ops::AdamStep>(b.default_stream(), h, n, n / 2, dg.data(), dp.data(), half, dm.data(), dv.data(), ds.data());
+  const TensorView half = b.uses_half_params() ? dh.view() : TensorView();
+  ops::call<ops::AdamStep>(b.default_stream(), h, n / 2, dg.view(), dp.view(), half, dm.view(), dv.view(), ds.view());
   std::vector<double> out;
   append(out, dp.to_host());
   append(out, dm.to_host());
   append(out, dv.to_host());
-  ops::call<ops::SgdStep>(b.default_stream(), 0.1f, 1e-3f, n, dg.data(), dp.data(), half, ds.data());
+  ops::call<ops::SgdStep>(b.default_stream(), 0.1f, 1e-3f, dg.view(), dp.view(), half, ds.view());
   append(out, dp.to_host());
   s.skip_this_step = 1;
   ds.copy_from_host(&s, 1);
-  ops::call<ops::SgdStep>(b.default_stream(), 0.1f, 0.0f, n, dg.data(), dp.data(), half, ds.data());
+  ops::call<ops::SgdStep>(b.default_stream(), 0.1f, 0.0f, dg.view(), dp.view(), half, ds.view());
   append(out, dp.to_host());
   return out;
 }
@@ -62,7 +62,7 @@ std::vector<double> run_convert(Backend& b, uint64_t seed) {
   v.insert(v.end(), small.begin(), small.end());
   Buffer<float> src = upload(b, v);
   Buffer<uint16_t> dst(b.kind(), v.size());
-  ops::call<ops::ConvertToHalf>(b.default_stream(), src.data(), dst.data(), v.size());
+  ops::call<ops::ConvertToHalf>(b.default_stream(), src.view(), dst.view());
   std::vector<double> out;
   append(out, dst.to_host());  // the bits: must agree exactly
   return out;
@@ -74,8 +74,8 @@ std::vector<double> run_loss(Backend& b, uint64_t seed, LossParams loss) {
   Buffer<float> dy(b.kind(), n);
   Buffer<float> partials(b.kind(), ops::call<ops::LossPartialsNeeded>(b.default_stream(), n));
   Buffer<ops::TrainState> ds = upload_state(b, ops::TrainState{});
-  ops::call<ops::LossForwardBackward>(b.default_stream(), loss, y.data(), t.data(), n, 1.0f / float(n), dy.data(),
-                                      partials.data(), ds.data());
+  ops::call<ops::LossForwardBackward>(b.default_stream(), loss, y.view(), t.view(), 1.0f / float(n), dy.view(),
+                                      partials.view(), ds.view());
   std::vector<double> out;
   append(out, dy.to_host());
   ops::TrainState s;
@@ -93,16 +93,16 @@ std::vector<double> run_settle(Backend& b, uint64_t seed) {
   s.good_steps = ops::kLossScaleGrowthInterval - 1;  // the clean step doubles the scale
   Buffer<ops::TrainState> ds = upload_state(b, s);
   std::vector<double> out;
-  ops::call<ops::SettleStep>(b.default_stream(), dg.data(), g.size(), ds.data());
+  ops::call<ops::SettleStep>(b.default_stream(), dg.view(), ds.view());
   append(out, state_fields(ds));
   g[12345] = NAN;
   dg.copy_from_host(g);
-  ops::call<ops::SettleStep>(b.default_stream(), dg.data(), g.size(), ds.data());
+  ops::call<ops::SettleStep>(b.default_stream(), dg.view(), ds.view());
   append(out, state_fields(ds));
   g[12345] = 0.0f;
   g[20010] = INFINITY;
   dg.copy_from_host(g);
-  ops::call<ops::SettleStep>(b.default_stream(), dg.data(), g.size(), ds.data());
+  ops::call<ops::SettleStep>(b.default_stream(), dg.view(), ds.view());
   append(out, state_fields(ds));
   return out;
 }
@@ -117,8 +117,10 @@ std::vector<double> run_axpby(Backend& b, uint64_t seed, float alpha, float beta
     for (size_t r = 0; r < rows; ++r)
       for (uint32_t c = 3; c < 3 + cols; ++c) d[r * dst_stride + c] = NAN;
   Buffer<float> dst = upload(b, d);
-  ops::call<ops::MatrixAxpby>(b.default_stream(), rows, cols, alpha, with_src ? src.data() + 2 : nullptr, src_stride,
-                              beta, dst.data() + 3, dst_stride);
+  // Column slices: views at element offsets 2 and 3 of their allocations.
+  const TensorView src_view = TensorView::matrix(src.data(), DType::f32, rows, cols, src_stride, 2);
+  ops::call<ops::MatrixAxpby>(b.default_stream(), alpha, with_src ? src_view : TensorView(), beta,
+                              TensorView::matrix(dst.data(), DType::f32, rows, cols, dst_stride, 3));
   std::vector<double> out;
   append(out, dst.to_host());  // the columns outside the slice must be untouched as well
   return out;

@@ -11,6 +11,7 @@
 #include "tessera/ops/fused_mlp_cuda.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/optimizers.h"
+#include "support/views.h"
 
 namespace tessera {
 namespace {
@@ -33,7 +34,7 @@ TEST(Backend, CpuRegistersTheReferenceOps) {
 TEST(Backend, UnsupportedOpIsAnErrorNamingOpAndBackend) {
   const std::string msg = test::error_of([] {
     ops::GridLayout g{};
-    ops::call<ops::GridEncodeHalf>(DeviceKind::cpu, g, nullptr, nullptr, nullptr, 0u, size_t(1), nullptr, 0u);
+    ops::call<ops::GridEncodeHalf>(DeviceKind::cpu, g, TensorView(), TensorView(), TensorView(), TensorView());
   });
   EXPECT_NE(msg.find("grid_encode_half"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cpu backend"), std::string::npos) << msg;
@@ -45,7 +46,8 @@ TEST(Backend, DispatchRunsTheRegisteredOp) {
   const ops::GemvShape s{ops::GemvOp::N, 3, 2, 2};
   const std::vector<float> A{1, 2, -1, 0.5f, 0, 3}, x{0.25f, -1};
   std::vector<float> y(3), ref(3);
-  ops::call<ops::Gemv>(DeviceKind::cpu, s, 1.0f, A.data(), x.data(), 0.0f, y.data(), Activation::Sigmoid);
+  ops::call<ops::Gemv>(DeviceKind::cpu, s.op, 1.0f, TensorView::of_matrix(A.data(), 3, 2, 2), test::test_view(x), 0.0f,
+                       test::test_view(y), Activation::Sigmoid);
   ops::cpu::gemv<float>(s, 1.0f, A.data(), x.data(), 0.0f, ref.data(), Activation::Sigmoid);
   EXPECT_EQ(y, ref);
   EXPECT_NEAR(y[0], 1.0f / (1.0f + std::exp(-(0.25f - 2.0f))), 1e-6f);

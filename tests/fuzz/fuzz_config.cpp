@@ -19,7 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<float> x(kBatch * kIn), y(kBatch * kOut), out(kBatch * kOut);
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) / 7.0f;
     for (size_t i = 0; i < y.size(); ++i) y[i] = float(i % 5) / 5.0f;
-    for (int step = 0; step < 2; ++step) trainer->training_step(x.data(), y.data(), kBatch);
-    trainer->network().inference(x.data(), kBatch, out.data());
+    using tessera::TensorView;
+    const TensorView xv = TensorView::of_matrix(x.data(), kBatch, kIn, kIn);
+    const TensorView yv = TensorView::of_matrix(y.data(), kBatch, kOut, kOut);
+    for (int step = 0; step < 2; ++step) trainer->training_step(xv, yv);
+    trainer->network().inference(xv, TensorView::of_matrix(out.data(), kBatch, kOut, kOut));
   });
 }

@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::vector<float> x(kBatch * kIn), y(size_t(kBatch) * out_width), out(y.size());
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 9) / 9.0f;
     for (size_t i = 0; i < y.size(); ++i) y[i] = float(i % 4) / 4.0f;
-    trainer.training_step(nn::ConstView(x.data(), kBatch, kIn), nn::ConstView(y.data(), kBatch, out_width));
-    trainer.inference(nn::ConstView(x.data(), kBatch, kIn), nn::View(out.data(), kBatch, out_width));
+    const TensorView xv = TensorView::of_matrix(x.data(), kBatch, kIn, kIn);
+    trainer.training_step(xv, TensorView::of_matrix(y.data(), kBatch, out_width, out_width));
+    trainer.inference(xv, TensorView::of_matrix(out.data(), kBatch, out_width, out_width));
   });
 }

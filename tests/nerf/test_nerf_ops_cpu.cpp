@@ -11,6 +11,7 @@
 #include "support/random.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/nerf.h"
+#include "support/views.h"
 
 namespace tessera {
 namespace {
@@ -61,8 +62,9 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
   for (LossKind kind : {LossKind::L2, LossKind::Huber}) {
     const LossParams loss{kind, 0.1f};
     ops::TrainState state;
-    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data()}, rays.data(), n_rays,
-                                       raw.data(), dt.data(), loss, 99u, grad.data(), nullptr, &state);
+    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data()}, test::test_view(rays),
+                                       n_rays, test::test_view(raw, total, 4), test::test_view(dt), loss, 99u,
+                                       test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
     const double norm = 1.0 / (3.0 * n_rays);
     double loss_sum = 0;
     for (uint32_t i = 0; i < n_rays; ++i) {
@@ -103,11 +105,13 @@ TEST(NerfOpsCpu, CompositeStopsAtLowTransmittanceAndZerosTheRest) {
   std::vector<float> raw = {0.1f, 0.2f, 0.3f, -1.0f, 0.5f, 0.5f, 0.5f, 8.0f, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   std::vector<float> dt(5, 1.0f), grad(20, 7.0f), rgba(4);
   ops::TrainState state;
-  ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{px}, &ray, 1u, raw.data(), dt.data(),
-                                     LossParams{}, 1u, grad.data(), nullptr, &state);
+  ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{px}, TensorView::of(&ray, 1), 1u,
+                                     test::test_view(raw, 5, 4), test::test_view(dt), LossParams{}, 1u,
+                                     test::test_view(grad, 5, 4), TensorView(), TensorView::of(&state, 1));
   for (int i = 8; i < 20; ++i) EXPECT_EQ(grad[i], 0.0f) << i;
   EXPECT_NE(grad[0], 0.0f);
-  ops::call<ops::NerfCompositeRender>(DeviceKind::cpu, &ray, 1u, raw.data(), dt.data(), Vec3{1, 1, 1}, rgba.data());
+  ops::call<ops::NerfCompositeRender>(DeviceKind::cpu, TensorView::of(&ray, 1), 1u, test::test_view(raw, 5, 4),
+                                      test::test_view(dt), Vec3{1, 1, 1}, test::test_view(rgba));
   EXPECT_NEAR(rgba[3], 1.0f, 1e-3f);
 }
 
@@ -134,8 +138,9 @@ TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
     std::vector<ops::NerfRay> rays(sel.n_rays);
     std::vector<float> samples(size_t(max_samples) * 6), dt(max_samples);
     uint32_t counters[2];
-    ops::call<ops::NerfMarchRays>(DeviceKind::cpu, scene, sel, max_samples, rays.data(), samples.data(), dt.data(),
-                                  counters);
+    ops::call<ops::NerfMarchRays>(DeviceKind::cpu, scene, sel, test::test_view(rays),
+                                  test::test_view(samples, max_samples, 6), test::test_view(dt),
+                                  TensorView::of(counters, 2));
     ASSERT_EQ(counters[0], counters[1]);
     size_t compared = 0, mismatched = 0;
     for (uint32_t i = 0; i < sel.n_rays; ++i) {

@@ -5,6 +5,7 @@
 #include "tessera/nn/encoding.h"
 #include "tessera/nn/optimizer.h"
 #include "tessera/nn/trainer.h"
+#include "support/views.h"
 
 namespace tessera {
 namespace {
@@ -64,16 +65,18 @@ TEST(OptimizerFactory, UnknownOtypeListsChoices) {
 TEST(Trainer, SkipsNonFiniteStepWithoutTouchingWeights) {
   auto t = nn::Trainer::from_config({{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}}},
                                     2, 1, DeviceKind::cpu);
-  std::vector<float> before(t->network().params(), t->network().params() + t->network().n_params());
+  const float* p = t->network().params().data<float>();
+  const size_t n = t->network().n_params();
+  std::vector<float> before(p, p + n);
   std::vector<float> x{0.5f, std::numeric_limits<float>::infinity()}, y{1.0f};
-  t->training_step(x.data(), y.data(), 1);
+  t->training_step(test::test_view(x, 1, 2), test::test_view(y, 1, 1));
   EXPECT_EQ(t->skipped_steps(), 1u);
-  std::vector<float> after(t->network().params(), t->network().params() + t->network().n_params());
+  std::vector<float> after(p, p + n);
   EXPECT_EQ(before, after);
   std::vector<float> ok{0.5f, 0.25f};
-  t->training_step(ok.data(), y.data(), 1);
+  t->training_step(test::test_view(ok, 1, 2), test::test_view(y, 1, 1));
   EXPECT_EQ(t->skipped_steps(), 1u);
-  std::vector<float> moved(t->network().params(), t->network().params() + t->network().n_params());
+  std::vector<float> moved(p, p + n);
   EXPECT_NE(before, moved);
 }
 

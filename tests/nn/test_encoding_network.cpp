@@ -12,6 +12,7 @@
 #include "tessera/nn/network_with_input_encoding.h"
 #include "tessera/nn/trainer.h"
 #include "tessera/ops/encodings.h"
+#include "support/views.h"
 
 namespace tessera {
 namespace {
@@ -71,11 +72,11 @@ TEST(CompositeEncoding, EncodesSlicesAndConcatenates) {
   const size_t batch = 5;
   auto x = test::random_floats(batch * 6, 0, 1, test::fresh_seed());
   std::vector<float> out(batch * enc.output_width());
-  enc.encode(x.data(), 6, batch, out.data(), enc.output_width());
+  enc.encode(test::test_view(x, batch, 6), test::test_view(out, batch, enc.output_width()));
   // the SH part equals SH of the last three inputs alone
   auto sh = nn::create_encoding({{"otype", "SphericalHarmonics"}, {"degree", 4}}, 3, DeviceKind::cpu);
   std::vector<float> sh_out(batch * 16);
-  sh->encode(x.data() + 3, 6, batch, sh_out.data(), 16);
+  sh->encode(test::test_view(x, batch, 6).columns(3, 3), test::test_view(sh_out, batch, 16));
   for (size_t i = 0; i < batch; ++i)
     for (int j = 0; j < 16; ++j) ASSERT_EQ(out[i * 24 + 8 + j], sh_out[i * 16 + j]);
 }
@@ -83,7 +84,7 @@ TEST(CompositeEncoding, EncodesSlicesAndConcatenates) {
 // Loss of the whole model as a function of its parameters, for finite differences.
 double model_loss(nn::Network& net, const std::vector<float>& x, const std::vector<float>& r, size_t batch) {
   std::vector<float> out(batch * net.output_width());
-  net.inference(x.data(), batch, out.data());
+  net.inference(test::test_view(x, batch, net.input_width()), test::test_view(out, batch, net.output_width()));
   double s = 0;
   for (size_t i = 0; i < out.size(); ++i) s += double(out[i]) * r[i];
   return s;
@@ -100,24 +101,26 @@ TEST(NetworkWithInputEncoding, GradientsReachTheEncodingTables) {
   // Table entries of order 1 so the encoding's influence is measurable in float.
   const size_t n_mlp = net->n_matrix_params(), n = net->n_params();
   auto table = test::random_floats(n - n_mlp, -1, 1, seed);
-  std::copy(table.begin(), table.end(), net->params() + n_mlp);
+  std::copy(table.begin(), table.end(), net->params().data<float>() + n_mlp);
   net->params_changed();
   const size_t batch = 16;
   auto x = test::random_floats(batch * 2, 0.05f, 0.95f, seed + 1);
   auto r = test::random_floats(batch * 2, -1, 1, seed + 2);
-  auto ctx = net->forward(x.data(), batch, nullptr);
+  auto ctx = net->forward(test::test_view(x, batch, 2), TensorView());
   std::vector<float> dx(batch * 2);
-  net->backward(*ctx, r.data(), dx.data(), nn::GradientMode::overwrite);
-  std::vector<float> grad(net->gradients(), net->gradients() + n);
+  net->backward(*ctx, test::test_view(r, batch, 2), test::test_view(dx, batch, 2), nn::GradientMode::overwrite);
+  const float* g = net->gradients().data<float>();
+  std::vector<float> grad(g, g + n);
+  float* params = net->params().data<float>();
   // Compare on the coarsest level's entries (each touched by several samples).
   int compared = 0;
   for (size_t k = n_mlp; k < n_mlp + 2 * 16; ++k) {
-    const float keep = net->params()[k], eps = 1e-2f;
-    net->params()[k] = keep + eps;
+    const float keep = params[k], eps = 1e-2f;
+    params[k] = keep + eps;
     const double up = model_loss(*net, x, r, batch);
-    net->params()[k] = keep - eps;
+    params[k] = keep - eps;
     const double down = model_loss(*net, x, r, batch);
-    net->params()[k] = keep;
+    params[k] = keep;
     const double fd = (up - down) / (2 * eps);
     if (std::abs(fd) < 1e-3 && grad[k] == 0.0f) continue;  // entry not touched
     ++compared;
@@ -146,7 +149,8 @@ TEST(NetworkWithInputEncoding, SnapshotsHoldNetworkAndTables) {
   nn::save_parameters(a->network(), path);
   nn::load_parameters(b->network(), path);
   const size_t n = a->network().n_params();
-  EXPECT_TRUE(std::equal(a->network().params(), a->network().params() + n, b->network().params()));
+  const float* pa = a->network().params().data<float>();
+  EXPECT_TRUE(std::equal(pa, pa + n, b->network().params().data<float>()));
 }
 
 TEST(NetworkWithInputEncoding, LearnsA2DFunctionFasterThanWithoutEncoding) {
@@ -168,7 +172,7 @@ TEST(NetworkWithInputEncoding, LearnsA2DFunctionFasterThanWithoutEncoding) {
         x[2 * i] = rng.next_float(), x[2 * i + 1] = rng.next_float();
         y[i] = f(x[2 * i], x[2 * i + 1]);
       }
-      loss = t->training_step(x.data(), y.data(), batch);
+      loss = t->training_step(test::test_view(x, batch, 2), test::test_view(y, batch, 1));
     }
     return loss;
   };

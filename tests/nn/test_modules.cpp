@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "support/views.h"
 #include "support/errors.h"
 #include "support/paths.h"
 #include "support/nerf_model.h"
@@ -25,8 +26,8 @@ struct Bound {
 };
 Bound bind_random(nn::Module& m, uint64_t seed) {
   Bound b{test::random_floats(m.n_params(), -0.5f, 0.5f, seed), std::vector<float>(m.n_params(), 0.0f)};
-  const nn::ParamBinding all{b.params.data(), b.grads.data(), nullptr};
-  m.bind_params(all, all.slice(m.n_matrix_params()));
+  const nn::ParamBinding all{test::test_view(b.params), test::test_view(b.grads), TensorView()};
+  m.bind_params(all.slice(0, m.n_matrix_params()), all.slice(m.n_matrix_params(), m.n_table_params()));
   m.initialize(seed);  // MLP inits write the bound arrays; overwrite them again below
   const auto values = test::random_floats(m.n_params(), -0.5f, 0.5f, seed + 1);
   std::copy(values.begin(), values.end(), b.params.begin());
@@ -36,7 +37,7 @@ Bound bind_random(nn::Module& m, uint64_t seed) {
 
 double weighted_sum(nn::Module& m, const std::vector<float>& x, size_t batch, const std::vector<float>& w) {
   std::vector<float> y(batch * m.output_width());
-  m.inference(nn::ConstView(x.data(), batch, m.input_width()), nn::View(y.data(), batch, m.output_width()));
+  m.inference(test::ptr_view(x.data(), batch, m.input_width()), test::ptr_view(y.data(), batch, m.output_width()));
   double s = 0;
   for (size_t i = 0; i < y.size(); ++i) s += double(w[i]) * y[i];
   return s;
@@ -71,8 +72,8 @@ TEST(Modules, NerfShapedCompositeParameterGradientsMatchFiniteDifferences) {
   const auto x = nerf_inputs(batch, seed + 2);
   const auto w = test::random_floats(batch * 4, -1.0f, 1.0f, seed + 3);
   std::vector<float> y(batch * 4);
-  auto ctx = model->forward(nn::ConstView(x.data(), batch, 6), nn::View(y.data(), batch, 4));
-  model->backward(*ctx, nn::ConstView(x.data(), batch, 6), nn::ConstView(w.data(), batch, 4), nn::View(),
+  auto ctx = model->forward(test::ptr_view(x.data(), batch, 6), test::ptr_view(y.data(), batch, 4));
+  model->backward(*ctx, test::ptr_view(x.data(), batch, 6), test::ptr_view(w.data(), batch, 4), nn::View(),
                   nn::GradientMode::overwrite);
   // Sampled parameters of both regions; tables are linear in their entries (large step),
   // the MLPs smooth (small step).
@@ -110,9 +111,9 @@ TEST(Modules, InputGradientsThroughOverlappingBranchesMatchFiniteDifferences) {
   std::vector<float> y(batch * 4);
   // dL/dinput lands in a strided view (every row 8 wide): the model writes only its 6 columns.
   std::vector<float> dx(batch * 8, NAN);
-  auto ctx = model->forward(nn::ConstView(x.data(), batch, 6), nn::View(y.data(), batch, 4));
-  model->backward(*ctx, nn::ConstView(x.data(), batch, 6), nn::ConstView(w.data(), batch, 4),
-                  nn::View(dx.data(), batch, 6, 8), nn::GradientMode::overwrite);
+  auto ctx = model->forward(test::ptr_view(x.data(), batch, 6), test::ptr_view(y.data(), batch, 4));
+  model->backward(*ctx, test::ptr_view(x.data(), batch, 6), test::ptr_view(w.data(), batch, 4),
+                  test::ptr_view(dx.data(), batch, 6, 8), nn::GradientMode::overwrite);
   std::vector<double> analytic, numeric;
   for (size_t r = 0; r < batch; ++r)
     for (uint32_t c = 0; c < 6; ++c) {
@@ -136,9 +137,9 @@ TEST(Modules, ParallelZeroesGradientsOfColumnsNoBranchReads) {
   branches.push_back({1, nn::make_identity(2, DeviceKind::cpu)});
   auto p = nn::make_parallel(4, std::move(branches));  // reads columns 1-2 of 4
   std::vector<float> x{1, 2, 3, 4}, y(2), g{10, 20}, dx(4, NAN);
-  auto ctx = p->forward(nn::ConstView(x.data(), 1, 4), nn::View(y.data(), 1, 2));
+  auto ctx = p->forward(test::ptr_view(x.data(), 1, 4), test::ptr_view(y.data(), 1, 2));
   EXPECT_EQ(y, (std::vector<float>{2, 3}));
-  p->backward(*ctx, nn::ConstView(x.data(), 1, 4), nn::ConstView(g.data(), 1, 2), nn::View(dx.data(), 1, 4),
+  p->backward(*ctx, test::ptr_view(x.data(), 1, 4), test::ptr_view(g.data(), 1, 2), test::ptr_view(dx.data(), 1, 4),
               nn::GradientMode::overwrite);
   EXPECT_EQ(dx, (std::vector<float>{0, 10, 20, 0}));
 }
@@ -159,16 +160,16 @@ TEST(Modules, ShapeErrorsAndStaleContextsAreClearErrors) {
   Bound b = bind_random(*model, 5);
   const auto x = nerf_inputs(4, 6);
   std::vector<float> y(16), g(16, 1.0f);
-  const nn::ConstView in(x.data(), 4, 6);
-  EXPECT_NE(error_of([&] { model->forward(nn::ConstView(x.data(), 4, 5), nn::View(y.data(), 4, 4)); })
+  const nn::ConstView in = test::ptr_view(x.data(), 4, 6);
+  EXPECT_NE(error_of([&] { model->forward(test::ptr_view(x.data(), 4, 5), test::ptr_view(y.data(), 4, 4)); })
                 .find("expects input [batch, 6]"),
             std::string::npos);
-  auto first = model->forward(in, nn::View(y.data(), 4, 4));
-  auto second = model->forward(in, nn::View(y.data(), 4, 4));
+  auto first = model->forward(in, test::ptr_view(y.data(), 4, 4));
+  auto second = model->forward(in, test::ptr_view(y.data(), 4, 4));
   const std::string stale = error_of(
-      [&] { model->backward(*first, in, nn::ConstView(g.data(), 4, 4), nn::View(), nn::GradientMode::overwrite); });
+      [&] { model->backward(*first, in, test::ptr_view(g.data(), 4, 4), nn::View(), nn::GradientMode::overwrite); });
   EXPECT_NE(stale.find("another forward ran"), std::string::npos) << stale;
-  model->backward(*second, in, nn::ConstView(g.data(), 4, 4), nn::View(), nn::GradientMode::overwrite);
+  model->backward(*second, in, test::ptr_view(g.data(), 4, 4), nn::View(), nn::GradientMode::overwrite);
 }
 
 TEST(Modules, ModelTrainerLearnsWithTheCompositeOnCpu) {
@@ -188,7 +189,7 @@ TEST(Modules, ModelTrainerLearnsWithTheCompositeOnCpu) {
     const auto x = nerf_inputs(batch, 1000 + step);
     std::vector<float> y(batch * 4);
     for (size_t r = 0; r < batch; ++r) target_of(&x[r * 6], &y[r * 4]);
-    const float loss = t.training_step(nn::ConstView(x.data(), batch, 6), nn::ConstView(y.data(), batch, 4));
+    const float loss = t.training_step(test::ptr_view(x.data(), batch, 6), test::ptr_view(y.data(), batch, 4));
     ASSERT_TRUE(std::isfinite(loss));
     if (step == 0) first = loss;
     last = loss;
@@ -203,7 +204,7 @@ TEST(Modules, ModelTrainerLearnsWithTheCompositeOnCpu) {
     std::vector<float> y(batch * 4);
     for (size_t r = 0; r < batch; ++r) target_of(&x[r * 6], &y[r * 4]);
     if (nan_target) y[7] = NAN;
-    t.training_step_async(nn::ConstView(x.data(), batch, 6), nn::ConstView(y.data(), batch, 4));
+    t.training_step_async(test::ptr_view(x.data(), batch, 6), test::ptr_view(y.data(), batch, 4));
   });
   EXPECT_EQ(failure, "");
 }
@@ -236,8 +237,8 @@ TEST(ModuleConfig, AConfigRebuildsTheSameModel) {
   const size_t batch = 50;
   const auto x = nerf_inputs(batch, 4);
   std::vector<float> ya(batch * 4), yb(batch * 4);
-  built->inference(nn::ConstView(x.data(), batch, 6), nn::View(ya.data(), batch, 4));
-  from_config->inference(nn::ConstView(x.data(), batch, 6), nn::View(yb.data(), batch, 4));
+  built->inference(test::ptr_view(x.data(), batch, 6), test::ptr_view(ya.data(), batch, 4));
+  from_config->inference(test::ptr_view(x.data(), batch, 6), test::ptr_view(yb.data(), batch, 4));
   EXPECT_EQ(ya, yb);
 }
 
@@ -278,16 +279,17 @@ TEST(Modules, EmaAveragesTheWeightsForInference) {
   const std::vector<float> x = test::random_floats(16 * 3, -1, 1, 1), y = test::random_floats(16 * 2, -1, 1, 2);
   std::vector<float> expected(t.n_params());
   for (int step = 0; step < 3; ++step) {
-    t.training_step(nn::ConstView(x.data(), 16, 3), nn::ConstView(y.data(), 16, 2));
+    t.training_step(test::ptr_view(x.data(), 16, 3), test::ptr_view(y.data(), 16, 2));
     for (size_t i = 0; i < expected.size(); ++i)
-      expected[i] = step == 0 ? t.params()[i] : 0.75f * expected[i] + 0.25f * t.params()[i];
+      expected[i] = step == 0 ? t.params().data<float>()[i] : 0.75f * expected[i] + 0.25f * t.params().data<float>()[i];
   }
-  const std::vector<float> live(t.params(), t.params() + t.n_params());
+  const float* p = t.params().data<float>();
+  const std::vector<float> live(p, p + t.n_params());
   t.use_averaged_params(true);
-  for (size_t i = 0; i < expected.size(); ++i) ASSERT_NEAR(t.params()[i], expected[i], 1e-6f) << i;
-  EXPECT_NE(std::vector<float>(t.params(), t.params() + t.n_params()), live);
+  for (size_t i = 0; i < expected.size(); ++i) ASSERT_NEAR(p[i], expected[i], 1e-6f) << i;
+  EXPECT_NE(std::vector<float>(p, p + t.n_params()), live);
   t.use_averaged_params(false);
-  EXPECT_EQ(std::vector<float>(t.params(), t.params() + t.n_params()), live);
+  EXPECT_EQ(std::vector<float>(p, p + t.n_params()), live);
   EXPECT_EQ(t.optimizer().config()["otype"], "Ema");
   EXPECT_NE(error_of([] { nn::create_optimizer({{"otype", "Ema"}, {"decay", 1.0}, {"nested", {{"otype", "Adam"}}}}); })
                 .find("decay must be in [0, 1)"),

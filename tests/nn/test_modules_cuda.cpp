@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "support/views.h"
 #include "support/gpu.h"
 #include "support/half.h"
 #include "support/nerf_model.h"
@@ -55,15 +56,15 @@ TEST(ModulesCuda, NerfShapedCompositeMatchesCpu) {
   for (auto& v : x) v = fp16_exact(v);
   const auto g = test::random_floats(batch * 4, -1.0f, 1.0f, seed + 2);
   std::vector<float> y(batch * 4), dx(batch * 6);
-  auto cctx = cpu->forward(nn::ConstView(x.data(), batch, 6), nn::View(y.data(), batch, 4));
-  cpu->backward(*cctx, nn::ConstView(x.data(), batch, 6), nn::ConstView(g.data(), batch, 4),
-                nn::View(dx.data(), batch, 6), nn::GradientMode::overwrite);
+  auto cctx = cpu->forward(test::ptr_view(x.data(), batch, 6), test::ptr_view(y.data(), batch, 4));
+  cpu->backward(*cctx, test::ptr_view(x.data(), batch, 6), test::ptr_view(g.data(), batch, 4),
+                test::ptr_view(dx.data(), batch, 6), nn::GradientMode::overwrite);
 
   Buffer<float> gx = make_buffer(DeviceKind::cuda, x), gg = make_buffer(DeviceKind::cuda, g);
   Buffer<float> gy(DeviceKind::cuda, batch * 4), gdx(DeviceKind::cuda, batch * 6);
-  auto gctx = gpu->forward(nn::ConstView(gx.data(), batch, 6), nn::View(gy.data(), batch, 4));
-  gpu->backward(*gctx, nn::ConstView(gx.data(), batch, 6), nn::ConstView(gg.data(), batch, 4),
-                nn::View(gdx.data(), batch, 6), nn::GradientMode::overwrite);
+  auto gctx = gpu->forward(test::ptr_view(gx.data(), batch, 6), test::ptr_view(gy.data(), batch, 4));
+  gpu->backward(*gctx, test::ptr_view(gx.data(), batch, 6), test::ptr_view(gg.data(), batch, 4),
+                test::ptr_view(gdx.data(), batch, 6), nn::GradientMode::overwrite);
 
   const double out_err = rel_error(gy.to_host(), y);
   const double grad_err = rel_error(dp.grads.to_host(), host_grads);
@@ -93,7 +94,7 @@ TEST(ModulesCuda, ModelTrainerLearnsOnTheGpu) {
       y[r * 4 + 3] = in[0] * in[1] - 0.25f;
     }
     Buffer<float> gx = make_buffer(DeviceKind::cuda, x), gy = make_buffer(DeviceKind::cuda, y);
-    const float loss = t.training_step(nn::ConstView(gx.data(), batch, 6), nn::ConstView(gy.data(), batch, 4));
+    const float loss = t.training_step(test::ptr_view(gx.data(), batch, 6), test::ptr_view(gy.data(), batch, 4));
     ASSERT_TRUE(std::isfinite(loss));
     if (step == 0) first = loss;
     last = loss;
@@ -107,7 +108,7 @@ TEST(ModulesCuda, ModelTrainerLearnsOnTheGpu) {
     std::vector<float> y(batch * 4, 0.5f);
     if (nan_target) y[7] = NAN;
     Buffer<float> gx = make_buffer(DeviceKind::cuda, x), gy = make_buffer(DeviceKind::cuda, y);
-    t.training_step_async(nn::ConstView(gx.data(), batch, 6), nn::ConstView(gy.data(), batch, 4));
+    t.training_step_async(test::ptr_view(gx.data(), batch, 6), test::ptr_view(gy.data(), batch, 4));
     synchronize(DeviceKind::cuda);  // the buffers go out of scope
   });
   EXPECT_EQ(failure, "");

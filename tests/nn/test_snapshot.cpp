@@ -30,7 +30,8 @@ TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
   auto b = make_net();
   b->initialize(1);
   nn::load_parameters(*b, path);
-  EXPECT_TRUE(std::equal(a->params(), a->params() + a->n_params(), b->params()));
+  EXPECT_TRUE(std::equal(a->params().data<float>(), a->params().data<float>() + a->n_params(),
+                         b->params().data<float>()));
 
   // truncated
   const auto size = std::filesystem::file_size(path);
@@ -73,7 +74,7 @@ TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
   }
   EXPECT_NE(error_of([&] { nn::load_parameters(*b, path); }).find("checksum"), std::string::npos);
   // a diverged run's NaNs, saved with a valid checksum: refused on load
-  a->params()[5] = std::numeric_limits<float>::quiet_NaN();
+  a->params().data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
   nn::save_parameters(*a, (dir / "nan.tsp").string());
   EXPECT_NE(error_of([&] { nn::load_parameters(*b, (dir / "nan.tsp").string()); }).find("non-finite parameter (nan at index 5)"),
             std::string::npos);

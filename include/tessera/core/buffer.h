@@ -7,6 +7,7 @@
 
 #include "tessera/core/device.h"
 #include "tessera/core/error.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera {
 
@@ -18,6 +19,13 @@ void copy_bytes(DeviceKind kind, void* dst, const void* src, size_t bytes, bool 
                 bool src_on_device);
 void fill_bytes(DeviceKind kind, void* dst, int value, size_t bytes);
 }  // namespace detail
+
+// Copies and fills through views (the offset stays a view offset, as ops take it). Each
+// covers the view's bytes; both views of a device copy must be contiguous and the same size.
+void copy_view_to_view(DeviceKind kind, const TensorView& dst, const TensorView& src);
+void upload_to_view(DeviceKind kind, const TensorView& dst, const void* host, size_t bytes);
+void download_from_view(DeviceKind kind, void* host, const TensorView& src, size_t bytes);
+void zero_view_bytes(DeviceKind kind, const TensorView& dst);
 
 template <typename T>
 class Buffer {
@@ -46,6 +54,19 @@ class Buffer {
   size_t bytes() const { return count_ * sizeof(T); }
   DeviceKind device() const { return kind_; }
 
+  // Views for ops: the whole buffer, elements [first, first + count), or a [rows, cols]
+  // row-major matrix (stride = cols) at its start. Structs are viewed as bytes.
+  TensorView view() const { return TensorView::of(data_, count_); }
+  TensorView view(size_t first, size_t count) const {
+    TESSERA_CHECK(first <= count_ && count <= count_ - first, "view [{}, {}) of a buffer of {}", first,
+                  first + count, count_);
+    return TensorView::of(data_, count_).slice(0, first * element_scale(), count * element_scale());
+  }
+  TensorView matrix(size_t rows, size_t cols) const {
+    TESSERA_CHECK(rows * cols <= count_, "a {}x{} matrix view of a buffer of {}", rows, cols, count_);
+    return TensorView::of_matrix(data_, rows, cols, cols);
+  }
+
   // Grows (never shrinks) to at least `count` elements; contents are not kept.
   void ensure(size_t count) {
     if (count > count_) *this = Buffer(kind_, count);
@@ -69,6 +90,7 @@ class Buffer {
   }
 
  private:
+  static constexpr size_t element_scale() { return is_element_type<T>() ? 1 : sizeof(T); }
   void release() {
     if (data_) detail::device_free(kind_, data_);
     data_ = nullptr;

@@ -2,7 +2,7 @@
 // Input encodings with tiny-cuda-nn config names: HashGrid, DenseGrid, Frequency,
 // SphericalHarmonics, OneBlob, TriangleWave, Identity, Composite.
 // An encoding maps [batch, input_width] -> [batch, output_width]. Inputs and outputs are
-// column slices of row-major matrices (pointer + row stride). Trainable encodings (the
+// fp32 matrix views [batch, width]; a view may be a column slice of a wider matrix. Trainable encodings (the
 // grids) do not own their parameters: the model holding them binds a slice of its
 // parameter array, so one optimizer pass updates network and encoding together.
 #include <cstdint>
@@ -29,15 +29,14 @@ class Encoding {
   // Fills host_params [n_params] with the initial values.
   virtual void initialize(float* host_params, Pcg32& rng) { (void)host_params, (void)rng; }
 
-  // in: [batch, >= input_width] with row stride in_stride; out likewise.
-  virtual void encode(const float* in, uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) = 0;
-  // fp16 output (fp16 bits) for a consumer that reads fp16; only where can_encode_half().
+  // in: [batch, input_width]; out: [batch, output_width].
+  virtual void encode(const TensorView& in, const TensorView& out) = 0;
+  // An fp16 output view for a consumer that reads fp16; only where can_encode_half().
   virtual bool can_encode_half() const { return false; }
-  virtual void encode_half(const float* in, uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride);
+  virtual void encode_half(const TensorView& in, const TensorView& out);
   // Adds parameter gradients into the bound gradients; writes dL_din [batch, input_width]
-  // (overwrite) when non-null.
-  virtual void backward(const float* in, uint32_t in_stride, size_t batch, const float* dL_dout,
-                        uint32_t dout_stride, float* dL_din, uint32_t din_stride) = 0;
+  // (overwrite) unless it is empty.
+  virtual void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) = 0;
 
  protected:
   explicit Encoding(DeviceKind device) : device_(device) {}

@@ -39,9 +39,9 @@ class FullyFusedMlp final : public Network {
   Json config() const override;
   const MlpConfig& mlp_config() const { return cfg_; }
 
-  float* params() override { return p_.params; }
-  float* gradients() override { return p_.gradients; }
-  uint16_t* params_half() override { return p_.params_half; }
+  TensorView params() override { return p_.params; }
+  TensorView gradients() override { return p_.gradients; }
+  TensorView params_half() override { return p_.params_half; }
   void params_changed() override;
   void initialize(uint64_t seed) override;
   // Moves the parameters into storage owned by a larger model (values are copied over;
@@ -57,32 +57,26 @@ class FullyFusedMlp final : public Network {
   enum class Path { reference, fused, gemm };
   Path path() const { return path_; }
 
-  // CUDA: fp16 input straight into the kernel (no fp32 round trip) where
-  // accepts_half_input says the kernel takes it (input width % 8 == 0, mma kernel).
-  bool accepts_half_input(size_t batch, bool training) const;
-  void inference_half_input(const uint16_t* input, size_t batch, float* output);
-  // Training forward on fp16 input (kept, not copied: it must live until backward).
-  std::unique_ptr<ForwardContext> forward_half_input(const uint16_t* input, size_t batch, float* output);
-  void forward_backward_loss_half_input(const uint16_t* input, const float* target, size_t batch,
-                                        const LossParams& loss, float* output, float* dL_dinput);
+  // CUDA: fp16 input straight into the kernel (no fp32 round trip) where the kernel takes
+  // it (input width % 8 == 0, mma kernel).
+  bool accepts_half_input(size_t batch, bool training) const override;
 
-  ops::TrainState* train_state() override { return state_ptr_; }
-  // Inside a larger model: use the model's step state (its loss scale) and leave settling
-  // the step to the model (one skip decision, one loss scale per trained model).
-  void bind_train_state(ops::TrainState* shared);
+  TensorView train_state() override { return state_view_; }
+  // Inside a larger model: use the model's step state (its loss scale; a view of its
+  // bytes) and leave settling the step to the model (one skip decision, one loss scale per
+  // trained model).
+  void bind_train_state(const TensorView& shared);
   ops::TrainState read_train_state() override;
 
  protected:
-  void inference_impl(const float* input, size_t batch, float* output) override;
-  std::unique_ptr<ForwardContext> forward_impl(const float* input, size_t batch, float* output) override;
-  void backward_impl(ForwardContext& ctx, const float* dL_doutput, float* dL_dinput, GradientMode mode) override;
-  void forward_backward_loss_impl(const float* input, const float* target, size_t batch,
-                                  const LossParams& loss, float* output, float* dL_dinput) override;
+  void inference_impl(const TensorView& input, const TensorView& output) override;
+  std::unique_ptr<ForwardContext> forward_impl(const TensorView& input, const TensorView& output) override;
+  void backward_impl(ForwardContext& ctx, const TensorView& dL_doutput, const TensorView& dL_dinput,
+                     GradientMode mode) override;
+  void forward_backward_loss_impl(const TensorView& input, const TensorView& target, const LossParams& loss,
+                                  const TensorView& output, const TensorView& dL_dinput) override;
 
  private:
-  // The fused kernel's training step with the loss in the kernel; fp32 or fp16 input.
-  void fused_loss_step(const float* input, const uint16_t* input_half, const float* target, size_t batch,
-                       const LossParams& loss, float* output, float* dL_dinput);
 
   MlpConfig cfg_;
   DeviceKind device_;
@@ -90,7 +84,7 @@ class FullyFusedMlp final : public Network {
   Buffer<uint16_t> params_half_;
   ParamBinding p_;  // points into the buffers above or into the owner's storage
   Buffer<ops::TrainState> state_;
-  ops::TrainState* state_ptr_ = nullptr;  // state_ or the model's
+  TensorView state_view_;  // state_ or the model's
   bool settles_ = true;
   Path path_ = Path::reference;
   ops::FusedMlpOptions kernel_options_;

@@ -27,9 +27,9 @@ class ModelTrainer {
   float training_step(ConstView input, ConstView target);
   // A step whose loss is not elementwise on the output (NeRF: volume rendering along rays,
   // then a loss per ray): after the forward pass, `loss` fills dL/d(output) [batch, model
-  // output] on the device and writes the step's loss to state->last_loss; then backward,
-  // settle and the optimizer step follow as above.
-  using OutputLoss = std::function<void(ConstView output, View dL_doutput, ops::TrainState* state)>;
+  // output] on the device and writes the step's loss to the state's last_loss (a view of
+  // the TrainState's bytes); then backward, settle and the optimizer step follow as above.
+  using OutputLoss = std::function<void(ConstView output, View dL_doutput, const TensorView& state)>;
   void training_step_async(ConstView input, const OutputLoss& loss);
   void inference(ConstView input, View output) { model_->inference(input, output); }
 
@@ -44,8 +44,8 @@ class ModelTrainer {
   Module& model() { return *model_; }
   Optimizer& optimizer() { return *opt_; }
   size_t n_params() const { return params_.size(); }
-  float* params() { return params_.data(); }
-  float* gradients() { return grads_.data(); }
+  TensorView params() { return params_.view(); }
+  TensorView gradients() { return grads_.view(); }
   // Call after writing params() directly.
   void params_changed() { model_->params_changed(); }
   // With an optimizer that keeps averaged parameters (Ema): puts them in place of the live

@@ -17,6 +17,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
 #include "tessera/core/device.h"
+#include "tessera/core/tensor.h"
 #include "tessera/nn/params.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/train_state.h"
@@ -27,28 +28,11 @@ class Encoding;
 class FullyFusedMlp;
 using ops::GradientMode;
 
-// [rows, cols] with element (r, c) at data[r * stride + c] (stride >= cols), on the
-// module's device.
-template <typename T>
-struct MatrixView {
-  T* data = nullptr;
-  size_t rows = 0;
-  uint32_t cols = 0, stride = 0;
-
-  MatrixView() = default;
-  MatrixView(T* d, size_t r, uint32_t c, uint32_t s) : data(d), rows(r), cols(c), stride(s) {}
-  MatrixView(T* d, size_t r, uint32_t c) : MatrixView(d, r, c, c) {}
-  // A read-only view of a writable one.
-  template <typename U, typename = std::enable_if_t<std::is_same_v<const U, T> && !std::is_same_v<U, T>>>
-  MatrixView(const MatrixView<U>& v) : data(v.data), rows(v.rows), cols(v.cols), stride(v.stride) {}
-
-  bool empty() const { return data == nullptr; }
-  bool contiguous() const { return stride == cols; }
-  // Columns [first, first + count) of every row.
-  MatrixView columns(uint32_t first, uint32_t count) const;
-};
-using View = MatrixView<float>;
-using ConstView = MatrixView<const float>;
+// Module inputs and outputs: fp32 matrix views [batch, width] (strided: a view may be a
+// column slice of a wider matrix), on the module's device. The fp16 hand-over below uses
+// fp16 matrix views. ConstView marks what a call only reads.
+using View = TensorView;
+using ConstView = TensorView;
 
 // What forward() keeps for backward(); opaque to callers.
 class ModuleContext {
@@ -76,7 +60,8 @@ class Module {
   virtual void params_changed() {}
   // The trained model's step state: its dynamic loss scale scales every piece's fp16
   // backward, and the model (not each piece) settles the step once.
-  virtual void bind_train_state(ops::TrainState* state) { (void)state; }
+  // state: a view of the model's TrainState bytes.
+  virtual void bind_train_state(const TensorView& state) { (void)state; }
 
   // out [batch, output_width] = f(in [batch, input_width]); stores nothing for backward.
   virtual void inference(ConstView in, View out) = 0;
@@ -91,11 +76,12 @@ class Module {
   // [batch, output_width], and a consumer that can read its input so. A consumer fed this
   // way gets an input view without data in backward (it keeps what it needs).
   virtual bool can_output_half() const { return false; }
-  virtual std::unique_ptr<ModuleContext> forward_half_output(ConstView in, uint16_t* out);
-  virtual void inference_half_output(ConstView in, uint16_t* out);
+  // `out` / `in` here: contiguous fp16 matrix views [batch, width].
+  virtual std::unique_ptr<ModuleContext> forward_half_output(ConstView in, View out);
+  virtual void inference_half_output(ConstView in, View out);
   virtual bool accepts_half_input(size_t batch, bool training) const { (void)batch, (void)training; return false; }
-  virtual std::unique_ptr<ModuleContext> forward_half_input(const uint16_t* in, size_t batch, View out);
-  virtual void inference_half_input(const uint16_t* in, size_t batch, View out);
+  virtual std::unique_ptr<ModuleContext> forward_half_input(ConstView in, View out);
+  virtual void inference_half_input(ConstView in, View out);
 
  protected:
   void check_shapes(const char* what, ConstView in, ConstView out) const;

@@ -24,28 +24,32 @@ class NetworkWithInputEncoding final : public Network {
   // {"encoding": ..., "network": ...}
   Json config() const override;
 
-  float* params() override { return params_.data(); }
-  float* gradients() override { return grads_.data(); }
-  uint16_t* params_half() override { return params_half_.size() ? params_half_.data() : nullptr; }
+  TensorView params() override { return params_.view(); }
+  TensorView gradients() override { return grads_.view(); }
+  TensorView params_half() override { return params_half_.size() ? params_half_.view() : TensorView(); }
   void params_changed() override;
   void initialize(uint64_t seed) override;
 
-  ops::TrainState* train_state() override { return mlp_->train_state(); }
+  TensorView train_state() override { return mlp_->train_state(); }
   ops::TrainState read_train_state() override { return mlp_->read_train_state(); }
 
   Encoding& encoding() { return *encoding_; }
   FullyFusedMlp& mlp() { return *mlp_; }
 
  protected:
-  void inference_impl(const float* input, size_t batch, float* output) override;
-  std::unique_ptr<ForwardContext> forward_impl(const float* input, size_t batch, float* output) override;
-  void backward_impl(ForwardContext& ctx, const float* dL_doutput, float* dL_dinput, GradientMode mode) override;
-  void forward_backward_loss_impl(const float* input, const float* target, size_t batch, const LossParams& loss,
-                                  float* output, float* dL_dinput) override;
+  void inference_impl(const TensorView& input, const TensorView& output) override;
+  std::unique_ptr<ForwardContext> forward_impl(const TensorView& input, const TensorView& output) override;
+  void backward_impl(ForwardContext& ctx, const TensorView& dL_doutput, const TensorView& dL_dinput,
+                     GradientMode mode) override;
+  void forward_backward_loss_impl(const TensorView& input, const TensorView& target, const LossParams& loss,
+                                  const TensorView& output, const TensorView& dL_dinput) override;
 
  private:
   // Encoding backward from dL/d(encoded) (in encoded_grad_), honoring the gradient mode.
-  void encoding_backward(const float* input, size_t batch, float* dL_dinput, GradientMode mode);
+  void encoding_backward(const TensorView& input, const TensorView& dL_dinput, GradientMode mode);
+  // The encoded batch [batch, encoding width] in `buffer` (grown if needed), fp32 or fp16.
+  template <typename T>
+  TensorView encoded_view(Buffer<T>& buffer, size_t batch);
 
   std::unique_ptr<Encoding> encoding_;
   DeviceKind device_;

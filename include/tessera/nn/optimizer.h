@@ -15,14 +15,13 @@ namespace tessera::nn {
 
 // What one optimizer step updates: n parameters on a device (the first n_matrix are network
 // matrices, the rest encoding tables: see AdamHyper), their gradients, the fp16 copy to
-// refresh (or null) and the step's TrainState (skip flag).
+// refresh (or empty) and the step's TrainState (skip flag; a view of its bytes). n is the
+// element count of params.
 struct OptimizerTarget {
   DeviceKind device = DeviceKind::cpu;
-  size_t n = 0, n_matrix = 0;
-  float* params = nullptr;
-  const float* gradients = nullptr;
-  uint16_t* params_half = nullptr;
-  ops::TrainState* state = nullptr;
+  size_t n_matrix = 0;
+  TensorView params, gradients, params_half, state;
+  size_t n() const { return params.numel(); }
 };
 
 class Optimizer {
@@ -33,8 +32,8 @@ class Optimizer {
   virtual float learning_rate() const = 0;
   virtual void set_learning_rate(float lr) = 0;
   virtual Json config() const = 0;
-  // The averaged parameters inference should use (Ema), or null: the live ones.
-  virtual const float* averaged_params() const { return nullptr; }
+  // The averaged parameters inference should use (Ema), or empty: the live ones.
+  virtual TensorView averaged_params() const { return {}; }
   uint64_t steps_taken() const { return steps_; }
 
  protected:
@@ -77,7 +76,7 @@ class ExponentialDecay final : public Optimizer {
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
   Json config() const override;
-  const float* averaged_params() const override { return nested_->averaged_params(); }
+  TensorView averaged_params() const override { return nested_->averaged_params(); }
 
  private:
   std::unique_ptr<Optimizer> nested_;
@@ -95,7 +94,7 @@ class Ema final : public Optimizer {
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { nested_->set_learning_rate(lr); }
   Json config() const override;
-  const float* averaged_params() const override { return averaged_.size() ? averaged_.data() : nullptr; }
+  TensorView averaged_params() const override { return averaged_.size() ? averaged_.view() : TensorView(); }
 
  private:
   std::unique_ptr<Optimizer> nested_;

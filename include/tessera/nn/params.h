@@ -1,21 +1,30 @@
 #pragma once
 // Where a trainable piece's parameters live. A model keeps all of its parameters in one
 // array (network matrices first, then encoding tables) and binds each piece to its slice,
-// so one optimizer pass updates everything and snapshots hold everything.
+// so one optimizer pass updates everything and snapshots hold everything. Slices are
+// views (an offset into the model's allocation), never moved pointers, so they work on
+// every backend.
 #include <cstddef>
 #include <cstdint>
+
+#include "tessera/core/tensor.h"
 
 namespace tessera::nn {
 
 struct ParamBinding {
-  float* params = nullptr;          // [n_params] fp32 master copy
-  float* gradients = nullptr;       // [n_params]
-  uint16_t* params_half = nullptr;  // [n_params] fp16 bits where the backend reads them (else null)
+  TensorView params;       // fp32 [n_params] master copy
+  TensorView gradients;    // fp32 [n_params]
+  TensorView params_half;  // fp16 [n_params] where the backend reads them (else empty)
 
-  // The sub-range [offset, offset + count) of this binding (count is for the reader).
-  ParamBinding slice(size_t offset) const {
-    return {params ? params + offset : nullptr, gradients ? gradients + offset : nullptr,
-            params_half ? params_half + offset : nullptr};
+  bool bound() const { return !params.empty(); }
+  // The parameters [offset, offset + count) of this binding.
+  ParamBinding slice(size_t offset, size_t count) const {
+    return {part(params, offset, count), part(gradients, offset, count), part(params_half, offset, count)};
+  }
+
+ private:
+  static TensorView part(const TensorView& v, size_t offset, size_t count) {
+    return v.empty() ? v : v.slice(0, offset, count);
   }
 };
 

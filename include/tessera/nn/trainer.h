@@ -17,12 +17,12 @@ class Trainer {
   static std::unique_ptr<Trainer> from_config(const Json& config, uint32_t input_width, uint32_t output_width,
                                               DeviceKind device);
 
-  // input [batch, in], target [batch, out], both on the network's device. Queues the
-  // step without waiting for it; the loss is read with last_loss().
-  void training_step_async(const float* input, const float* target, size_t batch);
+  // input [batch, in], target [batch, out]: contiguous fp32 matrix views on the network's
+  // device. Queues the step without waiting for it; the loss is read with last_loss().
+  void training_step_async(const TensorView& input, const TensorView& target);
   // The same, then returns the step's mean loss (waits for the device).
-  float training_step(const float* input, const float* target, size_t batch);
-  void inference(const float* input, size_t batch, float* output) { net_->inference(input, batch, output); }
+  float training_step(const TensorView& input, const TensorView& target);
+  void inference(const TensorView& input, const TensorView& output) { net_->inference(input, output); }
 
   float last_loss() { return net_->read_train_state().last_loss; }
   uint32_t skipped_steps() { return net_->read_train_state().skipped_steps; }

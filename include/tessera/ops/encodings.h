@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/tensor.h"
 #include "tessera/ops/encoding_math.h"
 
 namespace tessera {
@@ -62,36 +63,40 @@ constexpr float kGridInitRange = 1e-4f;
 GridLayout make_grid_layout(uint32_t n_dims, uint32_t n_levels, uint32_t n_features, uint32_t log2_hashmap_size,
                             float base_resolution, float per_level_scale, bool hashed, GridInterpolation interpolation);
 
-// Op tags (dispatch.h). Grid ops get both parameter copies: the CPU reads the fp32 master
-// params, CUDA the fp16 params_half.
+// Op tags (dispatch.h). Inputs and outputs are fp32 matrix views [batch, width] (strided:
+// column slices of a wider matrix). Grid ops get both parameter copies (params fp32 and
+// params_half fp16, [n_params]): the CPU reads the fp32 master, CUDA the fp16 copy.
 struct ElementwiseEncode {
   static constexpr const char* name = "elementwise_encode";
-  using Fn = void(Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
-                  float* out, uint32_t out_stride);
+  using Fn = void(Stream&, const ElementwiseEncoding& e, const TensorView& in, const TensorView& out);
 };
+// Writes dL_din [batch, n_dims] (overwrite).
 struct ElementwiseEncodeBackward {
   static constexpr const char* name = "elementwise_encode_backward";
-  using Fn = void(Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
-                  const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride);
+  using Fn = void(Stream&, const ElementwiseEncoding& e, const TensorView& in, const TensorView& dL_dout,
+                  const TensorView& dL_din);
 };
 struct GridEncode {
   static constexpr const char* name = "grid_encode";
-  using Fn = void(Stream&, const GridLayout& g, const float* params, const uint16_t* params_half, const float* in,
-                  uint32_t in_stride, size_t batch, float* out, uint32_t out_stride);
+  using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
+                  const TensorView& in, const TensorView& out);
 };
-// fp16 output (fp16 bits) for consumers that read fp16 (the fused MLP).
+// fp16 output for consumers that read fp16 (the fused MLP).
 struct GridEncodeHalf {
   static constexpr const char* name = "grid_encode_half";
-  using Fn = void(Stream&, const GridLayout& g, const float* params, const uint16_t* params_half, const float* in,
-                  uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride);
+  using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
+                  const TensorView& in, const TensorView& out);
 };
-// Adds into dL_dparams [n_params]; writes dL_din [batch, n_dims] (overwrite) when non-null.
+// Adds into dL_dparams [n_params]; writes dL_din [batch, n_dims] (overwrite) unless empty.
 struct GridEncodeBackward {
   static constexpr const char* name = "grid_encode_backward";
-  using Fn = void(Stream&, const GridLayout& g, const float* params, const uint16_t* params_half, const float* in,
-                  uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams,
-                  float* dL_din, uint32_t din_stride);
+  using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
+                  const TensorView& in, const TensorView& dL_dout, const TensorView& dL_dparams,
+                  const TensorView& dL_din);
 };
+// Checks an encoding's input and output views (types, widths, equal batch): the batch.
+size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_width, const TensorView& in,
+                            const TensorView& out, DType out_dtype = DType::f32);
 
 namespace cpu {
 

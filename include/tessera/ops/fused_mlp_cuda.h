@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tessera/core/buffer.h"
+#include "tessera/core/tensor.h"
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/train_state.h"
@@ -111,16 +112,27 @@ FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts
 }  // namespace tessera::ops::cuda
 
 namespace tessera::ops {
-// Op tags (dispatch.h). Inference takes an fp32 input or fp16 bits (input_half, where
-// FusedMlpAcceptsHalfInput says the kernel reads it).
+// Op tags (dispatch.h). Views: weights fp16 [n_params] (padded layout); input
+// [batch, input_width] fp32, or fp16 where FusedMlpAcceptsHalfInput says the kernel reads
+// it; output, target, dL_doutput fp32 [batch, output_width]; dL_dinput fp32 [batch,
+// input_width]; dL_dparams fp32 [n_params]; state: the step's TrainState (its bytes).
 struct FusedMlpInference {
   static constexpr const char* name = "fused_mlp_inference";
-  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const uint16_t* weights, const float* input,
-                  const uint16_t* input_half, size_t batch, float* output, const FusedMlpOptions& options);
+  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const TensorView& weights,
+                  const TensorView& input, const TensorView& output, const FusedMlpOptions& options);
+};
+// A training launch: the loss inside the kernel (target + loss) or an upstream gradient
+// (dL_doutput); output and dL_dinput are optional (empty views).
+struct FusedMlpTrainArgs {
+  TensorView weights, input, target, dL_doutput, output, dL_dinput, dL_dparams, state;
+  LossParams loss;
+  GradientMode mode = GradientMode::overwrite;
+  bool settle = true;  // see cuda::FusedTrainArgs::settle
+  FusedMlpOptions options;
 };
 struct FusedMlpTrain {
   static constexpr const char* name = "fused_mlp_train";
-  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const cuda::FusedTrainArgs& args,
+  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const FusedMlpTrainArgs& args,
                   FusedMlpWorkspace& workspace);
 };
 struct FusedMlpAcceptsHalfInput {

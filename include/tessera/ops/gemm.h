@@ -7,13 +7,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/tensor.h"
+
 namespace tessera {
 class Stream;
 }
 
 namespace tessera::ops {
 
-enum class DType { f32, f16, bf16 };
+using tessera::DType;  // gemm operands are f32, f16 or bf16
 enum class Layout { row_major, col_major };
 
 struct GemmOperand {
@@ -30,8 +32,8 @@ struct GemmDesc {
   float alpha = 1.0f, beta = 0.0f;
 };
 
-size_t dtype_size(DType t);
-const char* to_string(DType t);
+using tessera::dtype_size;
+using tessera::to_string;
 // Checks leading dimensions, types and transpose flags; throws tessera::Error naming
 // what is wrong.
 void check_gemm(const GemmDesc& d);
@@ -46,12 +48,14 @@ inline OperandStrides operand_strides(const GemmOperand& o) {
   return row_major_view ? OperandStrides{o.ld, 1} : OperandStrides{1, o.ld};
 }
 
-// Op tag (dispatch.h): the backend's fastest kernel for the problem. Pointers to fp32, or
-// fp16/bf16 bits.
+// Op tag (dispatch.h): the backend's fastest kernel for the problem. A, B, C: views of
+// the operands' storage (vectors from the first element of batch entry 0), of the types
+// the descriptor names; check_gemm_views says whether they hold the problem.
 struct Gemm {
   static constexpr const char* name = "gemm";
-  using Fn = void(Stream&, const GemmDesc& d, const void* A, const void* B, void* C);
+  using Fn = void(Stream&, const GemmDesc& d, const TensorView& A, const TensorView& B, const TensorView& C);
 };
+void check_gemm_views(const GemmDesc& d, const TensorView& A, const TensorView& B, const TensorView& C);
 
 namespace cpu {
 // Reference: double accumulation. Pointers to fp32, or fp16/bf16 bits.

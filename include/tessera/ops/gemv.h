@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "tessera/core/backend.h"
+#include "tessera/core/tensor.h"
 #include "tessera/ops/activation.h"
 
 
@@ -21,17 +22,16 @@ struct GemvShape {
   size_t y_size() const { return op == GemvOp::N ? rows : cols; }
 };
 
-// Op tags (dispatch.h): fp32, and fp16 bits for A, x, y.
+// Op tag (dispatch.h). A: a matrix view [rows, cols] (row stride = lda); x, y: vectors
+// of the sizes `op` needs; all fp32 or all fp16.
 struct Gemv {
   static constexpr const char* name = "gemv";
-  using Fn = void(Stream&, const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y,
-                  Activation act);
+  using Fn = void(Stream&, GemvOp op, float alpha, const TensorView& A, const TensorView& x, float beta,
+                  const TensorView& y, Activation act);
 };
-struct GemvHalf {
-  static constexpr const char* name = "gemv_half";
-  using Fn = void(Stream&, const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta,
-                  uint16_t* y, Activation act);
-};
+// The shape of a gemv call from its views, checked (types, extents); throws naming what
+// is wrong.
+GemvShape gemv_shape(GemvOp op, const TensorView& A, const TensorView& x, const TensorView& y);
 
 namespace cpu {
 // Reference: double accumulation. T = float, or uint16_t for fp16 bits.

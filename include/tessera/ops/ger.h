@@ -4,16 +4,18 @@
 // learning rules. fp32.
 #include <cstddef>
 
+#include "tessera/core/tensor.h"
+
 namespace tessera {
 class Stream;
 }
 
 namespace tessera::ops {
 
+// A: an fp32 matrix view [rows, cols] (its row stride is lda); x [rows], y [cols].
 struct Ger {
   static constexpr const char* name = "ger";
-  using Fn = void(Stream&, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
-                  size_t lda);
+  using Fn = void(Stream&, float alpha, const TensorView& x, const TensorView& y, const TensorView& A);
 };
 
 namespace cpu {

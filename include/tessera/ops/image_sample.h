@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "tessera/core/hd.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera {
 class Stream;
@@ -46,11 +47,12 @@ TESSERA_HD void bilinear_rgb(const float* image, uint32_t width, uint32_t height
     out[c] = (1 - ty) * ((1 - tx) * p00[c] + tx * p10[c]) + ty * ((1 - tx) * p01[c] + tx * p11[c]);
 }
 
-// n samples: xy [n, 2], rgb [n, 3] drawn from image [height, width, 3].
+// n samples: xy [n, 2], rgb [n, 3] drawn from image [height, width, 3] (fp32 views; n is
+// xy's rows).
 struct SampleImage {
   static constexpr const char* name = "sample_image";
-  using Fn = void(Stream&, const float* image, uint32_t width, uint32_t height, uint64_t seed, size_t n, float* xy,
-                  float* rgb);
+  using Fn = void(Stream&, const TensorView& image, uint32_t width, uint32_t height, uint64_t seed,
+                  const TensorView& xy, const TensorView& rgb);
 };
 
 namespace cpu {

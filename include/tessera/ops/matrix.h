@@ -5,19 +5,22 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/tensor.h"
+
 namespace tessera {
 class Stream;
 }
 
 namespace tessera::ops {
 
-// dst = alpha * src + beta * dst over [rows, cols]. src may be null (dst = beta * dst);
-// beta = 0 never reads dst (so it may hold NaN).
+// dst = alpha * src + beta * dst over dst's [rows, cols] (fp32 matrix views). src may be
+// empty (dst = beta * dst); beta = 0 never reads dst (so it may hold NaN).
 struct MatrixAxpby {
   static constexpr const char* name = "matrix_axpby";
-  using Fn = void(Stream&, size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
-                  float* dst, uint32_t dst_stride);
+  using Fn = void(Stream&, float alpha, const TensorView& src, float beta, const TensorView& dst);
 };
+// Checks: dst an fp32 matrix view, src empty or one of the same shape, rows contiguous.
+void check_matrix_axpby(const char* op, const TensorView& src, const TensorView& dst);
 
 namespace cpu {
 void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,

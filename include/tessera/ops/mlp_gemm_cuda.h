@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/tensor.h"
 #include "tessera/ops/activation.h"
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/train_state.h"
@@ -16,33 +17,37 @@ class Stream;
 
 namespace tessera::ops {
 // Op tags (dispatch.h) of the passes below, so the layer-by-layer MLP (nn/mlp_gemm_path)
-// runs on any backend that registers them.
-struct ActivationForwardHalf {
+// runs on any backend that registers them. Views are contiguous vectors of n elements
+// (n = z's, y's, grads' element count); state: the step's TrainState (a view of its bytes).
+struct ActivationForwardHalf {  // y16 (fp16) = act(z); y32 (fp32, optional) too
   static constexpr const char* name = "activation_forward_half";
-  using Fn = void(Stream&, Activation act, const float* z, uint16_t* y16, float* y32, size_t n);
+  using Fn = void(Stream&, Activation act, const TensorView& z, const TensorView& y16, const TensorView& y32);
 };
-struct ActivationBackwardHalf {
+struct ActivationBackwardHalf {  // dz16 (fp16) = s * dy * act'(z)
   static constexpr const char* name = "activation_backward_half";
-  using Fn = void(Stream&, Activation act, const float* z, const float* dy, uint16_t* dz16, size_t n,
-                  const TrainState* state, bool scale_by_loss_scale);
+  using Fn = void(Stream&, Activation act, const TensorView& z, const TensorView& dy, const TensorView& dz16,
+                  const TensorView& state, bool scale_by_loss_scale);
 };
-struct Unscale {
+struct Unscale {  // dst = (accumulate ? dst : 0) + scaled / loss scale
   static constexpr const char* name = "unscale";
-  using Fn = void(Stream&, const float* scaled, float* dst, size_t n, bool accumulate, const TrainState* state);
+  using Fn = void(Stream&, const TensorView& scaled, const TensorView& dst, bool accumulate,
+                  const TensorView& state);
 };
-// partials: scratch of LossPartialsNeeded floats.
+// dL_dy = norm * loss'(y, target), state.last_loss = norm * sum of the losses; partials:
+// scratch of LossPartialsNeeded floats.
 struct LossForwardBackward {
   static constexpr const char* name = "loss_forward_backward";
-  using Fn = void(Stream&, const LossParams& loss, const float* y, const float* target, size_t n, float norm,
-                  float* dL_dy, float* partials, TrainState* state);
+  using Fn = void(Stream&, const LossParams& loss, const TensorView& y, const TensorView& target, float norm,
+                  const TensorView& dL_dy, const TensorView& partials, const TensorView& state);
 };
 struct LossPartialsNeeded {
   static constexpr const char* name = "loss_partials_needed";
   using Fn = size_t(Stream&, size_t n);
 };
+// Skips the step when any gradient is not finite; adapts the loss scale.
 struct SettleStep {
   static constexpr const char* name = "settle_step";
-  using Fn = void(Stream&, const float* grads, size_t n, TrainState* state);
+  using Fn = void(Stream&, const TensorView& grads, const TensorView& state);
 };
 }  // namespace tessera::ops
 

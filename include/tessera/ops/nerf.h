@@ -9,13 +9,15 @@
 #include <cstdint>
 
 #include "tessera/core/backend.h"
+#include "tessera/core/tensor.h"
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/nerf_types.h"
 #include "tessera/ops/train_state.h"
 
 namespace tessera::ops {
 
-// Marches the rays; writes rays[n_rays], samples[max_samples x 6] and dt[max_samples].
+// Marches the rays; writes ray_out (NerfRay [n_rays], as bytes), samples (fp32 [max_samples,
+// 6]: max_samples is its rows), dt (fp32 [max_samples]) and counters (u32 [2]).
 // counters[0] = the samples all rays asked for (the next batch's ray count adapts to it);
 // min(counters[1], max_samples) = the rows written, every one of them belonging to a ray.
 // The ray reaching max_samples keeps the samples that fit, later rays get none, so a batch
@@ -23,20 +25,21 @@ namespace tessera::ops {
 // may differ between backends.
 struct NerfMarchRays {
   static constexpr const char* name = "nerf_march_rays";
-  using Fn = void(Stream&, const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples,
-                  NerfRay* ray_out, float* samples, float* dt, uint32_t* counters);
+  using Fn = void(Stream&, const NerfScene& scene, const NerfRaySelection& rays, const TensorView& ray_out,
+                  const TensorView& samples, const TensorView& dt, const TensorView& counters);
 };
 
 // Volume rendering + loss + backward for a training batch: per ray, composites the samples
 // front to back (stopping once transmittance < 1e-4) over a random background colour
 // (counter-based random numbers of (seed, ray)), compares with the pixel composited over the
 // same colour (linear RGB), and writes dL/d(raw output) of every sample (zero past the
-// stop) for the mean loss over rays x 3 channels; the mean loss goes to state->last_loss.
+// stop) for the mean loss over rays x 3 channels; the mean loss goes to state.last_loss.
+// rays: the first n_rays NerfRays of the view; outputs, dL_doutputs: fp32 [samples, 4].
 struct NerfCompositeTrain {
   static constexpr const char* name = "nerf_composite_train";
-  using Fn = void(Stream&, const NerfScene& scene, const NerfImages& images, const NerfRay* rays, uint32_t n_rays,
-                  const float* outputs, const float* dt, const LossParams& loss, uint32_t seed, float* dL_doutputs,
-                  float* loss_partials, TrainState* state);
+  using Fn = void(Stream&, const NerfScene& scene, const NerfImages& images, const TensorView& rays,
+                  uint32_t n_rays, const TensorView& outputs, const TensorView& dt, const LossParams& loss, uint32_t seed,
+                  const TensorView& dL_doutputs, const TensorView& loss_partials, const TensorView& state);
 };
 struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTrain needs
   static constexpr const char* name = "nerf_composite_train_partials";
@@ -47,8 +50,8 @@ struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTra
 // opacity (1 - final transmittance).
 struct NerfCompositeRender {
   static constexpr const char* name = "nerf_composite_render";
-  using Fn = void(Stream&, const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
-                  nerf::Vec3 background, float* rgba);
+  using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
+                  const TensorView& dt, nerf::Vec3 background, const TensorView& rgba);
 };
 
 // ---- occupancy grid: density[n_cascades * kGridCells] (an optical thickness: density x
@@ -56,22 +59,35 @@ struct NerfCompositeRender {
 
 // Picks n_uniform random cells and n_occupied random cells among those occupied now
 // (rejection sampling from the bitfield, a few tries), a random point in each: writes
-// cells[n] and model inputs positions[n x 6] (direction columns left as they are).
+// cells (u32 [n]) and model inputs positions (fp32 [n, 6]; direction columns left as they
+// are), n = n_uniform + n_occupied.
 struct NerfGridSamples {
   static constexpr const char* name = "nerf_grid_samples";
   using Fn = void(Stream&, const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
-                  uint32_t* cells, float* positions);
+                  const TensorView& cells, const TensorView& positions);
 };
 
 // density[cell] = max(density[cell] * decay, new) for every cell (new = the largest
 // density x kMinStep among the cell's samples, 0 without any: unvisited cells fade, as in
 // instant-ngp), then the bitfield: occupied where density > min(0.01, mean density of the
-// finest cascade). scratch holds n_cascades * kGridCells floats.
+// finest cascade). cells: u32 [n]; raw_density: fp32 [n, 1] (a column of the model's output,
+// n its rows); scratch holds n_cascades * kGridCells floats.
 struct NerfGridUpdate {
   static constexpr const char* name = "nerf_grid_update";
-  using Fn = void(Stream&, uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
-                  uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield);
+  using Fn = void(Stream&, uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
+                  float decay, const TensorView& density, const TensorView& scratch, const TensorView& bitfield);
 };
+
+// Checks of the views the NeRF ops take (types, extents); throw naming what is wrong.
+void check_nerf_march_views(const NerfRaySelection& rays, const TensorView& ray_out, const TensorView& samples,
+                            const TensorView& dt, const TensorView& counters);
+// dL_doutputs may be empty (rendering).
+void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
+                                const TensorView& dt, const TensorView& dL_doutputs);
+// Returns the number of samples (raw_density's rows).
+uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
+                                      const TensorView& density, const TensorView& scratch,
+                                      const TensorView& bitfield);
 
 namespace cuda {
 void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples, NerfRay* ray_out,

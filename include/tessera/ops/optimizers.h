@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/tensor.h"
 #include "tessera/ops/train_state.h"
 
 namespace tessera {
@@ -21,22 +22,24 @@ struct AdamHyper {
   bool optimize_matrix = true, optimize_non_matrix = true;
 };
 
-// Op tags (ops::call<Op>(stream, ...), dispatch.h). A step flagged skip_this_step changes
-// nothing; params_half (optional) is the fp16 copy refreshed in the same pass.
+// Op tags (ops::call<Op>(stream, ...), dispatch.h). params, grad, m, v: fp32 [n]; the first
+// n_matrix are network weights. params_half (optional, empty view: none) is the fp16 copy
+// refreshed in the same pass. state: the step's TrainState (a view of its bytes); a step
+// flagged skip_this_step changes nothing.
 struct AdamStep {
   static constexpr const char* name = "adam_step";
-  using Fn = void(Stream&, const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
-                  uint16_t* params_half, float* m, float* v, TrainState* state);
+  using Fn = void(Stream&, const AdamHyper& h, size_t n_matrix, const TensorView& grad, const TensorView& params,
+                  const TensorView& params_half, const TensorView& m, const TensorView& v, const TensorView& state);
 };
 struct SgdStep {
   static constexpr const char* name = "sgd_step";
-  using Fn = void(Stream&, float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
-                  uint16_t* params_half, TrainState* state);
+  using Fn = void(Stream&, float learning_rate, float l2_reg, const TensorView& grad, const TensorView& params,
+                  const TensorView& params_half, const TensorView& state);
 };
-// dst [n] = fp16 bits of src [n].
+// dst (fp16) = src (fp32), elementwise over src's elements.
 struct ConvertToHalf {
   static constexpr const char* name = "convert_to_half";
-  using Fn = void(Stream&, const float* src, uint16_t* dst, size_t n);
+  using Fn = void(Stream&, const TensorView& src, const TensorView& dst);
 };
 
 namespace cpu {

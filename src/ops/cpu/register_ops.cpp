@@ -15,83 +15,130 @@
 
 namespace tessera::ops::cpu {
 
+using V = const TensorView&;
+
 void register_ops(Backend& b) {
-  b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
-                        uint16_t*, float* m, float* v, TrainState* state) {
-    adam_step(h, n, n_matrix, grad, params, m, v, *state);
+  b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v, V state) {
+    const size_t n = params.numel();
+    check_view(grad, "adam_step: grad", DType::f32, n);
+    adam_step(h, n, n_matrix, grad.data<const float>(), params.data<float>(), m.data<float>(), v.data<float>(),
+              *state.data<TrainState>());
   });
-  b.add_op<SgdStep>([](Stream&, float lr, float l2, size_t n, const float* grad, float* params, uint16_t*,
-                       TrainState* state) { sgd_step(lr, l2, n, grad, params, *state); });
-  b.add_op<ConvertToHalf>([](Stream&, const float* src, uint16_t* dst, size_t n) { convert_to_half(src, dst, n); });
-  b.add_op<ElementwiseEncode>([](Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
-                                 size_t batch, float* out, uint32_t out_stride) {
-    elementwise_encode<float>(e, in, in_stride, batch, out, out_stride);
+  b.add_op<SgdStep>([](Stream&, float lr, float l2, V grad, V params, V, V state) {
+    check_view(grad, "sgd_step: grad", DType::f32, params.numel());
+    sgd_step(lr, l2, params.numel(), grad.data<const float>(), params.data<float>(), *state.data<TrainState>());
   });
-  b.add_op<ElementwiseEncodeBackward>([](Stream&, const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
-                                         size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_din,
-                                         uint32_t din_stride) {
-    elementwise_encode_backward<float>(e, in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride);
+  b.add_op<ConvertToHalf>([](Stream&, V src, V dst) {
+    check_view(dst, "convert_to_half: dst", DType::f16, src.numel());
+    convert_to_half(src.data<const float>(), dst.data<uint16_t>(), src.numel());
   });
-  b.add_op<GridEncode>([](Stream&, const GridLayout& g, const float* params, const uint16_t*, const float* in,
-                          uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) {
-    grid_encode<float>(g, params, in, in_stride, batch, out, out_stride);
+  b.add_op<ElementwiseEncode>([](Stream&, const ElementwiseEncoding& e, V in, V out) {
+    const size_t batch = check_encoding_views("elementwise_encode", e.n_dims, e.output_width(), in, out);
+    elementwise_encode<float>(e, in.data<const float>(), uint32_t(in.row_stride()), batch, out.data<float>(),
+                              uint32_t(out.row_stride()));
   });
-  b.add_op<GridEncodeBackward>([](Stream&, const GridLayout& g, const float* params, const uint16_t*,
-                                  const float* in, uint32_t in_stride, size_t batch, const float* dL_dout,
-                                  uint32_t dout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride) {
-    grid_encode_backward<float>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din,
-                                din_stride);
+  b.add_op<ElementwiseEncodeBackward>([](Stream&, const ElementwiseEncoding& e, V in, V dL_dout, V dL_din) {
+    const size_t batch =
+        check_encoding_views("elementwise_encode_backward", e.n_dims, e.output_width(), in, dL_dout);
+    check_encoding_views("elementwise_encode_backward", e.n_dims, e.n_dims, in, dL_din);
+    elementwise_encode_backward<float>(e, in.data<const float>(), uint32_t(in.row_stride()), batch,
+                                       dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()),
+                                       dL_din.data<float>(), uint32_t(dL_din.row_stride()));
   });
-  b.add_op<SampleImage>([](Stream&, const float* image, uint32_t w, uint32_t h, uint64_t seed, size_t n, float* xy,
-                           float* rgb) { sample_image(image, w, h, seed, n, xy, rgb); });
-  b.add_op<Gemv>([](Stream&, const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y,
-                    Activation act) { gemv<float>(s, alpha, A, x, beta, y, act); });
-  b.add_op<GemvHalf>([](Stream&, const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta,
-                        uint16_t* y, Activation act) { gemv<uint16_t>(s, alpha, A, x, beta, y, act); });
-  b.add_op<Ger>([](Stream&, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
-                   size_t lda) { ger(rows, cols, alpha, x, y, A, lda); });
-  b.add_op<Gemm>([](Stream&, const GemmDesc& d, const void* A, const void* B, void* C) { gemm(d, A, B, C); });
-  b.add_op<MatrixAxpby>([](Stream&, size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride,
-                           float beta, float* dst, uint32_t dst_stride) {
-    matrix_axpby(rows, cols, alpha, src, src_stride, beta, dst, dst_stride);
+  b.add_op<GridEncode>([](Stream&, const GridLayout& g, V params, V, V in, V out) {
+    const size_t batch = check_encoding_views("grid_encode", g.n_dims, g.output_width(), in, out);
+    grid_encode<float>(g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
+                       out.data<float>(), uint32_t(out.row_stride()));
+  });
+  b.add_op<GridEncodeBackward>([](Stream&, const GridLayout& g, V params, V, V in, V dL_dout, V dL_dparams,
+                                  V dL_din) {
+    const size_t batch = check_encoding_views("grid_encode_backward", g.n_dims, g.output_width(), in, dL_dout);
+    if (dL_din) check_encoding_views("grid_encode_backward", g.n_dims, g.n_dims, in, dL_din);
+    grid_encode_backward<float>(g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()),
+                                batch, dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()),
+                                dL_dparams.data<float>(), dL_din.data<float>(), uint32_t(dL_din.row_stride()));
+  });
+  b.add_op<SampleImage>([](Stream&, V image, uint32_t w, uint32_t h, uint64_t seed, V xy, V rgb) {
+    check_view(image, "sample_image: image", DType::f32, size_t(w) * h * 3);
+    check_view(rgb, "sample_image: rgb", DType::f32, xy.rows() * 3);
+    sample_image(image.data<const float>(), w, h, seed, xy.rows(), xy.data<float>(), rgb.data<float>());
+  });
+  b.add_op<Gemv>([](Stream&, GemvOp op, float alpha, V A, V x, float beta, V y, Activation act) {
+    const GemvShape s = gemv_shape(op, A, x, y);
+    if (A.dtype == DType::f32)
+      gemv<float>(s, alpha, A.data<const float>(), x.data<const float>(), beta, y.data<float>(), act);
+    else
+      gemv<uint16_t>(s, alpha, A.data<const uint16_t>(), x.data<const uint16_t>(), beta, y.data<uint16_t>(), act);
+  });
+  b.add_op<Ger>([](Stream&, float alpha, V x, V y, V A) {
+    check_view(A, "ger: A", DType::f32, A.rows() * A.cols());
+    check_view(x, "ger: x", DType::f32, A.rows());
+    check_view(y, "ger: y", DType::f32, A.cols());
+    ger(A.rows(), A.cols(), alpha, x.data<const float>(), y.data<const float>(), A.data<float>(), A.row_stride());
+  });
+  b.add_op<Gemm>([](Stream&, const GemmDesc& d, V A, V B, V C) {
+    check_gemm_views(d, A, B, C);
+    gemm(d, A.address(), B.address(), C.address());
+  });
+  b.add_op<MatrixAxpby>([](Stream&, float alpha, V src, float beta, V dst) {
+    check_matrix_axpby("matrix_axpby", src, dst);
+    matrix_axpby(dst.rows(), uint32_t(dst.cols()), alpha, src.data<const float>(), uint32_t(src.row_stride()), beta,
+                 dst.data<float>(), uint32_t(dst.row_stride()));
   });
   b.add_op<LossPartialsNeeded>([](Stream&, size_t) { return size_t(1); });
-  b.add_op<LossForwardBackward>([](Stream&, const LossParams& loss, const float* y, const float* target, size_t n,
-                                   float norm, float* dL_dy, float*, TrainState* state) {
+  b.add_op<LossForwardBackward>([](Stream&, const LossParams& loss, V y_view, V target_view, float norm,
+                                   V dL_dy_view, V, V state) {
+    const size_t n = y_view.numel();
+    check_view(target_view, "loss: target", DType::f32, n);
+    check_view(dL_dy_view, "loss: dL_dy", DType::f32, n);
+    const float *y = y_view.data<const float>(), *target = target_view.data<const float>();
+    float* dL_dy = dL_dy_view.data<float>();
     double sum = 0.0;
     for (size_t i = 0; i < n; ++i) {
       sum += loss_value(loss, y[i], target[i]);
       dL_dy[i] = norm * loss_gradient(loss, y[i], target[i]);
     }
-    state->last_loss = float(sum * norm);
+    state.data<TrainState>()->last_loss = float(sum * norm);
   });
-  b.add_op<SettleStep>([](Stream&, const float* grads, size_t n, TrainState* state) {
+  b.add_op<SettleStep>([](Stream&, V grads_view, V state) {
+    const float* grads = grads_view.data<const float>();
     bool finite = true;
-    for (size_t i = 0; i < n && finite; ++i) finite = std::isfinite(grads[i]);
-    finish_step(*state, finite);
+    for (size_t i = 0, n = grads_view.numel(); i < n && finite; ++i) finite = std::isfinite(grads[i]);
+    finish_step(*state.data<TrainState>(), finite);
   });
-  b.add_op<NerfMarchRays>([](Stream&, const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples,
-                              NerfRay* ray_out, float* samples, float* dt, uint32_t* counters) {
-    nerf_march_rays(scene, rays, max_samples, ray_out, samples, dt, counters);
+  b.add_op<NerfMarchRays>([](Stream&, const NerfScene& scene, const NerfRaySelection& rays, V ray_out, V samples,
+                              V dt, V counters) {
+    check_nerf_march_views(rays, ray_out, samples, dt, counters);
+    nerf_march_rays(scene, rays, uint32_t(samples.rows()), ray_out.data<NerfRay>(), samples.data<float>(),
+                    dt.data<float>(), counters.data<uint32_t>());
   });
-  b.add_op<NerfCompositeTrain>([](Stream&, const NerfScene& scene, const NerfImages& images, const NerfRay* rays,
-                                  uint32_t n_rays, const float* outputs, const float* dt, const LossParams& loss,
-                                  uint32_t seed, float* dL_doutputs, float*, TrainState* state) {
-    nerf_composite_train(scene, images, rays, n_rays, outputs, dt, loss, seed, dL_doutputs, state);
+  b.add_op<NerfCompositeTrain>([](Stream&, const NerfScene& scene, const NerfImages& images, V rays, uint32_t n_rays,
+                                  V outputs, V dt, const LossParams& loss, uint32_t seed, V dL_doutputs, V,
+                                  V state) {
+    check_nerf_composite_views(rays, n_rays, outputs, dt, dL_doutputs);
+    nerf_composite_train(scene, images, rays.data<const NerfRay>(), n_rays, outputs.data<const float>(),
+                         dt.data<const float>(), loss, seed, dL_doutputs.data<float>(), state.data<TrainState>());
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t) { return size_t(1); });
-  b.add_op<NerfCompositeRender>([](Stream&, const NerfRay* rays, uint32_t n_rays, const float* outputs,
-                                   const float* dt, nerf::Vec3 background, float* rgba) {
-    nerf_composite_render(rays, n_rays, outputs, dt, background, rgba);
+  b.add_op<NerfCompositeRender>([](Stream&, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
+                                   V rgba) {
+    check_nerf_composite_views(rays, n_rays, outputs, dt, TensorView());
+    check_view(rgba, "nerf_composite_render: rgba", DType::f32, size_t(n_rays) * 4);
+    nerf_composite_render(rays.data<const NerfRay>(), n_rays, outputs.data<const float>(), dt.data<const float>(),
+                          background, rgba.data<float>());
   });
   b.add_op<NerfGridSamples>([](Stream&, const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied,
-                               uint32_t seed, uint32_t* cells, float* positions) {
-    nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells, positions);
+                               uint32_t seed, V cells, V positions) {
+    check_view(cells, "nerf_grid_samples: cells", DType::u32, size_t(n_uniform) + n_occupied);
+    check_view(positions, "nerf_grid_samples: positions", DType::f32, (size_t(n_uniform) + n_occupied) * 6);
+    nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells.data<uint32_t>(), positions.data<float>());
   });
-  b.add_op<NerfGridUpdate>([](Stream&, uint32_t n_cascades, const uint32_t* cells, const float* raw_density,
-                              uint32_t stride, uint32_t n, float decay, float* density, float* scratch,
-                              uint8_t* bitfield) {
-    nerf_grid_update(n_cascades, cells, raw_density, stride, n, decay, density, scratch, bitfield);
+  b.add_op<NerfGridUpdate>([](Stream&, uint32_t n_cascades, V cells, V raw_density, float decay, V density,
+                              V scratch, V bitfield) {
+    const uint32_t n = check_nerf_grid_update_views(n_cascades, cells, raw_density, density, scratch, bitfield);
+    nerf_grid_update(n_cascades, cells.data<const uint32_t>(), raw_density.data<const float>(),
+                     uint32_t(raw_density.row_stride()), n, decay, density.data<float>(), scratch.data<float>(),
+                     bitfield.data<uint8_t>());
   });
 }
 

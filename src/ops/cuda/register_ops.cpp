@@ -12,74 +12,119 @@
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops::cuda {
+using V = const TensorView&;
+
+namespace {
+FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
+  FusedTrainArgs k;
+  k.weights = a.weights.data<const uint16_t>();
+  k.batch = a.input.rows();
+  if (a.input.dtype == DType::f16) k.input_half = a.input.data<const uint16_t>();
+  else k.input = a.input.data<const float>();
+  k.target = a.target.data<const float>();
+  k.loss = a.loss;
+  k.dL_doutput = a.dL_doutput.data<const float>();
+  k.output = a.output.data<float>();
+  k.dL_dinput = a.dL_dinput.data<float>();
+  k.dL_dparams = a.dL_dparams.data<float>();
+  k.mode = a.mode;
+  k.state = a.state.data<TrainState>();
+  k.settle = a.settle;
+  k.options = a.options;
+  k.stream = &s;
+  return k;
+}
+}  // namespace
+
 void register_ops(Backend& b) {
-  b.add_op<AdamStep>([](Stream& s, const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
-                        uint16_t* params_half, float* m, float* v, TrainState* state) {
-    adam_step(h, n, n_matrix, grad, params, params_half, m, v, state, &s);
+  b.add_op<AdamStep>([](Stream& s, const AdamHyper& h, size_t n_matrix, V grad, V params, V params_half, V m, V v,
+                        V state) {
+    const size_t n = params.numel();
+    check_view(grad, "adam_step: grad", DType::f32, n);
+    adam_step(h, n, n_matrix, grad.data<const float>(), params.data<float>(), params_half.data<uint16_t>(),
+              m.data<float>(), v.data<float>(), state.data<const TrainState>(), &s);
   });
-  b.add_op<SgdStep>([](Stream& s, float lr, float l2, size_t n, const float* grad, float* params,
-                       uint16_t* params_half, TrainState* state) {
-    sgd_step(lr, l2, n, grad, params, params_half, state, &s);
+  b.add_op<SgdStep>([](Stream& s, float lr, float l2, V grad, V params, V params_half, V state) {
+    check_view(grad, "sgd_step: grad", DType::f32, params.numel());
+    sgd_step(lr, l2, params.numel(), grad.data<const float>(), params.data<float>(), params_half.data<uint16_t>(),
+             state.data<const TrainState>(), &s);
   });
-  b.add_op<ConvertToHalf>([](Stream& s, const float* src, uint16_t* dst, size_t n) {
-    convert_to_half(src, dst, n, &s);
+  b.add_op<ConvertToHalf>([](Stream& s, V src, V dst) {
+    check_view(dst, "convert_to_half: dst", DType::f16, src.numel());
+    convert_to_half(src.data<const float>(), dst.data<uint16_t>(), src.numel(), &s);
   });
-  b.add_op<ElementwiseEncode>([](Stream& s, const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
-                                 size_t batch, float* out, uint32_t out_stride) {
-    elementwise_encode(e, in, in_stride, batch, out, out_stride, &s);
+  b.add_op<ElementwiseEncode>([](Stream& s, const ElementwiseEncoding& e, V in, V out) {
+    const size_t batch = check_encoding_views("elementwise_encode", e.n_dims, e.output_width(), in, out);
+    elementwise_encode(e, in.data<const float>(), uint32_t(in.row_stride()), batch, out.data<float>(),
+                       uint32_t(out.row_stride()), &s);
   });
-  b.add_op<ElementwiseEncodeBackward>([](Stream& s, const ElementwiseEncoding& e, const float* in,
-                                         uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
-                                         float* dL_din, uint32_t din_stride) {
-    elementwise_encode_backward(e, in, in_stride, batch, dL_dout, dout_stride, dL_din, din_stride, &s);
+  b.add_op<ElementwiseEncodeBackward>([](Stream& s, const ElementwiseEncoding& e, V in, V dL_dout, V dL_din) {
+    const size_t batch =
+        check_encoding_views("elementwise_encode_backward", e.n_dims, e.output_width(), in, dL_dout);
+    check_encoding_views("elementwise_encode_backward", e.n_dims, e.n_dims, in, dL_din);
+    elementwise_encode_backward(e, in.data<const float>(), uint32_t(in.row_stride()), batch,
+                                dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()), dL_din.data<float>(),
+                                uint32_t(dL_din.row_stride()), &s);
   });
-  b.add_op<GridEncode>([](Stream& s, const GridLayout& g, const float*, const uint16_t* params_half, const float* in,
-                          uint32_t in_stride, size_t batch, float* out, uint32_t out_stride) {
-    grid_encode(g, params_half, in, in_stride, batch, out, out_stride, &s);
+  b.add_op<GridEncode>([](Stream& s, const GridLayout& g, V, V params_half, V in, V out) {
+    const size_t batch = check_encoding_views("grid_encode", g.n_dims, g.output_width(), in, out);
+    grid_encode(g, params_half.data<const uint16_t>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
+                out.data<float>(), uint32_t(out.row_stride()), &s);
   });
-  b.add_op<GridEncodeHalf>([](Stream& s, const GridLayout& g, const float*, const uint16_t* params_half,
-                              const float* in, uint32_t in_stride, size_t batch, uint16_t* out, uint32_t out_stride) {
-    grid_encode_half(g, params_half, in, in_stride, batch, out, out_stride, &s);
+  b.add_op<GridEncodeHalf>([](Stream& s, const GridLayout& g, V, V params_half, V in, V out) {
+    const size_t batch = check_encoding_views("grid_encode_half", g.n_dims, g.output_width(), in, out, DType::f16);
+    grid_encode_half(g, params_half.data<const uint16_t>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
+                     out.data<uint16_t>(), uint32_t(out.row_stride()), &s);
   });
-  b.add_op<GridEncodeBackward>([](Stream& s, const GridLayout& g, const float*, const uint16_t* params_half,
-                                  const float* in, uint32_t in_stride, size_t batch, const float* dL_dout,
-                                  uint32_t dout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride) {
-    grid_encode_backward(g, params_half, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din, din_stride, &s);
+  b.add_op<GridEncodeBackward>([](Stream& s, const GridLayout& g, V, V params_half, V in, V dL_dout, V dL_dparams,
+                                  V dL_din) {
+    const size_t batch = check_encoding_views("grid_encode_backward", g.n_dims, g.output_width(), in, dL_dout);
+    if (dL_din) check_encoding_views("grid_encode_backward", g.n_dims, g.n_dims, in, dL_din);
+    grid_encode_backward(g, params_half.data<const uint16_t>(), in.data<const float>(), uint32_t(in.row_stride()),
+                         batch, dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()), dL_dparams.data<float>(),
+                         dL_din.data<float>(), uint32_t(dL_din.row_stride()), &s);
   });
-  b.add_op<SampleImage>([](Stream& s, const float* image, uint32_t w, uint32_t h, uint64_t seed, size_t n, float* xy,
-                           float* rgb) {
-    sample_image(image, w, h, seed, n, xy, rgb, &s);
+  b.add_op<SampleImage>([](Stream& s, V image, uint32_t w, uint32_t h, uint64_t seed, V xy, V rgb) {
+    check_view(image, "sample_image: image", DType::f32, size_t(w) * h * 3);
+    check_view(rgb, "sample_image: rgb", DType::f32, xy.rows() * 3);
+    sample_image(image.data<const float>(), w, h, seed, xy.rows(), xy.data<float>(), rgb.data<float>(), &s);
   });
-  b.add_op<Gemv>([](Stream& s, const GemvShape& shape, float alpha, const float* A, const float* x, float beta,
-                    float* y, Activation act) {
-    gemv(shape, alpha, A, x, beta, y, act, &s);
+  b.add_op<Gemv>([](Stream& s, GemvOp op, float alpha, V A, V x, float beta, V y, Activation act) {
+    const GemvShape shape = gemv_shape(op, A, x, y);
+    if (A.dtype == DType::f32)
+      gemv(shape, alpha, A.data<const float>(), x.data<const float>(), beta, y.data<float>(), act, &s);
+    else
+      gemv(shape, alpha, A.data<const uint16_t>(), x.data<const uint16_t>(), beta, y.data<uint16_t>(), act, &s);
   });
-  b.add_op<GemvHalf>([](Stream& s, const GemvShape& shape, float alpha, const uint16_t* A, const uint16_t* x,
-                        float beta, uint16_t* y, Activation act) {
-    gemv(shape, alpha, A, x, beta, y, act, &s);
+  b.add_op<Ger>([](Stream& s, float alpha, V x, V y, V A) {
+    check_view(A, "ger: A", DType::f32, A.rows() * A.cols());
+    check_view(x, "ger: x", DType::f32, A.rows());
+    check_view(y, "ger: y", DType::f32, A.cols());
+    ger(A.rows(), A.cols(), alpha, x.data<const float>(), y.data<const float>(), A.data<float>(), A.row_stride(), &s);
   });
-  b.add_op<Ger>([](Stream& s, size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A,
-                   size_t lda) {
-    ger(rows, cols, alpha, x, y, A, lda, &s);
+  b.add_op<Gemm>([](Stream& s, const GemmDesc& d, V A, V B, V C) {
+    check_gemm_views(d, A, B, C);
+    gemm(s, d, A.address(), B.address(), C.address());
   });
-  b.add_op<Gemm>([](Stream& s, const GemmDesc& d, const void* A, const void* B, void* C) { gemm(s, d, A, B, C); });
-  b.add_op<MatrixAxpby>([](Stream& s, size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride,
-                           float beta, float* dst, uint32_t dst_stride) {
-    matrix_axpby(rows, cols, alpha, src, src_stride, beta, dst, dst_stride, &s);
+  b.add_op<MatrixAxpby>([](Stream& s, float alpha, V src, float beta, V dst) {
+    check_matrix_axpby("matrix_axpby", src, dst);
+    matrix_axpby(dst.rows(), uint32_t(dst.cols()), alpha, src.data<const float>(), uint32_t(src.row_stride()), beta,
+                 dst.data<float>(), uint32_t(dst.row_stride()), &s);
   });
 
-  b.add_op<FusedMlpInference>([](Stream& s, const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                                 const float* input, const uint16_t* input_half, size_t batch, float* output,
-                                 const FusedMlpOptions& options) {
-    if (input_half) fused_mlp_inference_half_input(shape, acts, weights, input_half, batch, output, options, &s);
-    else fused_mlp_inference(shape, acts, weights, input, batch, output, options, &s);
+  b.add_op<FusedMlpInference>([](Stream& s, const MlpShape& shape, MlpActivations acts, V weights, V input,
+                                 V output, const FusedMlpOptions& options) {
+    const size_t batch = input.rows();
+    check_view(output, "fused_mlp_inference: output", DType::f32, batch * shape.output_width);
+    if (input.dtype == DType::f16)
+      fused_mlp_inference_half_input(shape, acts, weights.data<const uint16_t>(), input.data<const uint16_t>(), batch,
+                                     output.data<float>(), options, &s);
+    else
+      fused_mlp_inference(shape, acts, weights.data<const uint16_t>(), input.data<const float>(), batch,
+                          output.data<float>(), options, &s);
   });
-  b.add_op<FusedMlpTrain>([](Stream& s, const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& args,
-                             FusedMlpWorkspace& ws) {
-    FusedTrainArgs on_stream = args;
-    on_stream.stream = &s;
-    fused_mlp_train(shape, acts, on_stream, ws);
-  });
+  b.add_op<FusedMlpTrain>([](Stream& s, const MlpShape& shape, MlpActivations acts, const FusedMlpTrainArgs& args,
+                             FusedMlpWorkspace& ws) { fused_mlp_train(shape, acts, unwrap(args, s), ws); });
   b.add_op<FusedMlpAcceptsHalfInput>([](Stream&, const MlpShape& shape, MlpActivations acts, size_t batch,
                                         bool training, const FusedMlpOptions& options) {
     return fused_mlp_accepts_half_input(shape, acts, batch, training, options);
@@ -89,48 +134,70 @@ void register_ops(Backend& b) {
     return fused_mlp_launch_info(shape, acts, batch, training, options);
   });
 
-  b.add_op<ActivationForwardHalf>([](Stream& s, Activation act, const float* z, uint16_t* y16, float* y32,
-                                     size_t n) {
-    activation_forward_half(act, z, y16, y32, n, &s);
+  b.add_op<ActivationForwardHalf>([](Stream& s, Activation act, V z, V y16, V y32) {
+    check_view(y16, "activation_forward_half: y16", DType::f16, z.numel());
+    activation_forward_half(act, z.data<const float>(), y16.data<uint16_t>(), y32.data<float>(), z.numel(), &s);
   });
-  b.add_op<ActivationBackwardHalf>([](Stream& s, Activation act, const float* z, const float* dy, uint16_t* dz16,
-                                      size_t n, const TrainState* state, bool scale_by_loss_scale) {
-    activation_backward_half(act, z, dy, dz16, n, state, scale_by_loss_scale, &s);
+  b.add_op<ActivationBackwardHalf>([](Stream& s, Activation act, V z, V dy, V dz16, V state,
+                                      bool scale_by_loss_scale) {
+    check_view(dy, "activation_backward_half: dy", DType::f32, z.numel());
+    check_view(dz16, "activation_backward_half: dz16", DType::f16, z.numel());
+    activation_backward_half(act, z.data<const float>(), dy.data<const float>(), dz16.data<uint16_t>(), z.numel(),
+                             state.data<const TrainState>(), scale_by_loss_scale, &s);
   });
-  b.add_op<Unscale>([](Stream& s, const float* scaled, float* dst, size_t n, bool accumulate,
-                       const TrainState* state) {
-    unscale(scaled, dst, n, accumulate, state, &s);
+  b.add_op<Unscale>([](Stream& s, V scaled, V dst, bool accumulate, V state) {
+    check_view(dst, "unscale: dst", DType::f32, scaled.numel());
+    unscale(scaled.data<const float>(), dst.data<float>(), scaled.numel(), accumulate, state.data<const TrainState>(),
+            &s);
   });
-  b.add_op<LossForwardBackward>([](Stream& s, const LossParams& loss, const float* y, const float* target, size_t n,
-                                   float norm, float* dL_dy, float* partials, TrainState* state) {
-    loss_forward_backward(loss, y, target, n, norm, dL_dy, partials, state, &s);
+  b.add_op<LossForwardBackward>([](Stream& s, const LossParams& loss, V y, V target, float norm, V dL_dy,
+                                   V partials, V state) {
+    const size_t n = y.numel();
+    check_view(target, "loss: target", DType::f32, n);
+    check_view(dL_dy, "loss: dL_dy", DType::f32, n);
+    check_view(partials, "loss: partials", DType::f32, loss_partials_needed(n));
+    loss_forward_backward(loss, y.data<const float>(), target.data<const float>(), n, norm, dL_dy.data<float>(),
+                          partials.data<float>(), state.data<TrainState>(), &s);
   });
   b.add_op<LossPartialsNeeded>([](Stream&, size_t n) { return loss_partials_needed(n); });
-  b.add_op<SettleStep>([](Stream& s, const float* grads, size_t n, TrainState* state) {
-    settle_step(grads, n, state, &s);
+  b.add_op<SettleStep>([](Stream& s, V grads, V state) {
+    settle_step(grads.data<const float>(), grads.numel(), state.data<TrainState>(), &s);
   });
-  b.add_op<NerfMarchRays>([](Stream& s, const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples,
-                              NerfRay* ray_out, float* samples, float* dt, uint32_t* counters) {
-    nerf_march_rays(scene, rays, max_samples, ray_out, samples, dt, counters, &s);
+  b.add_op<NerfMarchRays>([](Stream& s, const NerfScene& scene, const NerfRaySelection& rays, V ray_out, V samples,
+                              V dt, V counters) {
+    check_nerf_march_views(rays, ray_out, samples, dt, counters);
+    nerf_march_rays(scene, rays, uint32_t(samples.rows()), ray_out.data<NerfRay>(), samples.data<float>(),
+                    dt.data<float>(), counters.data<uint32_t>(), &s);
   });
-  b.add_op<NerfCompositeTrain>([](Stream& s, const NerfScene& scene, const NerfImages& images, const NerfRay* rays,
-                                  uint32_t n_rays, const float* outputs, const float* dt, const LossParams& loss,
-                                  uint32_t seed, float* dL_doutputs, float* partials, TrainState* state) {
-    nerf_composite_train(scene, images, rays, n_rays, outputs, dt, loss, seed, dL_doutputs, partials, state, &s);
+  b.add_op<NerfCompositeTrain>([](Stream& s, const NerfScene& scene, const NerfImages& images, V rays,
+                                  uint32_t n_rays, V outputs, V dt, const LossParams& loss, uint32_t seed,
+                                  V dL_doutputs, V partials, V state) {
+    check_nerf_composite_views(rays, n_rays, outputs, dt, dL_doutputs);
+    check_view(partials, "nerf_composite_train: partials", DType::f32, nerf_composite_train_partials(n_rays));
+    nerf_composite_train(scene, images, rays.data<const NerfRay>(), n_rays, outputs.data<const float>(),
+                         dt.data<const float>(), loss, seed, dL_doutputs.data<float>(), partials.data<float>(),
+                         state.data<TrainState>(), &s);
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t n_rays) { return nerf_composite_train_partials(n_rays); });
-  b.add_op<NerfCompositeRender>([](Stream& s, const NerfRay* rays, uint32_t n_rays, const float* outputs,
-                                   const float* dt, nerf::Vec3 background, float* rgba) {
-    nerf_composite_render(rays, n_rays, outputs, dt, background, rgba, &s);
+  b.add_op<NerfCompositeRender>([](Stream& s, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
+                                   V rgba) {
+    check_nerf_composite_views(rays, n_rays, outputs, dt, TensorView());
+    check_view(rgba, "nerf_composite_render: rgba", DType::f32, size_t(n_rays) * 4);
+    nerf_composite_render(rays.data<const NerfRay>(), n_rays, outputs.data<const float>(), dt.data<const float>(),
+                          background, rgba.data<float>(), &s);
   });
   b.add_op<NerfGridSamples>([](Stream& s, const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied,
-                               uint32_t seed, uint32_t* cells, float* positions) {
-    nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells, positions, &s);
+                               uint32_t seed, V cells, V positions) {
+    check_view(cells, "nerf_grid_samples: cells", DType::u32, size_t(n_uniform) + n_occupied);
+    check_view(positions, "nerf_grid_samples: positions", DType::f32, (size_t(n_uniform) + n_occupied) * 6);
+    nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells.data<uint32_t>(), positions.data<float>(), &s);
   });
-  b.add_op<NerfGridUpdate>([](Stream& s, uint32_t n_cascades, const uint32_t* cells, const float* raw_density,
-                              uint32_t stride, uint32_t n, float decay, float* density, float* scratch,
-                              uint8_t* bitfield) {
-    nerf_grid_update(n_cascades, cells, raw_density, stride, n, decay, density, scratch, bitfield, &s);
+  b.add_op<NerfGridUpdate>([](Stream& s, uint32_t n_cascades, V cells, V raw_density, float decay, V density,
+                              V scratch, V bitfield) {
+    const uint32_t n = check_nerf_grid_update_views(n_cascades, cells, raw_density, density, scratch, bitfield);
+    nerf_grid_update(n_cascades, cells.data<const uint32_t>(), raw_density.data<const float>(),
+                     uint32_t(raw_density.row_stride()), n, decay, density.data<float>(), scratch.data<float>(),
+                     bitfield.data<uint8_t>(), &s);
   });
 }
 

@@ -1,0 +1,110 @@
+// Backend-independent checks of the views an op is given: every backend's registration
+// calls these before it unwraps the views, so a wrong call is the same clear error
+// everywhere.
+#include <initializer_list>
+
+#include "tessera/core/error.h"
+#include "tessera/ops/encodings.h"
+#include "tessera/ops/gemm.h"
+#include "tessera/ops/gemv.h"
+#include "tessera/ops/matrix.h"
+#include "tessera/ops/nerf.h"
+
+namespace tessera::ops {
+
+GemvShape gemv_shape(GemvOp op, const TensorView& A, const TensorView& x, const TensorView& y) {
+  TESSERA_CHECK(A.rank == 2, "gemv: A must be a matrix view (rank 2), not rank {}", A.rank);
+  TESSERA_CHECK(A.dtype == DType::f32 || A.dtype == DType::f16, "gemv: A is {}; fp32 and fp16 are supported",
+                to_string(A.dtype));
+  GemvShape s;
+  s.op = op;
+  s.rows = A.rows();
+  s.cols = A.cols();
+  s.lda = A.row_stride();
+  check_view(x, "gemv: x", A.dtype, s.x_size());
+  check_view(y, "gemv: y", A.dtype, s.y_size());
+  TESSERA_CHECK(x.contiguous() && y.contiguous(), "gemv: x and y must be contiguous vectors");
+  return s;
+}
+
+namespace {
+// Elements an operand spans from its first element: the last batch entry's last element + 1.
+size_t operand_extent(const GemmOperand& o, size_t rows, size_t cols, size_t batch) {
+  if (rows == 0 || cols == 0 || batch == 0) return 0;
+  // Stored shape: op(X) is rows x cols; the stored matrix is its transpose when transposed.
+  const size_t stored_rows = o.transpose ? cols : rows, stored_cols = o.transpose ? rows : cols;
+  const size_t outer = o.layout == Layout::row_major ? stored_rows : stored_cols;
+  const size_t inner = o.layout == Layout::row_major ? stored_cols : stored_rows;
+  const size_t one = (outer - 1) * o.ld + inner;
+  return size_t(o.batch_stride) * (batch - 1) + one;
+}
+}  // namespace
+
+void check_gemm_views(const GemmDesc& d, const TensorView& A, const TensorView& B, const TensorView& C) {
+  check_gemm(d);
+  check_view(A, "gemm: A", d.a.type, operand_extent(d.a, d.M, d.K, d.batch));
+  check_view(B, "gemm: B", d.b.type, operand_extent(d.b, d.K, d.N, d.batch));
+  check_view(C, "gemm: C", d.c.type, operand_extent(d.c, d.M, d.N, d.batch));
+  for (const TensorView* v : {&A, &B, &C})
+    TESSERA_CHECK(v->contiguous(), "gemm: operands are given as contiguous storage (the descriptor has the strides)");
+}
+
+size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_width, const TensorView& in,
+                            const TensorView& out, DType out_dtype) {
+  TESSERA_CHECK(in.rank == 2 && out.rank == 2, "{}: input and output must be matrix views", op);
+  TESSERA_CHECK(in.dtype == DType::f32, "{}: the input is {}, not fp32", op, to_string(in.dtype));
+  TESSERA_CHECK(out.dtype == out_dtype, "{}: the output is {}, not {}", op, to_string(out.dtype),
+                to_string(out_dtype));
+  TESSERA_CHECK(in.cols() >= in_width, "{}: the input has {} columns, the encoding reads {}", op, in.cols(),
+                in_width);
+  TESSERA_CHECK(out.cols() == out_width, "{}: the output has {} columns, the encoding writes {}", op, out.cols(),
+                out_width);
+  TESSERA_CHECK(in.rows() == out.rows(), "{}: {} input rows but {} output rows", op, in.rows(), out.rows());
+  TESSERA_CHECK(in.strides[1] == 1 && out.strides[1] == 1, "{}: rows must be contiguous", op);
+  return in.rows();
+}
+
+void check_matrix_axpby(const char* op, const TensorView& src, const TensorView& dst) {
+  TESSERA_CHECK(dst.rank == 2 && dst.dtype == DType::f32, "{}: dst must be an fp32 matrix view", op);
+  TESSERA_CHECK(dst.strides[1] == 1, "{}: rows must be contiguous", op);
+  if (src.empty()) return;
+  TESSERA_CHECK(src.rank == 2 && src.dtype == DType::f32 && src.strides[1] == 1,
+                "{}: src must be an fp32 matrix view with contiguous rows", op);
+  TESSERA_CHECK(src.rows() == dst.rows() && src.cols() == dst.cols(), "{}: src is {}x{} but dst is {}x{}", op,
+                src.rows(), src.cols(), dst.rows(), dst.cols());
+}
+
+void check_nerf_march_views(const NerfRaySelection& rays, const TensorView& ray_out, const TensorView& samples,
+                            const TensorView& dt, const TensorView& counters) {
+  check_view(ray_out, "nerf_march_rays: rays", DType::u8, size_t(rays.n_rays) * sizeof(NerfRay));
+  TESSERA_CHECK(samples.rank == 2 && samples.cols() == kNerfInputWidth && samples.contiguous(),
+                "nerf_march_rays: samples must be a contiguous [max_samples, {}] matrix", kNerfInputWidth);
+  check_view(samples, "nerf_march_rays: samples", DType::f32, 0);
+  check_view(dt, "nerf_march_rays: dt", DType::f32, samples.rows());
+  check_view(counters, "nerf_march_rays: counters", DType::u32, 2);
+}
+
+void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
+                                const TensorView& dt, const TensorView& dL_doutputs) {
+  check_view(rays, "nerf composite: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
+  TESSERA_CHECK(outputs.rank == 2 && outputs.cols() == kNerfOutputWidth && outputs.contiguous(),
+                "nerf composite: outputs must be a contiguous [samples, {}] matrix", kNerfOutputWidth);
+  check_view(outputs, "nerf composite: outputs", DType::f32, 0);
+  check_view(dt, "nerf composite: dt", DType::f32, outputs.rows());
+  if (!dL_doutputs.empty()) check_view(dL_doutputs, "nerf composite: dL_doutputs", DType::f32, outputs.numel());
+}
+
+uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
+                                      const TensorView& density, const TensorView& scratch,
+                                      const TensorView& bitfield) {
+  TESSERA_CHECK(raw_density.rank == 2 && raw_density.cols() == 1 && raw_density.dtype == DType::f32,
+                "nerf_grid_update: raw_density must be an fp32 [n, 1] column view");
+  const size_t n = raw_density.rows(), cells_total = size_t(n_cascades) * nerf::kGridCells;
+  check_view(cells, "nerf_grid_update: cells", DType::u32, n);
+  check_view(density, "nerf_grid_update: density", DType::f32, cells_total);
+  check_view(scratch, "nerf_grid_update: scratch", DType::f32, cells_total);
+  check_view(bitfield, "nerf_grid_update: bitfield", DType::u8, cells_total / 8);
+  return uint32_t(n);
+}
+
+}  // namespace tessera::ops

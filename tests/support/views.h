@@ -1,0 +1,28 @@
+#pragma once
+// Views of host vectors for tests that run on the CPU backend (whose views are host
+// addresses): test_view(v, rows, cols) is v as a contiguous [rows, cols] matrix.
+#include <cstdint>
+#include <vector>
+
+#include "tessera/core/tensor.h"
+
+namespace tessera::test {
+
+template <typename T>
+TensorView test_view(const std::vector<T>& v, size_t rows, size_t cols) {
+  return TensorView::of_matrix(const_cast<T*>(v.data()), rows, cols, cols);
+}
+template <typename T>
+TensorView test_view(const std::vector<T>& v) {
+  return TensorView::of(const_cast<T*>(v.data()), v.size());
+}
+
+}  // namespace tessera::test
+
+namespace tessera::test {
+// A [rows, cols] matrix (row stride `stride`, default cols) at a host or device address.
+template <typename T>
+TensorView ptr_view(T* data, size_t rows, size_t cols, size_t stride = 0) {
+  return TensorView::of_matrix(data, rows, cols, stride ? stride : cols);
+}
+}  // namespace tessera::test
