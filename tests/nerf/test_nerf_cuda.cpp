@@ -17,6 +17,7 @@
 #include "tessera/nerf/evaluate.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/nerf.h"
+#include "support/views.h"
 
 namespace tessera {
 namespace {
@@ -62,12 +63,13 @@ TEST(NerfCuda, MarchMatchesTheCpuRayByRay) {
       std::vector<ops::NerfRay> rays(sel.n_rays);
       std::vector<float> samples(size_t(max_samples) * 6), dt(max_samples);
       uint32_t counters[2];
-      ops::call<ops::NerfMarchRays>(kCpu, scene, sel, max_samples, rays.data(), samples.data(), dt.data(), counters);
+      ops::call<ops::NerfMarchRays>(kCpu, scene, sel, test::test_view(rays), test::test_view(samples, max_samples, 6),
+                                    test::test_view(dt), TensorView::of(counters, 2));
       Buffer<ops::NerfRay> g_rays(kCuda, sel.n_rays);
       Buffer<float> g_samples(kCuda, size_t(max_samples) * 6), g_dt(kCuda, max_samples);
       Buffer<uint32_t> g_counters(kCuda, 2);
-      ops::call<ops::NerfMarchRays>(kCuda, dev.scene, sel, max_samples, g_rays.data(), g_samples.data(), g_dt.data(),
-                                    g_counters.data());
+      ops::call<ops::NerfMarchRays>(kCuda, dev.scene, sel, g_rays.view(), g_samples.matrix(max_samples, 6),
+                                    g_dt.view(), g_counters.view());
       const auto gr = g_rays.to_host();
       const auto gs = g_samples.to_host();
       const auto gd = g_dt.to_host();
@@ -129,20 +131,22 @@ TEST(NerfCuda, CompositeMatchesTheCpu) {
     const LossParams loss{kind, 0.1f};
     std::vector<float> grad(raw.size());
     ops::TrainState state;
-    ops::call<ops::NerfCompositeTrain>(kCpu, scene, ops::NerfImages{rgba.data()}, rays.data(), n_rays, raw.data(),
-                                       dt.data(), loss, 17u, grad.data(), nullptr, &state);
-    ops::call<ops::NerfCompositeTrain>(kCuda, dev.scene, ops::NerfImages{g_rgba.data()}, g_rays.data(), n_rays,
-                                       g_raw.data(), g_dt.data(), loss, 17u, g_grad.data(), partials.data(),
-                                       g_state.data());
+    ops::call<ops::NerfCompositeTrain>(kCpu, scene, ops::NerfImages{rgba.data()}, test::test_view(rays), n_rays,
+                                       test::test_view(raw, total, 4), test::test_view(dt), loss, 17u,
+                                       test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
+    ops::call<ops::NerfCompositeTrain>(kCuda, dev.scene, ops::NerfImages{g_rgba.data()}, g_rays.view(), n_rays,
+                                       g_raw.matrix(total, 4), g_dt.view(), loss, 17u, g_grad.matrix(total, 4),
+                                       partials.view(), g_state.view());
     // Measured: ~1e-7 (exp/pow rounding between the CPU and CUDA math libraries).
     EXPECT_LT(test::rel_error(g_grad.to_host(), grad), 1e-5);
     EXPECT_NEAR(g_state.to_host()[0].last_loss, state.last_loss, 1e-5 * state.last_loss);
   }
   std::vector<float> out(n_rays * 4);
-  ops::call<ops::NerfCompositeRender>(kCpu, rays.data(), n_rays, raw.data(), dt.data(), Vec3{0.2f, 0.5f, 1}, out.data());
+  ops::call<ops::NerfCompositeRender>(kCpu, test::test_view(rays), n_rays, test::test_view(raw, total, 4),
+                                      test::test_view(dt), Vec3{0.2f, 0.5f, 1}, test::test_view(out));
   Buffer<float> g_out(kCuda, n_rays * 4);
-  ops::call<ops::NerfCompositeRender>(kCuda, g_rays.data(), n_rays, g_raw.data(), g_dt.data(), Vec3{0.2f, 0.5f, 1},
-                                      g_out.data());
+  ops::call<ops::NerfCompositeRender>(kCuda, g_rays.view(), n_rays, g_raw.matrix(total, 4), g_dt.view(),
+                                      Vec3{0.2f, 0.5f, 1}, g_out.view());
   EXPECT_LT(test::rel_error(g_out.to_host(), out), 1e-5);
 }
 
@@ -161,11 +165,12 @@ TEST(NerfCuda, GridSamplesAndUpdateMatchTheCpu) {
   const uint32_t n_uniform = 300000, n_occupied = 200000, n = n_uniform + n_occupied;
   std::vector<uint32_t> cells(n);
   std::vector<float> pos(size_t(n) * 6, 0.0f);
-  ops::call<ops::NerfGridSamples>(kCpu, scene, n_uniform, n_occupied, uint32_t(seed), cells.data(), pos.data());
+  ops::call<ops::NerfGridSamples>(kCpu, scene, n_uniform, n_occupied, uint32_t(seed), test::test_view(cells),
+                                  test::test_view(pos, n, 6));
   Buffer<uint32_t> g_cells(kCuda, n);
   Buffer<float> g_pos = make_buffer(kCuda, pos);
-  ops::call<ops::NerfGridSamples>(kCuda, dev.scene, n_uniform, n_occupied, uint32_t(seed), g_cells.data(),
-                                  g_pos.data());
+  ops::call<ops::NerfGridSamples>(kCuda, dev.scene, n_uniform, n_occupied, uint32_t(seed), g_cells.view(),
+                                  g_pos.matrix(n, 6));
   EXPECT_EQ(g_cells.to_host(), cells);
   EXPECT_LT(test::rel_error(g_pos.to_host(), pos), 1e-6);
 
@@ -177,10 +182,10 @@ TEST(NerfCuda, GridSamplesAndUpdateMatchTheCpu) {
   Buffer<float> g_raw = make_buffer(kCuda, raw), g_density = make_buffer(kCuda, density), g_scratch(kCuda, total);
   Buffer<uint8_t> g_bits(kCuda, total / 8);
   std::vector<uint8_t> new_bits(total / 8);
-  ops::call<ops::NerfGridUpdate>(kCpu, n_cascades, cells.data(), raw.data(), 3u, n, 0.95f, density.data(),
-                                 scratch.data(), new_bits.data());
-  ops::call<ops::NerfGridUpdate>(kCuda, n_cascades, g_cells.data(), g_raw.data(), 3u, n, 0.95f, g_density.data(),
-                                 g_scratch.data(), g_bits.data());
+  ops::call<ops::NerfGridUpdate>(kCpu, n_cascades, test::test_view(cells), test::test_view(raw, n, 3).columns(0, 1),
+                                 0.95f, test::test_view(density), test::test_view(scratch), test::test_view(new_bits));
+  ops::call<ops::NerfGridUpdate>(kCuda, n_cascades, g_cells.view(), g_raw.matrix(n, 3).columns(0, 1), 0.95f,
+                                 g_density.view(), g_scratch.view(), g_bits.view());
   EXPECT_LT(test::rel_error(g_density.to_host(), density), 1e-6);
   // The threshold is a float sum on the GPU, a double sum on the CPU: bits may differ only
   // for cells within rounding of it.

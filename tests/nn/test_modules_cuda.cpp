@@ -27,8 +27,8 @@ struct DeviceParams {
 DeviceParams bind_on_gpu(nn::Module& m, const std::vector<float>& values) {
   const DeviceKind d = DeviceKind::cuda;
   DeviceParams p{make_buffer(d, values), Buffer<float>(d, values.size()), Buffer<uint16_t>(d, values.size())};
-  const nn::ParamBinding all{p.params.data(), p.grads.data(), p.half.data()};
-  m.bind_params(all, all.slice(m.n_matrix_params()));
+  const nn::ParamBinding all{p.params.view(), p.grads.view(), p.half.view()};
+  m.bind_params(all.slice(0, m.n_matrix_params()), all.slice(m.n_matrix_params(), m.n_table_params()));
   // bind_params moved the MLPs' own initial values in: write ours again.
   p.params.copy_from_host(values);
   m.params_changed();
@@ -45,8 +45,9 @@ TEST(ModulesCuda, NerfShapedCompositeMatchesCpu) {
   auto values = test::random_floats(cpu->n_params(), -0.5f, 0.5f, seed);
   for (auto& v : values) v = fp16_exact(v);
   std::vector<float> host_params = values, host_grads(values.size());
-  const nn::ParamBinding host_all{host_params.data(), host_grads.data(), nullptr};
-  cpu->bind_params(host_all, host_all.slice(cpu->n_matrix_params()));
+  const nn::ParamBinding host_all{test::test_view(host_params), test::test_view(host_grads), TensorView()};
+  cpu->bind_params(host_all.slice(0, cpu->n_matrix_params()),
+                   host_all.slice(cpu->n_matrix_params(), cpu->n_table_params()));
   std::copy(values.begin(), values.end(), host_params.begin());  // the MLPs moved their own init in
   cpu->params_changed();
   DeviceParams dp = bind_on_gpu(*gpu, values);

@@ -15,6 +15,7 @@
 #include "tessera/nn/network_with_input_encoding.h"
 #include "tessera/nn/trainer.h"
 #include "tessera/ops/encodings.h"
+#include "support/views.h"
 
 namespace tessera {
 namespace {
@@ -31,16 +32,16 @@ TEST(NetworkWithInputEncodingCuda, MatchesCpuAndLearns) {
   const size_t n = gpu->network().n_params(), n_mlp = gpu->network().n_matrix_params();
   auto params = test::random_floats(n, -0.2f, 0.2f, test::fresh_seed());
   for (size_t k = n_mlp; k < n; ++k) params[k] *= 5;
-  std::copy(params.begin(), params.end(), cpu->network().params());
+  std::copy(params.begin(), params.end(), cpu->network().params().data<float>());
   cpu->network().params_changed();
-  detail::copy_bytes(DeviceKind::cuda, gpu->network().params(), params.data(), n * sizeof(float), true, false);
+  detail::copy_bytes(DeviceKind::cuda, gpu->network().params().data<float>(), params.data(), n * sizeof(float), true, false);
   gpu->network().params_changed();
   const size_t batch = 3000;
   auto x = test::random_floats(batch * 2, 0, 1, 3);
   std::vector<float> y_cpu(batch);
-  cpu->inference(x.data(), batch, y_cpu.data());
+  cpu->inference(test::in_view(cpu->network(), x.data(), batch), test::out_view(cpu->network(), y_cpu.data(), batch));
   Buffer<float> d_x = make_buffer(DeviceKind::cuda, x), d_y(DeviceKind::cuda, batch);
-  gpu->inference(d_x.data(), batch, d_y.data());
+  gpu->inference(test::in_view(gpu->network(), d_x.data(), batch), test::out_view(gpu->network(), d_y.data(), batch));
   const double e = rel_error(d_y.to_host(), y_cpu);
   std::printf("[ measured ] hash grid + MLP inference vs CPU: %.2e\n", e);
   EXPECT_LT(e, 2e-2);  // fp16 MLP activations
@@ -60,7 +61,7 @@ TEST(NetworkWithInputEncodingCuda, MatchesCpuAndLearns) {
     }
     d_in.copy_from_host(xs);
     d_target.copy_from_host(ys);
-    loss = t->training_step(d_in.data(), d_target.data(), tb);
+    loss = t->training_step(test::in_view(t->network(), d_in.data(), tb), test::out_view(t->network(), d_target.data(), tb));
   }
   std::printf("[ measured ] hash grid + MLP loss after 300 steps: %.2e\n", loss);
   EXPECT_LT(loss, 1e-3f);

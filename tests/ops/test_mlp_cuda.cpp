@@ -18,6 +18,7 @@
 #include "tessera/nn/fully_fused_mlp.h"
 #include "tessera/nn/trainer.h"
 #include "tessera/ops/optimizers.h"
+#include "support/views.h"
 
 namespace tessera {
 namespace {
@@ -59,14 +60,14 @@ double rel_error_with_scale(const std::vector<float>& got, const std::vector<flo
 // the size the input gradient would have without cancellation.
 std::vector<float> cancellation_free_input_gradient(nn::Network& cpu, const std::vector<float>& x,
                                                     const std::vector<float>& dL_dout, size_t batch) {
-  std::vector<float> keep(cpu.params(), cpu.params() + cpu.n_params());
-  for (size_t i = 0; i < keep.size(); ++i) cpu.params()[i] = std::abs(keep[i]);
+  std::vector<float> keep(cpu.params().data<float>(), cpu.params().data<float>() + cpu.n_params());
+  for (size_t i = 0; i < keep.size(); ++i) cpu.params().data<float>()[i] = std::abs(keep[i]);
   cpu.params_changed();
   std::vector<float> abs_dout(dL_dout.size()), dx(batch * cpu.input_width());
   for (size_t i = 0; i < dL_dout.size(); ++i) abs_dout[i] = std::abs(dL_dout[i]);
-  auto ctx = cpu.forward(x.data(), batch, nullptr);
-  cpu.backward(*ctx, abs_dout.data(), dx.data(), ops::GradientMode::overwrite);
-  std::copy(keep.begin(), keep.end(), cpu.params());
+  auto ctx = cpu.forward(test::in_view(cpu, x.data(), batch), TensorView());
+  cpu.backward(*ctx, test::out_view(cpu, abs_dout.data(), batch), test::in_view(cpu, dx.data(), batch), ops::GradientMode::overwrite);
+  std::copy(keep.begin(), keep.end(), cpu.params().data<float>());
   cpu.params_changed();
   for (auto& v : dx) v = std::abs(v);
   return dx;
@@ -114,10 +115,10 @@ Pair make_pair(const Case& c, uint64_t seed, const ops::FusedMlpOptions& options
   p.cpu->initialize(seed);
   // Both networks use weights that fp16 represents exactly, so the comparison measures
   // the kernel's arithmetic, not the rounding of the weights.
-  std::vector<float> w(p.cpu->params(), p.cpu->params() + p.cpu->n_params());
+  std::vector<float> w(p.cpu->params().data<float>(), p.cpu->params().data<float>() + p.cpu->n_params());
   for (auto& x : w) x = to_half_precision(x);
-  std::copy(w.begin(), w.end(), p.cpu->params());
-  detail::copy_bytes(DeviceKind::cuda, p.gpu->params(), w.data(), w.size() * sizeof(float), true, false);
+  std::copy(w.begin(), w.end(), p.cpu->params().data<float>());
+  detail::copy_bytes(DeviceKind::cuda, p.gpu->params().data<float>(), w.data(), w.size() * sizeof(float), true, false);
   p.gpu->params_changed();
   return p;
 }
@@ -145,28 +146,28 @@ TEST_P(FusedMlpVsCpu, ForwardBackwardAndLossMatchReference) {
 
   // Inference. Outputs are poisoned first so unwritten elements show.
   std::vector<float> y_cpu(B * c.out);
-  p.cpu->inference(x.data(), B, y_cpu.data());
+  p.cpu->inference(test::in_view(*p.cpu, x.data(), B), test::out_view(*p.cpu, y_cpu.data(), B));
   std::vector<float> poison(B * c.out, NAN);
   gy.copy_from_host(poison);
-  p.gpu->inference(gx.data(), B, gy.data());
+  p.gpu->inference(test::in_view(*p.gpu, gx.data(), B), test::out_view(*p.gpu, gy.data(), B));
   const double e_fwd = rel_error(gy.to_host(), y_cpu);
 
   // Upstream-gradient backward: weight and input gradients.
   std::vector<float> dx_cpu(B * c.in);
-  auto ctx = p.cpu->forward(x.data(), B, nullptr);
-  p.cpu->backward(*ctx, dL_dout.data(), dx_cpu.data(), ops::GradientMode::overwrite);
-  std::vector<float> g_cpu(p.cpu->gradients(), p.cpu->gradients() + p.cpu->n_params());
+  auto ctx = p.cpu->forward(test::in_view(*p.cpu, x.data(), B), TensorView());
+  p.cpu->backward(*ctx, test::out_view(*p.cpu, dL_dout.data(), B), test::in_view(*p.cpu, dx_cpu.data(), B), ops::GradientMode::overwrite);
+  std::vector<float> g_cpu(p.cpu->gradients().data<float>(), p.cpu->gradients().data<float>() + p.cpu->n_params());
   gdx.copy_from_host(std::vector<float>(B * c.in, NAN));
-  auto gctx = p.gpu->forward(gx.data(), B, nullptr);
+  auto gctx = p.gpu->forward(test::in_view(*p.gpu, gx.data(), B), TensorView());
   // A step whose fp16 backward overflows is skipped and the loss scale halves (e.g.
   // Exponential activations on random weights); repeat until the scale fits.
   for (int attempt = 0; attempt < 12; ++attempt) {
-    p.gpu->backward(*gctx, gd.data(), gdx.data(), ops::GradientMode::overwrite);
+    p.gpu->backward(*gctx, test::out_view(*p.gpu, gd.data(), B), test::in_view(*p.gpu, gdx.data(), B), ops::GradientMode::overwrite);
     if (!p.gpu->read_train_state().skip_this_step) break;
   }
   Buffer<float> g_gpu_buf(DeviceKind::cuda, p.gpu->n_params());
   std::vector<float> g_gpu(p.gpu->n_params());
-  detail::copy_bytes(DeviceKind::cuda, g_gpu.data(), p.gpu->gradients(), g_gpu.size() * sizeof(float), false, true);
+  detail::copy_bytes(DeviceKind::cuda, g_gpu.data(), p.gpu->gradients().data<float>(), g_gpu.size() * sizeof(float), false, true);
   const double e_wgrad = rel_error(g_gpu, g_cpu);
   // An input gradient can be a sum of terms that nearly cancel (batch 1, one input): fp16
   // error is relative to the terms, not to their small sum. Measure it against the
@@ -176,9 +177,9 @@ TEST_P(FusedMlpVsCpu, ForwardBackwardAndLossMatchReference) {
   const double e_dx = rel_error_with_scale(gdx.to_host(), dx_cpu, dx_scale);
 
   // Accumulate mode doubles the gradient.
-  p.gpu->backward(*gctx, gd.data(), nullptr, ops::GradientMode::accumulate);
+  p.gpu->backward(*gctx, test::out_view(*p.gpu, gd.data(), B), test::in_view(*p.gpu, nullptr, B), ops::GradientMode::accumulate);
   std::vector<float> g_acc(p.gpu->n_params());
-  detail::copy_bytes(DeviceKind::cuda, g_acc.data(), p.gpu->gradients(), g_acc.size() * sizeof(float), false, true);
+  detail::copy_bytes(DeviceKind::cuda, g_acc.data(), p.gpu->gradients().data<float>(), g_acc.size() * sizeof(float), false, true);
   std::vector<float> twice(g_gpu.size());
   for (size_t i = 0; i < twice.size(); ++i) twice[i] = 2 * g_gpu[i];
   const double e_acc = rel_error(g_acc, twice);
@@ -186,16 +187,16 @@ TEST_P(FusedMlpVsCpu, ForwardBackwardAndLossMatchReference) {
   // Loss inside the kernel (L2), with output and input gradient.
   const LossParams loss{LossKind::L2, 0.1f};
   std::vector<float> dx2_cpu(B * c.in), y2_cpu(B * c.out);
-  p.cpu->forward_backward_loss(x.data(), target.data(), B, loss, y2_cpu.data(), dx2_cpu.data());
-  std::vector<float> g2_cpu(p.cpu->gradients(), p.cpu->gradients() + p.cpu->n_params());
+  p.cpu->forward_backward_loss(test::in_view(*p.cpu, x.data(), B), test::out_view(*p.cpu, target.data(), B), loss, test::out_view(*p.cpu, y2_cpu.data(), B), test::in_view(*p.cpu, dx2_cpu.data(), B));
+  std::vector<float> g2_cpu(p.cpu->gradients().data<float>(), p.cpu->gradients().data<float>() + p.cpu->n_params());
   const float loss_cpu = p.cpu->read_train_state().last_loss;
   gy.copy_from_host(poison);
   for (int attempt = 0; attempt < 12; ++attempt) {
-    p.gpu->forward_backward_loss(gx.data(), gt.data(), B, loss, gy.data(), gdx.data());
+    p.gpu->forward_backward_loss(test::in_view(*p.gpu, gx.data(), B), test::out_view(*p.gpu, gt.data(), B), loss, test::out_view(*p.gpu, gy.data(), B), test::in_view(*p.gpu, gdx.data(), B));
     if (!p.gpu->read_train_state().skip_this_step) break;
   }
   std::vector<float> g2_gpu(p.gpu->n_params());
-  detail::copy_bytes(DeviceKind::cuda, g2_gpu.data(), p.gpu->gradients(), g2_gpu.size() * sizeof(float), false, true);
+  detail::copy_bytes(DeviceKind::cuda, g2_gpu.data(), p.gpu->gradients().data<float>(), g2_gpu.size() * sizeof(float), false, true);
   const double e_loss_grad = rel_error(g2_gpu, g2_cpu);
   const double e_loss_out = rel_error(gy.to_host(), y2_cpu);
   std::vector<float> dL2(B * c.out);  // the in-kernel loss's upstream gradient (L2, mean)
@@ -256,11 +257,11 @@ TEST(FusedMlpCuda, TrainingLearnsLikeTheCpuReferenceAndSkipsNonFiniteSteps) {
   std::vector<float> y(B);
   for (size_t i = 0; i < B; ++i) y[i] = std::sin(3 * x[2 * i]) * x[2 * i + 1];
   Buffer<float> dx = make_buffer(DeviceKind::cuda, x), dy = make_buffer(DeviceKind::cuda, y);
-  const float first = t->training_step(dx.data(), dy.data(), B);
-  ref->training_step(x.data(), y.data(), B);
+  const float first = t->training_step(test::in_view(t->network(), dx.data(), B), test::out_view(t->network(), dy.data(), B));
+  ref->training_step(test::in_view(ref->network(), x.data(), B), test::out_view(ref->network(), y.data(), B));
   for (int i = 0; i < 500; ++i) {
-    t->training_step_async(dx.data(), dy.data(), B);
-    ref->training_step(x.data(), y.data(), B);
+    t->training_step_async(test::in_view(t->network(), dx.data(), B), test::out_view(t->network(), dy.data(), B));
+    ref->training_step(test::in_view(ref->network(), x.data(), B), test::out_view(ref->network(), y.data(), B));
   }
   const float last = t->last_loss(), last_ref = ref->last_loss();
   std::printf("[measured] training: first loss %.4g, after 500 steps cuda %.4g, cpu %.4g\n", first, last, last_ref);
@@ -268,13 +269,13 @@ TEST(FusedMlpCuda, TrainingLearnsLikeTheCpuReferenceAndSkipsNonFiniteSteps) {
   EXPECT_LT(last, 2.0f * last_ref + 1e-4f) << "fp16 training should track the fp32 reference";
   // an infinite input poisons the gradient: the step is skipped and the weights survive
   std::vector<float> before(t->network().n_params());
-  detail::copy_bytes(DeviceKind::cuda, before.data(), t->network().params(), before.size() * 4, false, true);
+  detail::copy_bytes(DeviceKind::cuda, before.data(), t->network().params().data<float>(), before.size() * 4, false, true);
   x[0] = INFINITY;
   dx.copy_from_host(x);
-  t->training_step(dx.data(), dy.data(), B);
+  t->training_step(test::in_view(t->network(), dx.data(), B), test::out_view(t->network(), dy.data(), B));
   EXPECT_EQ(t->skipped_steps(), 1u);
   std::vector<float> after(before.size());
-  detail::copy_bytes(DeviceKind::cuda, after.data(), t->network().params(), after.size() * 4, false, true);
+  detail::copy_bytes(DeviceKind::cuda, after.data(), t->network().params().data<float>(), after.size() * 4, false, true);
   EXPECT_EQ(before, after);
 }
 
@@ -305,18 +306,18 @@ TEST(FusedMlpCuda, HalfInputMatchesRoundedFloatInputExactly) {
     Buffer<float> dx = make_buffer(DeviceKind::cuda, x), dt = make_buffer(DeviceKind::cuda, target);
     Buffer<uint16_t> dxh = make_buffer(DeviceKind::cuda, xh);
     Buffer<float> y1(DeviceKind::cuda, batch * 5), y2(DeviceKind::cuda, batch * 5);
-    net.inference(dx.data(), batch, y1.data());
-    net.inference_half_input(dxh.data(), batch, y2.data());
+    net.inference(test::in_view(net, dx.data(), batch), test::out_view(net, y1.data(), batch));
+    net.inference(test::in_view(net, dxh.data(), batch), test::out_view(net, y2.data(), batch));
     EXPECT_EQ(y1.to_host(), y2.to_host()) << "width " << width;
     const LossParams loss{LossKind::L2, 0.1f};
     Buffer<float> g1(DeviceKind::cuda, batch * 32), g2(DeviceKind::cuda, batch * 32);
-    net.forward_backward_loss(dx.data(), dt.data(), batch, loss, nullptr, g1.data());
+    net.forward_backward_loss(test::in_view(net, dx.data(), batch), test::out_view(net, dt.data(), batch), loss, test::out_view(net, nullptr, batch), test::in_view(net, g1.data(), batch));
     Buffer<float> grads1(DeviceKind::cuda, net.n_params());
-    detail::copy_bytes(DeviceKind::cuda, grads1.data(), net.gradients(), net.n_params() * 4, true, true);
-    net.forward_backward_loss_half_input(dxh.data(), dt.data(), batch, loss, nullptr, g2.data());
+    detail::copy_bytes(DeviceKind::cuda, grads1.data(), net.gradients().data<float>(), net.n_params() * 4, true, true);
+    net.forward_backward_loss(test::in_view(net, dxh.data(), batch), test::out_view(net, dt.data(), batch), loss, test::out_view(net, nullptr, batch), test::in_view(net, g2.data(), batch));
     std::vector<float> a(net.n_params()), b(net.n_params());
     detail::copy_bytes(DeviceKind::cuda, a.data(), grads1.data(), a.size() * 4, false, true);
-    detail::copy_bytes(DeviceKind::cuda, b.data(), net.gradients(), b.size() * 4, false, true);
+    detail::copy_bytes(DeviceKind::cuda, b.data(), net.gradients().data<float>(), b.size() * 4, false, true);
     EXPECT_EQ(a, b) << "width " << width;
     EXPECT_EQ(g1.to_host(), g2.to_host()) << "width " << width;
   }
@@ -342,26 +343,26 @@ TEST(GemmMlpCuda, MatchesCpuAndTrains) {
     // Weights and inputs fp16 represents exactly (the GPU computes in fp16 on tensor cores),
     // so the comparison measures the fp16 activations and the arithmetic, not weight rounding.
     cpu->initialize(seed);
-    std::vector<float> w(cpu->params(), cpu->params() + cpu->n_params());
+    std::vector<float> w(cpu->params().data<float>(), cpu->params().data<float>() + cpu->n_params());
     for (auto& v : w) v = to_half_precision(v);
-    std::copy(w.begin(), w.end(), cpu->params());
-    detail::copy_bytes(DeviceKind::cuda, gpu->params(), w.data(), w.size() * sizeof(float), true, false);
+    std::copy(w.begin(), w.end(), cpu->params().data<float>());
+    detail::copy_bytes(DeviceKind::cuda, gpu->params().data<float>(), w.data(), w.size() * sizeof(float), true, false);
     gpu->params_changed();
     auto x = random_input(batch * 7, seed);
     auto dL = test::random_floats(batch * 3, -1, 1, seed + 1);
     Buffer<float> dx = make_buffer(DeviceKind::cuda, x), ddL = make_buffer(DeviceKind::cuda, dL);
     Buffer<float> dy(DeviceKind::cuda, batch * 3), ddin(DeviceKind::cuda, batch * 7);
     std::vector<float> y(batch * 3), din(batch * 7);
-    cpu->inference(x.data(), batch, y.data());
-    gpu->inference(dx.data(), batch, dy.data());
+    cpu->inference(test::in_view(*cpu, x.data(), batch), test::out_view(*cpu, y.data(), batch));
+    gpu->inference(test::in_view(*gpu, dx.data(), batch), test::out_view(*gpu, dy.data(), batch));
     const double e_fwd = rel_error(dy.to_host(), y);
-    auto cctx = cpu->forward(x.data(), batch, nullptr);
-    cpu->backward(*cctx, dL.data(), din.data(), ops::GradientMode::overwrite);
-    auto gctx = gpu->forward(dx.data(), batch, nullptr);
-    gpu->backward(*gctx, ddL.data(), ddin.data(), ops::GradientMode::overwrite);
+    auto cctx = cpu->forward(test::in_view(*cpu, x.data(), batch), TensorView());
+    cpu->backward(*cctx, test::out_view(*cpu, dL.data(), batch), test::in_view(*cpu, din.data(), batch), ops::GradientMode::overwrite);
+    auto gctx = gpu->forward(test::in_view(*gpu, dx.data(), batch), TensorView());
+    gpu->backward(*gctx, test::out_view(*gpu, ddL.data(), batch), test::in_view(*gpu, ddin.data(), batch), ops::GradientMode::overwrite);
     std::vector<float> gg(gpu->n_params());
-    detail::copy_bytes(DeviceKind::cuda, gg.data(), gpu->gradients(), gg.size() * 4, false, true);
-    const double e_w = rel_error(gg, std::vector<float>(cpu->gradients(), cpu->gradients() + cpu->n_params()));
+    detail::copy_bytes(DeviceKind::cuda, gg.data(), gpu->gradients().data<float>(), gg.size() * 4, false, true);
+    const double e_w = rel_error(gg, std::vector<float>(cpu->gradients().data<float>(), cpu->gradients().data<float>() + cpu->n_params()));
     const double e_x = rel_error(ddin.to_host(), din);
     std::printf("[ measured ] MLP w%u: forward %.2e, weight grads %.2e, input grads %.2e\n", width, e_fwd, e_w, e_x);
     // Measured on the H100: forward ~5e-5, gradients ~3.5e-4 to 4.6e-4 (fp16 activations).
@@ -387,8 +388,8 @@ TEST(GemmMlpCuda, MatchesCpuAndTrains) {
     }
     din.copy_from_host(xs);
     dt.copy_from_host(ys);
-    last = t->training_step(din.data(), dt.data(), tb);
-    last_cpu = tc->training_step(xs.data(), ys.data(), tb);
+    last = t->training_step(test::in_view(t->network(), din.data(), tb), test::out_view(t->network(), dt.data(), tb));
+    last_cpu = tc->training_step(test::in_view(tc->network(), xs.data(), tb), test::out_view(tc->network(), ys.data(), tb));
     if (step == 0) first = last;
   }
   std::printf("[ measured ] CutlassMLP w192 loss %.4e -> %.4e in 100 steps (CPU %.4e)\n", first, last, last_cpu);

@@ -37,8 +37,8 @@ TEST(StreamsCuda, OpsOnAStreamMatchTheDefaultStream) {
   auto host_a = test::random_floats(M * K, -1, 1, seed), host_b = test::random_floats(K * N, -1, 1, seed + 1);
   Buffer<float> a32 = make_buffer(DeviceKind::cuda, host_a), b32 = make_buffer(DeviceKind::cuda, host_b);
   Buffer<uint16_t> a16(DeviceKind::cuda, M * K), b16(DeviceKind::cuda, K * N);
-  ops::call<ops::ConvertToHalf>(main, a32.data(), a16.data(), M * K);
-  ops::call<ops::ConvertToHalf>(main, b32.data(), b16.data(), K * N);
+  ops::call<ops::ConvertToHalf>(main, a32.view(), a16.view());
+  ops::call<ops::ConvertToHalf>(main, b32.view(), b16.view());
   ops::GemmDesc d;
   d.M = M, d.N = N, d.K = K;
   d.a = {ops::DType::f16, ops::Layout::row_major, false, K, 0};
@@ -46,8 +46,8 @@ TEST(StreamsCuda, OpsOnAStreamMatchTheDefaultStream) {
   d.c = {ops::DType::f32, ops::Layout::row_major, false, N, 0};
   Buffer<float> c_main(DeviceKind::cuda, M * N), c_side(DeviceKind::cuda, M * N);
   main.synchronize();
-  ops::call<ops::Gemm>(main, d, a16.data(), b16.data(), c_main.data());
-  ops::call<ops::Gemm>(*side, d, a16.data(), b16.data(), c_side.data());
+  ops::call<ops::Gemm>(main, d, a16.view(), b16.view(), c_main.view());
+  ops::call<ops::Gemm>(*side, d, a16.view(), b16.view(), c_side.view());
   main.synchronize();
   side->synchronize();
   EXPECT_EQ(on_host(c_main), on_host(c_side));
@@ -58,8 +58,9 @@ TEST(StreamsCuda, OpsOnAStreamMatchTheDefaultStream) {
   Buffer<float> A = make_buffer(DeviceKind::cuda, test::random_floats(gs.rows * gs.cols, -1, 1, seed + 2));
   Buffer<float> x = make_buffer(DeviceKind::cuda, test::random_floats(gs.rows, -1, 1, seed + 3));
   Buffer<float> y_main(DeviceKind::cuda, gs.cols), y_side(DeviceKind::cuda, gs.cols);
-  ops::call<ops::Gemv>(main, gs, 1.0f, A.data(), x.data(), 0.0f, y_main.data(), Activation::None);
-  ops::call<ops::Gemv>(*side, gs, 1.0f, A.data(), x.data(), 0.0f, y_side.data(), Activation::None);
+  ops::call<ops::Gemv>(main, gs.op, 1.0f, A.matrix(gs.rows, gs.cols), x.view(), 0.0f, y_main.view(), Activation::None);
+  ops::call<ops::Gemv>(*side, gs.op, 1.0f, A.matrix(gs.rows, gs.cols), x.view(), 0.0f, y_side.view(),
+                       Activation::None);
   main.synchronize();
   side->synchronize();
   EXPECT_EQ(on_host(y_main), on_host(y_side));
@@ -70,14 +71,14 @@ TEST(StreamsCuda, OpsOnAStreamMatchTheDefaultStream) {
   const size_t batch = 5000;
   Buffer<float> table = make_buffer(DeviceKind::cuda, test::random_floats(g.n_params(), -1, 1, seed + 4));
   Buffer<uint16_t> table16(DeviceKind::cuda, g.n_params());
-  ops::call<ops::ConvertToHalf>(*side, table.data(), table16.data(), g.n_params());
+  ops::call<ops::ConvertToHalf>(*side, table.view(), table16.view());
   Buffer<float> pts = make_buffer(DeviceKind::cuda, test::random_floats(batch * 3, 0, 1, seed + 5));
   Buffer<float> enc_main(DeviceKind::cuda, batch * g.output_width()), enc_side(DeviceKind::cuda, batch * g.output_width());
   side->synchronize();
-  ops::call<ops::GridEncode>(main, g, table.data(), table16.data(), pts.data(), 3u, batch, enc_main.data(),
-                             g.output_width());
-  ops::call<ops::GridEncode>(*side, g, table.data(), table16.data(), pts.data(), 3u, batch, enc_side.data(),
-                             g.output_width());
+  ops::call<ops::GridEncode>(main, g, table.view(), table16.view(), pts.matrix(batch, 3),
+                             enc_main.matrix(batch, g.output_width()));
+  ops::call<ops::GridEncode>(*side, g, table.view(), table16.view(), pts.matrix(batch, 3),
+                             enc_side.matrix(batch, g.output_width()));
   main.synchronize();
   side->synchronize();
   EXPECT_EQ(on_host(enc_main), on_host(enc_side));

@@ -26,3 +26,19 @@ TensorView ptr_view(T* data, size_t rows, size_t cols, size_t stride = 0) {
   return TensorView::of_matrix(data, rows, cols, stride ? stride : cols);
 }
 }  // namespace tessera::test
+
+namespace tessera::test {
+// A network's input / output rows at `data` (null: the empty view), for a batch.
+template <typename Net, typename T>
+TensorView in_view(Net& net, T* data, size_t batch) {
+  return data ? ptr_view(data, batch, net.input_width()) : TensorView();
+}
+template <typename Net, typename T>
+TensorView out_view(Net& net, T* data, size_t batch) {
+  return data ? ptr_view(data, batch, net.output_width()) : TensorView();
+}
+template <typename Net>
+TensorView in_view(Net&, std::nullptr_t, size_t) { return TensorView(); }
+template <typename Net>
+TensorView out_view(Net&, std::nullptr_t, size_t) { return TensorView(); }
+}  // namespace tessera::test
