@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tessera/core/binary_file.h"
 #include "tessera/core/config.h"
 #include "tessera/core/error.h"
 
@@ -15,19 +16,8 @@ constexpr uint32_t kVersion = 1;
 constexpr uint64_t kMaxHeaderBytes = 1 << 20;
 constexpr uint64_t kMaxFileBytes = uint64_t(4) << 30;
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ULL) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
-
 Json camera_json(const CameraModel& c) {
   return Json{{"fl_x", c.fl_x}, {"fl_y", c.fl_y}, {"cx", c.cx}, {"cy", c.cy}, {"w", c.width}, {"h", c.height}};
-}
-
-template <typename T>
-void append(std::string& out, const T& v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
 }  // namespace
@@ -39,21 +29,17 @@ void save_snapshot(NerfTrainer& t, const std::string& path) {
               {"aabb_scale", d.aabb_scale},
               {"steps", t.steps()}};
   if (!d.frames.empty()) header["camera"] = camera_json(d.frames[0].camera);
-  const std::string text = header.dump();
   // The weights renderings use: the optimizer's average where it keeps one (Ema).
   std::vector<float> params(t.model().n_params());
   t.model().use_averaged_params(true);
   download_from_view(t.device(), params.data(), t.model().params(), params.size() * sizeof(float));
   t.model().use_averaged_params(false);
   const std::vector<float> grid = t.grid_density();
-  std::string out(kMagic, sizeof(kMagic));
-  append(out, kVersion);
-  append(out, uint32_t(text.size()));
-  out += text;
-  out.append(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
-  out.append(reinterpret_cast<const char*>(grid.data()), grid.size() * sizeof(float));
-  append(out, fnv1a(grid.data(), grid.size() * sizeof(float), fnv1a(params.data(), params.size() * sizeof(float))));
-  write_file_atomic(path, out);
+  BinaryWriter out(kMagic, kVersion, header);
+  out.put_bytes(params.data(), params.size() * sizeof(float));
+  out.put_bytes(grid.data(), grid.size() * sizeof(float));
+  out.put(fnv1a(grid.data(), grid.size() * sizeof(float), fnv1a(params.data(), params.size() * sizeof(float))));
+  write_file_atomic(path, out.bytes());
 }
 
 std::unique_ptr<NerfTrainer> load_snapshot(const std::string& path, DeviceKind device) {
@@ -62,26 +48,10 @@ std::unique_ptr<NerfTrainer> load_snapshot(const std::string& path, DeviceKind d
 
 std::unique_ptr<NerfTrainer> load_snapshot_from_memory(std::string_view bytes, const std::string& name,
                                                        DeviceKind device) {
-  size_t pos = 0;
-  auto take = [&](void* dst, size_t n) {
-    TESSERA_CHECK(n <= bytes.size() - pos, "NeRF snapshot '{}' is truncated ({} bytes)", name, bytes.size());
-    std::memcpy(dst, bytes.data() + pos, n);
-    pos += n;
-  };
-  char magic[8];
-  take(magic, sizeof(magic));
-  TESSERA_CHECK(std::memcmp(magic, kMagic, sizeof(kMagic)) == 0, "'{}' is not a tessera NeRF snapshot", name);
-  uint32_t version = 0, header_len = 0;
-  take(&version, sizeof(version));
-  TESSERA_CHECK(version == kVersion, "NeRF snapshot '{}' has format version {}; this build reads version {}", name,
-                version, kVersion);
-  take(&header_len, sizeof(header_len));
-  TESSERA_CHECK(header_len <= kMaxHeaderBytes && header_len <= bytes.size() - pos,
-                "NeRF snapshot '{}' is truncated or corrupt (its header claims {} bytes of {})", name, header_len,
-                bytes.size());
-  const Json header = parse_json(std::string(bytes.substr(pos, header_len)), "the header of NeRF snapshot '" + name + "'");
-  pos += header_len;
-  const std::string where = "NeRF snapshot '" + name + "'";
+  BinaryReader in(bytes, "NeRF snapshot", name);
+  const Json header = in.read_header(kMagic, kVersion, kMaxHeaderBytes);
+  const size_t pos = in.position();
+  const std::string where = in.where();
   TESSERA_CHECK(header.is_object() && header.contains("config") && header.contains("aabb_scale"),
                 "{}: the header lacks the config or the scene box", where);
   const uint32_t aabb_scale = json_get<uint32_t>(header, "aabb_scale", 1);
@@ -117,10 +87,10 @@ std::unique_ptr<NerfTrainer> load_snapshot_from_memory(std::string_view bytes, c
   TESSERA_CHECK(n_params_claimed == n_params, "{}: the header says {} parameters but its config builds {}", where,
                 n_params_claimed, n_params);
   std::vector<float> params(n_params), grid(n_cells);
-  take(params.data(), n_params * sizeof(float));
-  take(grid.data(), n_cells * sizeof(float));
+  in.take(params.data(), n_params * sizeof(float));
+  in.take(grid.data(), n_cells * sizeof(float));
   uint64_t hash = 0;
-  take(&hash, sizeof(hash));
+  in.take(&hash, sizeof(hash));
   TESSERA_CHECK(hash == fnv1a(grid.data(), grid.size() * sizeof(float), fnv1a(params.data(), params.size() * sizeof(float))),
                 "{} is corrupt (checksum mismatch)", where);
   for (size_t i = 0; i < params.size(); ++i)

@@ -224,17 +224,23 @@ void FullyFusedMlp::backward_impl(ForwardContext& base, const TensorView& dL_dou
                 dL_doutput.rows(), ctx->input.rows());
   if (path_ == Path::gemm)
     return gemm_->backward(dL_doutput, p_.gradients, mode, dL_dinput, state_view_, settles_);
+  ops::FusedMlpTrainArgs a = fused_args(ctx->input, dL_dinput, mode);
+  a.dL_doutput = dL_doutput;
+  a.settle = settles_;
+  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
+}
+
+ops::FusedMlpTrainArgs FullyFusedMlp::fused_args(const TensorView& input, const TensorView& dL_dinput,
+                                                 GradientMode mode) const {
   ops::FusedMlpTrainArgs a;
   a.weights = p_.params_half;
-  a.input = ctx->input;
-  a.dL_doutput = dL_doutput;
+  a.input = input;
   a.dL_dinput = dL_dinput;
   a.dL_dparams = p_.gradients;
   a.mode = mode;
   a.state = state_view_;
-  a.settle = settles_;
   a.options = kernel_options_;
-  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
+  return a;
 }
 
 bool FullyFusedMlp::accepts_half_input(size_t batch, bool training) const {
@@ -264,17 +270,10 @@ void FullyFusedMlp::forward_backward_loss_impl(const TensorView& input, const Te
   }
   if (path_ == Path::gemm)
     return gemm_->forward_backward_loss(p_.params, input, target, loss, output, p_.gradients, dL_dinput, state_view_);
-  ops::FusedMlpTrainArgs a;
-  a.weights = p_.params_half;
-  a.input = input;
+  ops::FusedMlpTrainArgs a = fused_args(input, dL_dinput, GradientMode::overwrite);
   a.target = target;
   a.loss = loss;
   a.output = output;
-  a.dL_dinput = dL_dinput;
-  a.dL_dparams = p_.gradients;
-  a.mode = GradientMode::overwrite;
-  a.state = state_view_;
-  a.options = kernel_options_;
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 

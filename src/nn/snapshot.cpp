@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "tessera/core/binary_file.h"
 #include "tessera/core/error.h"
 #include "tessera/nn/trainer.h"
 
@@ -20,35 +21,19 @@ namespace {
 constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'E', 'R', 'A', '\x01'};
 constexpr uint32_t kVersion = 1;
 
-uint64_t fnv1a(const void* data, size_t bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ULL;
-  return h;
-}
-
 Json header_for(Network& net) {
   return Json{{"network", net.config()}, {"input_width", net.input_width()}, {"output_width", net.output_width()},
               {"n_params", net.n_params()}};
-}
-
-template <typename T>
-void append(std::string& out, const T& v) {
-  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 }  // namespace
 
 void save_parameters(Network& net, const std::string& path) {
   std::vector<float> params(net.n_params());
   download_from_view(net.device(), params.data(), net.params(), params.size() * sizeof(float));
-  const std::string header = header_for(net).dump();
-  std::string out(kMagic, sizeof(kMagic));
-  append(out, kVersion);
-  append(out, static_cast<uint32_t>(header.size()));
-  out += header;
-  out.append(reinterpret_cast<const char*>(params.data()), params.size() * sizeof(float));
-  append(out, fnv1a(params.data(), params.size() * sizeof(float)));
-  write_file_atomic(path, out);
+  BinaryWriter out(kMagic, kVersion, header_for(net));
+  out.put_bytes(params.data(), params.size() * sizeof(float));
+  out.put(fnv1a(params.data(), params.size() * sizeof(float)));
+  write_file_atomic(path, out.bytes());
 }
 
 namespace {
@@ -95,37 +80,19 @@ void load_parameters(Network& net, const std::string& path) {
 }
 
 void load_parameters_from_memory(Network& net, std::string_view bytes, const std::string& path) {
-  size_t pos = 0;
-  auto take = [&](void* dst, size_t n) {
-    TESSERA_CHECK(pos + n <= bytes.size(), "parameter file '{}' is truncated ({} bytes)", path, bytes.size());
-    std::memcpy(dst, bytes.data() + pos, n);
-    pos += n;
-  };
-  char magic[8];
-  take(magic, sizeof(magic));
-  TESSERA_CHECK(std::memcmp(magic, kMagic, sizeof(kMagic)) == 0, "'{}' is not a tessera parameter file", path);
-  uint32_t version = 0, header_len = 0;
-  take(&version, sizeof(version));
-  TESSERA_CHECK(version == kVersion, "parameter file '{}' has format version {}; this build reads version {}", path,
-                version, kVersion);
-  take(&header_len, sizeof(header_len));
-  // Checked before allocating: a header length from a corrupt file must not ask for GiBs.
-  TESSERA_CHECK(header_len <= kMaxHeaderBytes && pos + header_len <= bytes.size(),
-                "parameter file '{}' is truncated or corrupt (its header claims {} bytes of {})", path, header_len,
-                bytes.size());
-  std::string header(header_len, '\0');
-  take(header.data(), header_len);
-  const Json stored = parse_json(header, "the header of parameter file '" + path + "'");
+  BinaryReader in(bytes, "parameter file", path);
+  const Json stored = in.read_header(kMagic, kVersion, kMaxHeaderBytes);
   const Json expected = header_for(net);
   TESSERA_CHECK(stored == expected, "parameter file '{}' was saved from a different network ({})", path,
                 differences(stored, expected));
   std::vector<float> params(net.n_params());
-  take(params.data(), params.size() * sizeof(float));
+  in.take(params.data(), params.size() * sizeof(float));
   uint64_t hash = 0;
-  take(&hash, sizeof(hash));
+  in.take(&hash, sizeof(hash));
   TESSERA_CHECK(hash == fnv1a(params.data(), params.size() * sizeof(float)),
                 "parameter file '{}' is corrupt (checksum mismatch)", path);
-  TESSERA_CHECK(pos == bytes.size(), "parameter file '{}' has {} unexpected trailing bytes", path, bytes.size() - pos);
+  TESSERA_CHECK(in.position() == in.size(), "parameter file '{}' has {} unexpected trailing bytes", path,
+                in.size() - in.position());
   // A matching checksum only says the file is what was saved: a run that diverged saves
   // NaNs, and training on from them would silently stay NaN.
   for (size_t i = 0; i < params.size(); ++i)

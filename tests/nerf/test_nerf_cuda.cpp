@@ -45,13 +45,7 @@ TEST(NerfCuda, MarchMatchesTheCpuRayByRay) {
   for (uint32_t n_cascades : {1u, 3u}) {
     const auto bits = test::blob_bitfield(n_cascades);
     const auto frames = test::cameras_around_box(n_cascades, 4, 64);
-    ops::NerfScene scene;
-    scene.frames = frames.data();
-    scene.n_frames = uint32_t(frames.size());
-    scene.aabb = test::cascade_box(n_cascades);
-    scene.n_cascades = n_cascades;
-    scene.cone_angle = n_cascades > 1 ? 1.0f / 256 : 0.0f;
-    scene.bitfield = bits.data();
+    const ops::NerfScene scene = test::march_scene(n_cascades, frames, bits);
     const SceneOnDevice dev = upload(scene, frames, bits);
     for (bool training : {true, false}) {
       ops::NerfRaySelection sel;

@@ -124,13 +124,7 @@ TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
   for (uint32_t n_cascades : {1u, 2u}) {
     const std::vector<uint8_t> bits = test::blob_bitfield(n_cascades);
     const std::vector<FrameView> frames = test::cameras_around_box(n_cascades, 3, 32);
-    ops::NerfScene scene;
-    scene.frames = frames.data();
-    scene.n_frames = uint32_t(frames.size());
-    scene.aabb = test::cascade_box(n_cascades);
-    scene.n_cascades = n_cascades;
-    scene.cone_angle = n_cascades > 1 ? 1.0f / 256 : 0.0f;
-    scene.bitfield = bits.data();
+    const ops::NerfScene scene = test::march_scene(n_cascades, frames, bits);
     ops::NerfRaySelection sel;
     sel.n_rays = 200;
     sel.seed = uint32_t(gen());

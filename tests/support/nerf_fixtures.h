@@ -49,4 +49,18 @@ inline std::vector<ops::nerf::FrameView> cameras_around_box(uint32_t n_cascades,
   return frames;
 }
 
+// The host-side scene the march tests use: `frames` around the cascaded box, occupancy
+// from `bits` (both must outlive the scene).
+inline ops::NerfScene march_scene(uint32_t n_cascades, const std::vector<ops::nerf::FrameView>& frames,
+                                  const std::vector<uint8_t>& bits) {
+  ops::NerfScene scene;
+  scene.frames = frames.data();
+  scene.n_frames = uint32_t(frames.size());
+  scene.aabb = cascade_box(n_cascades);
+  scene.n_cascades = n_cascades;
+  scene.cone_angle = n_cascades > 1 ? 1.0f / 256 : 0.0f;
+  scene.bitfield = bits.data();
+  return scene;
+}
+
 }  // namespace tessera::test

@@ -77,6 +77,8 @@ class FullyFusedMlp final : public Network {
                                   const TensorView& output, const TensorView& dL_dinput) override;
 
  private:
+  // A fused training launch's arguments shared by backward and the loss step.
+  ops::FusedMlpTrainArgs fused_args(const TensorView& input, const TensorView& dL_dinput, GradientMode mode) const;
 
   MlpConfig cfg_;
   DeviceKind device_;
