@@ -106,8 +106,9 @@ void run_train(const NerfTrainOptions& o) {
     }
     if (step % 16 == 0 || step == max_steps)
       bar.update(o.steps ? step : std::min<uint64_t>(bar_total, uint64_t(train_seconds * 10)),
-                 fmt::format("{:.0f} steps/s loss {:.2e} {:.1f} samples/ray{}", step / std::max(train_seconds, 1e-9),
-                             loss, trainer.samples_per_ray(),
+                 fmt::format("{:.0f} steps/s loss {:.2e} {} rays, {:.1f}/{:.1f} samples/ray trained/marched{}",
+                             step / std::max(train_seconds, 1e-9), loss, trainer.rays_per_step(),
+                             trainer.samples_per_ray(), trainer.marched_samples_per_ray(),
                              evals.empty() ? "" : fmt::format(" psnr {:.2f} dB", evals.back().psnr_white)));
   }
   const nerf::EvalResult final_eval = nerf::evaluate(
@@ -128,19 +129,22 @@ void run_train(const NerfTrainOptions& o) {
   write_line_plot_png(out_path("psnr.png"), {white, black},
                       {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "test PSNR (dB)"});
   const uint32_t skipped = trainer.skipped_steps();
-  fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s), {:.1f} samples per ray, {} steps "
-             "skipped for non-finite gradients\n",
-             step, train_seconds, step / std::max(train_seconds, 1e-9), trainer.samples_per_ray(), skipped);
+  fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s), {} rays per step, {:.1f} samples per "
+             "ray trained of {:.1f} marched, {} steps skipped for non-finite gradients\n",
+             step, train_seconds, step / std::max(train_seconds, 1e-9), trainer.rays_per_step(),
+             trainer.samples_per_ray(), trainer.marched_samples_per_ray(), skipped);
   Json profile;
   if (o.profile) {
     const auto& t = trainer.step_times();
     const double n = double(std::max<uint64_t>(t.steps, 1));
-    profile = {{"grid_update_ms", t.grid_update / n}, {"march_ms", t.march / n}, {"model_forward_ms", t.model_forward / n},
-               {"rendering_ms", t.rendering / n}, {"backward_and_optimizer_ms", t.backward_and_optimizer / n}};
+    profile = {{"grid_update_ms", t.grid_update / n},         {"march_ms", t.march / n},
+               {"inference_ms", t.inference / n},             {"rendering_ms", t.rendering / n},
+               {"model_forward_ms", t.model_forward / n}, {"backward_and_optimizer_ms", t.backward_and_optimizer / n}};
     fmt::print("  step time (profiled, device synchronized between phases), ms per step: grid update {:.3f}, "
-               "march {:.3f}, model forward {:.3f}, rendering + loss + its backward {:.3f}, model backward + "
-               "optimizer {:.3f}\n",
-               t.grid_update / n, t.march / n, t.model_forward / n, t.rendering / n, t.backward_and_optimizer / n);
+               "march {:.3f}, model inference on the marched samples {:.3f}, rendering + loss + its backward + "
+               "compaction {:.3f}, model forward on the compacted {:.3f}, model backward + optimizer {:.3f}\n",
+               t.grid_update / n, t.march / n, t.inference / n, t.rendering / n, t.model_forward / n,
+               t.backward_and_optimizer / n);
   }
   const size_t memory = backend_for(dev).memory_used();
   if (memory) fmt::print("  device memory in use: {:.0f} MiB\n", double(memory) / (1 << 20));

@@ -14,6 +14,12 @@ using ops::nerf::srgb_to_linear;
 namespace {
 double psnr(double mse) { return -10.0 * std::log10(std::max(mse, 1e-12)); }
 float clip01(float v) { return std::clamp(v, 0.0f, 1.0f); }
+
+// Colour of pixel i, channel k, over `background` (in the rendering's colour space), as sRGB.
+float srgb_over(const RenderedImage& image, size_t i, int k, float background) {
+  const float c = image.rgba[4 * i + k] + (1.0f - image.rgba[4 * i + 3]) * background;
+  return image.linear_colours ? clip01(linear_to_srgb(clip01(c))) : clip01(c);
+}
 }  // namespace
 
 void write_rendering_png(const std::string& path, const RenderedImage& image, Vec3 background) {
@@ -21,8 +27,8 @@ void write_rendering_png(const std::string& path, const RenderedImage& image, Ve
   for (size_t i = 0; i < size_t(image.width) * image.height; ++i)
     for (int k = 0; k < 3; ++k) {
       // The rendering was made over black: add the background where it shows through.
-      const float lin = image.rgba[4 * i + k] + (1.0f - image.rgba[4 * i + 3]) * background[k];
-      rgb[3 * i + k] = uint8_t(std::lround(255.0f * clip01(linear_to_srgb(clip01(lin)))));
+      const float bg = image.linear_colours ? background[k] : linear_to_srgb(background[k]);
+      rgb[3 * i + k] = uint8_t(std::lround(255.0f * srgb_over(image, i, k, bg)));
     }
   write_png(path, int(image.width), int(image.height), 3, rgb);
 }
@@ -60,13 +66,13 @@ EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions
     double se_white = 0, se_black = 0;
     const size_t n = size_t(img.width) * img.height;
     for (size_t i = 0; i < n; ++i) {
-      const float a = ref[4 * i + 3] / 255.0f, opacity = img.rgba[4 * i + 3];
+      const float a = ref[4 * i + 3] / 255.0f;
       for (int k = 0; k < 3; ++k) {
-        const float s = ref[4 * i + k] / 255.0f, fg = img.rgba[4 * i + k];
+        const float s = ref[4 * i + k] / 255.0f;
         const float ref_white = s * a + (1.0f - a);
-        const float out_white = clip01(linear_to_srgb(clip01(fg + (1.0f - opacity))));
+        const float out_white = srgb_over(img, i, k, 1.0f);
         const float ref_black = clip01(linear_to_srgb(clip01(srgb_to_linear(s) * a)));
-        const float out_black = clip01(linear_to_srgb(clip01(fg)));
+        const float out_black = srgb_over(img, i, k, 0.0f);
         se_white += double(out_white - ref_white) * (out_white - ref_white);
         se_black += double(out_black - ref_black) * (out_black - ref_black);
       }

@@ -60,11 +60,13 @@ Json default_nerf_config() {
 namespace {
 
 constexpr uint32_t kDensityOutputs = 16;  // density + 15 features, instant-ngp's layout
+constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most this x target_samples
 
 NerfTrainingOptions parse_training(const Json& c, DeviceKind device) {
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
-                    "grid_fraction", "warmup_fraction", "initial_loss_scale"});
+                    "grid_fraction", "warmup_fraction", "initial_loss_scale", "linear_colors",
+                    "snap_to_pixel_centers"});
   NerfTrainingOptions o;
   if (device == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
@@ -75,6 +77,8 @@ NerfTrainingOptions parse_training(const Json& c, DeviceKind device) {
   o.grid_fraction = json_get<float>(c, "grid_fraction", o.grid_fraction);
   o.warmup_fraction = json_get<float>(c, "warmup_fraction", o.warmup_fraction);
   o.initial_loss_scale = json_get<float>(c, "initial_loss_scale", o.initial_loss_scale);
+  o.linear_colors = json_get<bool>(c, "linear_colors", o.linear_colors);
+  o.snap_to_pixel_centers = json_get<bool>(c, "snap_to_pixel_centers", o.snap_to_pixel_centers);
   TESSERA_CHECK(o.target_samples >= 256 && o.target_samples <= (1u << 24),
                 "NeRF training: target_samples {} out of range; valid: 256 to 2^24", o.target_samples);
   TESSERA_CHECK(o.initial_rays >= 1 && o.initial_rays <= o.target_samples,
@@ -136,9 +140,11 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, u
   grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
   std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update
   grid_bitfield_.copy_from_host(all);
-  counters_ = Buffer<uint32_t>(device, 2);
+  counters_ = Buffer<uint32_t>(device, 3);  // march: requested, written; compaction: rows
   rays_ = Buffer<ops::NerfRay>(device, 0);
   samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
+  dL_doutputs_ = Buffer<float>(device, 0), compact_samples_ = Buffer<float>(device, 0);
+  compact_dL_ = Buffer<float>(device, 0), compact_scratch_ = Buffer<uint32_t>(device, 0);
   loss_partials_ = Buffer<float>(device, 0);
   grid_cells_ = Buffer<uint32_t>(device, 0);
   grid_values_ = Buffer<float>(device, 0);
@@ -203,39 +209,66 @@ void NerfTrainer::step() {
   }
   if (step_ % options_.grid_update_interval == 0) update_grid();
   mark(times_.grid_update);
-  const uint32_t max_samples = options_.target_samples;
+  // Marched samples may outnumber the trained (compacted) ones several times over.
+  const uint32_t max_samples = options_.target_samples * kMarchCapacity;
   rays_.ensure(n_rays_);
   samples_.ensure(size_t(max_samples) * ops::kNerfInputWidth);
   dt_.ensure(max_samples);
   ops::NerfRaySelection sel;
   sel.training = true;
+  sel.snap_to_pixel_centres = options_.snap_to_pixel_centers;
   sel.n_rays = n_rays_;
   sel.seed = hash_u32(seed_ ^ hash_u32(uint32_t(step_)));
   ops::call<ops::NerfMarchRays>(device_, scene(), sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
-                                dt_.view(0, max_samples), counters_.view());
+                                dt_.view(0, max_samples), counters_.view(0, 2));
   uint32_t counts[2];
   counters_.copy_to_host(counts, 2);
   mark(times_.march);
   samples_requested_ = counts[0], samples_written_ = std::min(counts[1], max_samples), n_rays_last_ = n_rays_;
-  // Next step's rays: as many as make target_samples at this step's samples per ray.
-  const double per_ray = std::max(1.0, double(counts[0]) / double(n_rays_));
+  ++step_;
+  if (samples_written_ == 0) {  // every ray missed the scene: nothing to learn from
+    samples_compacted_ = 0;
+    n_rays_ = options_.target_samples;
+    return;
+  }
+
+  // The model on every marched sample; volume rendering, loss and dL/d(output) per ray.
+  const uint32_t n_rays = sel.n_rays, n = samples_written_;
+  outputs_.ensure(size_t(n) * ops::kNerfOutputWidth);
+  dL_doutputs_.ensure(size_t(n) * ops::kNerfOutputWidth);
+  const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
+  const TensorView outputs = outputs_.matrix(n, ops::kNerfOutputWidth);
+  const TensorView dL_doutputs = dL_doutputs_.matrix(n, ops::kNerfOutputWidth);
+  model_->inference(samples, outputs);
+  mark(times_.inference);
+  loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(device_, n_rays));
+  ops::call<ops::NerfCompositeTrain>(device_, scene(), ops::NerfImages{images_.data(), options_.linear_colors}, rays_.view(), n_rays, outputs,
+                                     dt_.view(0, n), loss_, sel.seed, dL_doutputs, loss_partials_.view(),
+                                     model_->train_state_view());
+  // Only the samples in front of each ray's stop carry a gradient: those are trained.
+  compact_samples_.ensure(size_t(n) * ops::kNerfInputWidth);
+  compact_dL_.ensure(size_t(n) * ops::kNerfOutputWidth);
+  compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(device_, n_rays));
+  ops::call<ops::NerfCompactSamples>(device_, rays_.view(), n_rays, samples, dL_doutputs,
+                                     compact_samples_.matrix(n, ops::kNerfInputWidth),
+                                     compact_dL_.matrix(n, ops::kNerfOutputWidth), counters_.view(2, 1),
+                                     compact_scratch_.view());
+  download_from_view(device_, counts, counters_.view(2, 1), sizeof(uint32_t));
+  mark(times_.rendering);
+  samples_compacted_ = counts[0];
+  // Next step's rays: as many as make target_samples at this step's trained samples per ray.
+  const double per_ray = std::max(1.0, double(samples_compacted_) / double(n_rays));
   n_rays_ = uint32_t(std::clamp(double(options_.target_samples) / per_ray, 64.0, double(options_.target_samples)));
   n_rays_ = std::max(64u, n_rays_ / 64 * 64);
-  ++step_;
-  if (samples_written_ == 0) return;  // every ray missed the scene: nothing to learn from
+  if (samples_compacted_ == 0) return;  // every ray turned opaque... before any sample: nothing to train
 
-  const uint32_t n_rays = sel.n_rays;
-  loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(device_, n_rays));
-  const ops::NerfScene sc = scene();
-  const ops::NerfImages images{images_.data()};
-  model_->training_step_async(
-      samples_.matrix(samples_written_, ops::kNerfInputWidth),
-      [&](nn::ConstView y, nn::View dL_dy, const TensorView& state) {
-        mark(times_.model_forward);
-        ops::call<ops::NerfCompositeTrain>(device_, sc, images, rays_.view(), n_rays, y, dt_.view(0, samples_written_),
-                                           loss_, sel.seed, dL_dy, loss_partials_.view(), state);
-        mark(times_.rendering);
-      });
+  const uint32_t c = samples_compacted_;
+  const TensorView compact_dL = compact_dL_.matrix(c, ops::kNerfOutputWidth);
+  model_->training_step_async(compact_samples_.matrix(c, ops::kNerfInputWidth),
+                              [&](nn::ConstView, nn::View dL_dy, const TensorView&) {
+                                mark(times_.model_forward);
+                                copy_view_to_view(device_, dL_dy, compact_dL);
+                              });
   mark(times_.backward_and_optimizer);
 }
 
@@ -272,6 +305,9 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
   const AveragedWeights averaged(*model_);
   RenderedImage img;
   img.width = camera.camera.width, img.height = camera.camera.height;
+  img.linear_colours = options_.linear_colors;
+  if (!img.linear_colours)
+    for (float* c : {&background.x, &background.y, &background.z}) *c = ops::nerf::linear_to_srgb(*c);
   const uint32_t n_pixels = img.width * img.height;
   img.rgba.resize(size_t(n_pixels) * 4);
   Buffer<FrameView> frame(device_, 1);
@@ -294,7 +330,7 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
     sel.frame = 0;
     sel.first_pixel = first;
     ops::call<ops::NerfMarchRays>(device_, sc, sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
-                                  dt_.view(0, max_samples), counters_.view());
+                                  dt_.view(0, max_samples), counters_.view(0, 2));
     uint32_t counts[2];
     counters_.copy_to_host(counts, 2);
     if (counts[0] > max_samples) {  // some rays did not fit: fewer rays per chunk

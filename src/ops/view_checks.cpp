@@ -94,6 +94,27 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
   if (!dL_doutputs.empty()) check_view(dL_doutputs, "nerf composite: dL_doutputs", DType::f32, outputs.numel());
 }
 
+void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
+                              const TensorView& dL_doutputs, const TensorView& compact_samples,
+                              const TensorView& compact_dL, const TensorView& count) {
+  check_view(rays, "nerf_compact_samples: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
+  const auto matrix = [](const TensorView& v, uint32_t cols, const char* what) {
+    TESSERA_CHECK(v.rank == 2 && v.cols() == cols && v.contiguous(),
+                  "nerf_compact_samples: {} must be a contiguous [rows, {}] matrix", what, cols);
+    check_view(v, what, DType::f32, 0);
+  };
+  matrix(samples, kNerfInputWidth, "samples");
+  matrix(dL_doutputs, kNerfOutputWidth, "dL_doutputs");
+  matrix(compact_samples, kNerfInputWidth, "compact_samples");
+  matrix(compact_dL, kNerfOutputWidth, "compact_dL");
+  const size_t rows = samples.rows();
+  TESSERA_CHECK(dL_doutputs.rows() == rows && compact_samples.rows() >= rows && compact_dL.rows() >= rows,
+                "nerf_compact_samples: dL_doutputs needs {} rows (has {}), compact_samples and compact_dL at least "
+                "{} (have {} and {})",
+                rows, dL_doutputs.rows(), rows, compact_samples.rows(), compact_dL.rows());
+  check_view(count, "nerf_compact_samples: count", DType::u32, 1);
+}
+
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                                       const TensorView& density, const TensorView& scratch,
                                       const TensorView& bitfield) {

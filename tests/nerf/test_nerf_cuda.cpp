@@ -50,6 +50,7 @@ TEST(NerfCuda, MarchMatchesTheCpuRayByRay) {
     for (bool training : {true, false}) {
       ops::NerfRaySelection sel;
       sel.training = training;
+      sel.snap_to_pixel_centres = n_cascades == 1;  // training rays both ways
       sel.n_rays = training ? 3000 : 4096;
       sel.seed = uint32_t(seed + n_cascades);
       sel.frame = 2, sel.first_pixel = 0;
@@ -123,17 +124,47 @@ TEST(NerfCuda, CompositeMatchesTheCpu) {
   Buffer<ops::TrainState> g_state(kCuda, 1);
   for (LossKind kind : {LossKind::L2, LossKind::Huber}) {
     const LossParams loss{kind, 0.1f};
+    const bool linear = kind == LossKind::L2;  // both colour spaces
     std::vector<float> grad(raw.size());
     ops::TrainState state;
-    ops::call<ops::NerfCompositeTrain>(kCpu, scene, ops::NerfImages{rgba.data()}, test::test_view(rays), n_rays,
+    ops::call<ops::NerfCompositeTrain>(kCpu, scene, ops::NerfImages{rgba.data(), linear}, test::test_view(rays), n_rays,
                                        test::test_view(raw, total, 4), test::test_view(dt), loss, 17u,
                                        test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
-    ops::call<ops::NerfCompositeTrain>(kCuda, dev.scene, ops::NerfImages{g_rgba.data()}, g_rays.view(), n_rays,
+    ops::call<ops::NerfCompositeTrain>(kCuda, dev.scene, ops::NerfImages{g_rgba.data(), linear}, g_rays.view(), n_rays,
                                        g_raw.matrix(total, 4), g_dt.view(), loss, 17u, g_grad.matrix(total, 4),
                                        partials.view(), g_state.view());
     // Measured: ~1e-7 (exp/pow rounding between the CPU and CUDA math libraries).
     EXPECT_LT(test::rel_error(g_grad.to_host(), grad), 1e-5);
     EXPECT_NEAR(g_state.to_host()[0].last_loss, state.last_loss, 1e-5 * state.last_loss);
+    // Where each ray stopped: the same but where its transmittance lands within rounding of
+    // the threshold.
+    const auto g_used = g_rays.to_host();
+    uint32_t differ = 0;
+    for (uint32_t i = 0; i < n_rays; ++i) differ += g_used[i].n_used != rays[i].n_used;
+    EXPECT_LE(differ, 2u);
+  }
+  // Compaction of the CPU's rays (n_used as the CPU set them) on both: the same rows.
+  {
+    std::vector<float> samples(size_t(total) * 6), grad(size_t(total) * 4);
+    for (auto& v : samples) v = u(gen);
+    for (auto& v : grad) v = u(gen);
+    std::vector<float> compact(samples.size()), compact_dL(grad.size());
+    uint32_t count = 0;
+    ops::call<ops::NerfCompactSamples>(kCpu, test::test_view(rays), n_rays, test::test_view(samples, total, 6),
+                                       test::test_view(grad, total, 4), test::test_view(compact, total, 6),
+                                       test::test_view(compact_dL, total, 4), TensorView::of(&count, 1), TensorView());
+    Buffer<ops::NerfRay> c_rays = make_buffer(kCuda, rays);
+    Buffer<float> g_samples = make_buffer(kCuda, samples), g_grad2 = make_buffer(kCuda, grad);
+    Buffer<float> g_compact(kCuda, samples.size()), g_compact_dL(kCuda, grad.size());
+    Buffer<uint32_t> g_count(kCuda, 1), scratch(kCuda, ops::call<ops::NerfCompactScratch>(kCuda, n_rays));
+    ops::call<ops::NerfCompactSamples>(kCuda, c_rays.view(), n_rays, g_samples.matrix(total, 6),
+                                       g_grad2.matrix(total, 4), g_compact.matrix(total, 6),
+                                       g_compact_dL.matrix(total, 4), g_count.view(), scratch.view());
+    ASSERT_EQ(g_count.to_host()[0], count);
+    ASSERT_GT(count, 1000u);
+    const auto gc = g_compact.to_host(), gd = g_compact_dL.to_host();
+    EXPECT_TRUE(std::equal(compact.begin(), compact.begin() + size_t(count) * 6, gc.begin()));
+    EXPECT_TRUE(std::equal(compact_dL.begin(), compact_dL.begin() + size_t(count) * 4, gd.begin()));
   }
   std::vector<float> out(n_rays * 4);
   ops::call<ops::NerfCompositeRender>(kCpu, test::test_view(rays), n_rays, test::test_view(raw, total, 4),

@@ -9,6 +9,7 @@
 
 #include "support/nerf_fixtures.h"
 #include "support/random.h"
+#include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/nerf.h"
 #include "support/views.h"
@@ -59,10 +60,12 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
   std::vector<float> raw(total * 4), dt(total), grad(total * 4, 123.0f);
   for (auto& v : raw) v = u(gen) * 4 - 2;
   for (auto& v : dt) v = 0.01f + 0.2f * u(gen);
+  for (const bool linear : {false, true})
   for (LossKind kind : {LossKind::L2, LossKind::Huber}) {
+    SCOPED_TRACE(linear ? "linear colours" : "sRGB colours");
     const LossParams loss{kind, 0.1f};
     ops::TrainState state;
-    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data()}, test::test_view(rays),
+    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data(), linear}, test::test_view(rays),
                                        n_rays, test::test_view(raw, total, 4), test::test_view(dt), loss, 99u,
                                        test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
     const double norm = 1.0 / (3.0 * n_rays);
@@ -74,7 +77,7 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
       double bg[3], target[3];
       for (int k = 0; k < 3; ++k) {
         bg[k] = random_uniform(99u, i, 10 + k, 1);
-        target[k] = srgb_to_linear(px[k] / 255.0f) * a + bg[k] * (1 - a);
+        target[k] = (linear ? srgb_to_linear(px[k] / 255.0f) : px[k] / 255.0f) * a + bg[k] * (1 - a);
       }
       std::vector<double> rr(raw.begin() + r.first_sample * 4, raw.begin() + (r.first_sample + r.n_samples) * 4);
       std::vector<double> dd(dt.begin() + r.first_sample, dt.begin() + r.first_sample + r.n_samples);
@@ -115,6 +118,70 @@ TEST(NerfOpsCpu, CompositeStopsAtLowTransmittanceAndZerosTheRest) {
   EXPECT_NEAR(rgba[3], 1.0f, 1e-3f);
 }
 
+// Compaction keeps exactly the samples in front of each ray's stop (transmittance computed
+// here independently, in double), ray by ray, with their gradients.
+TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(0, 1);
+  FrameView frame;
+  frame.camera.width = frame.camera.height = 4;
+  std::vector<uint8_t> rgba(64);
+  for (auto& v : rgba) v = uint8_t(gen() % 256);
+  ops::NerfScene scene;
+  scene.frames = &frame;
+  scene.n_frames = 1;
+  const uint32_t n_rays = 300;
+  std::vector<ops::NerfRay> rays(n_rays);
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < n_rays; ++i) {
+    const uint32_t n = gen() % 7 == 0 ? 0 : uint32_t(gen() % 60);
+    rays[i] = {0, uint32_t(gen() % 16), total, n};
+    total += n;
+  }
+  std::vector<float> samples(size_t(total) * 6), raw(size_t(total) * 4), dt(total), grad(size_t(total) * 4);
+  for (auto& v : samples) v = u(gen);
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = (i % 4 == 3) ? u(gen) * 6 - 1 : u(gen) * 4 - 2;
+  for (auto& v : dt) v = 0.01f + 0.1f * u(gen);
+  ops::TrainState state;
+  ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data()}, test::test_view(rays),
+                                     n_rays, test::test_view(raw, total, 4), test::test_view(dt), LossParams{}, 5u,
+                                     test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
+  uint32_t expected_total = 0, stopped_early = 0;
+  for (const auto& r : rays) {
+    double T = 1;
+    uint32_t used = 0;
+    for (; used < r.n_samples && T >= 1e-4; ++used) T *= std::exp(-std::exp(double(raw[4 * (r.first_sample + used) + 3])) * dt[r.first_sample + used]);
+    EXPECT_EQ(r.n_used, used);
+    stopped_early += used < r.n_samples;
+    expected_total += used;
+  }
+  EXPECT_GT(stopped_early, 20u);  // the data must exercise the stop
+  std::vector<float> compact(size_t(total) * 6, -1.0f), compact_dL(size_t(total) * 4, -1.0f);
+  uint32_t count = 0;
+  ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, test::test_view(samples, total, 6),
+                                     test::test_view(grad, total, 4), test::test_view(compact, total, 6),
+                                     test::test_view(compact_dL, total, 4), TensorView::of(&count, 1), TensorView());
+  ASSERT_EQ(count, expected_total);
+  uint32_t row = 0;
+  for (const auto& r : rays)
+    for (uint32_t j = 0; j < r.n_used; ++j, ++row) {
+      for (int k = 0; k < 6; ++k) ASSERT_EQ(compact[row * 6 + k], samples[(r.first_sample + j) * 6 + k]);
+      for (int k = 0; k < 4; ++k) ASSERT_EQ(compact_dL[row * 4 + k], grad[(r.first_sample + j) * 4 + k]);
+    }
+  // Too few rows for the compacted samples: refused, naming the argument.
+  try {
+    ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays,
+                                       test::test_view(samples, total, 6), test::test_view(grad, total, 4),
+                                       test::test_view(compact, total - 1, 6), test::test_view(compact_dL, total, 4),
+                                       TensorView::of(&count, 1), TensorView());
+    ADD_FAILURE() << "a short compact_samples was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compact_samples"), std::string::npos) << e.what();
+  }
+}
+
 // Every sample a dense sampler would take (all steps from the box entry, kept where the
 // cell is occupied) must be the marcher's, in order.
 TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
@@ -128,6 +195,7 @@ TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
     ops::NerfRaySelection sel;
     sel.n_rays = 200;
     sel.seed = uint32_t(gen());
+    sel.snap_to_pixel_centres = false;  // jittered within the pixel, as the dense sampler below
     const uint32_t max_samples = 1u << 20;
     std::vector<ops::NerfRay> rays(sel.n_rays);
     std::vector<float> samples(size_t(max_samples) * 6), dt(max_samples);

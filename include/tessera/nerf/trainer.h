@@ -1,8 +1,10 @@
 #pragma once
 // Trains a NeRF on a Dataset: random rays each step, marched through the occupancy grid,
-// the model (HashGrid -> density MLP -> [features, SH(direction)] -> colour MLP) on every
-// sample, volume rendering + loss + backward per ray, one optimizer step; the occupancy
-// grid refreshed every few steps. Every device call is an op (ops/nerf.h), so the same
+// the model (HashGrid -> density MLP -> [features, SH(direction)] -> colour MLP) run in
+// inference on every sample, volume rendering + loss + its backward per ray, then the
+// samples that shaped a ray's colour (those in front of where it turned opaque) compacted
+// and the model's forward + backward + one optimizer step on those alone (instant-ngp's
+// step); the occupancy grid refreshed every few steps. Every device call is an op (ops/nerf.h), so the same
 // trainer runs on the CPU reference backend and on CUDA.
 #include <memory>
 #include <string>
@@ -17,7 +19,8 @@ namespace tessera::nerf {
 
 // The "training" section of a NeRF config (instant-ngp's defaults).
 struct NerfTrainingOptions {
-  uint32_t target_samples = 1u << 18;  // samples per step (2^14 on the CPU); the rays per step adapt to it
+  // Compacted samples trained per step (2^14 on the CPU); the rays per step adapt to it.
+  uint32_t target_samples = 1u << 18;
   uint32_t initial_rays = 1u << 12;    // (2^10 on the CPU)
   uint32_t grid_update_interval = 16;
   uint32_t grid_warmup_steps = 256;   // every cell refreshed while step < this
@@ -27,6 +30,10 @@ struct NerfTrainingOptions {
   float grid_fraction = 0.5f;
   float warmup_fraction = 1.0f;
   float initial_loss_scale = 128.0f;  // the fp16 backward's starting loss scale
+  // instant-ngp's defaults: the model's colours are sRGB (false: the loss weighs errors as
+  // the sRGB test metrics do) and training rays go through pixel centres.
+  bool linear_colors = false;
+  bool snap_to_pixel_centers = true;
 };
 
 // The default config: instant-ngp's NeRF model, loss and optimizer.
@@ -34,7 +41,10 @@ Json default_nerf_config();
 
 struct RenderedImage {
   uint32_t width = 0, height = 0;
-  std::vector<float> rgba;  // linear colour over the background, and opacity
+  // Colour over the background (in the model's colour space: sRGB, or linear RGB with
+  // linear_colours) and opacity.
+  std::vector<float> rgba;
+  bool linear_colours = false;
 };
 
 class NerfTrainer {
@@ -51,22 +61,28 @@ class NerfTrainer {
   uint32_t skipped_steps() { return model_->skipped_steps(); }
   uint64_t steps() const { return step_; }
   uint32_t rays_per_step() const { return n_rays_; }
-  // Samples of the latest step, and per ray (before compaction, as marched).
-  uint32_t samples_last_step() const { return samples_written_; }
-  float samples_per_ray() const { return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f; }
+  // Samples of the latest step: trained (compacted) in all and per ray, and marched per ray.
+  uint32_t samples_last_step() const { return samples_compacted_; }
+  float samples_per_ray() const { return n_rays_last_ ? float(samples_compacted_) / float(n_rays_last_) : 0.0f; }
+  float marched_samples_per_ray() const {
+    return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f;
+  }
   float occupied_fraction();  // of the occupancy grid's cells (waits for the device)
 
   // Where a step's time goes (milliseconds summed over profiled steps). Profiling
   // synchronizes the device between the phases, so the total is a little above an
   // unprofiled step's.
   struct StepTimes {
-    double grid_update = 0, march = 0, model_forward = 0, rendering = 0, backward_and_optimizer = 0;
+    // inference: the model on every marched sample; rendering: volume rendering, loss, its
+    // backward and the compaction; model_forward: the training forward on the compacted.
+    double grid_update = 0, march = 0, inference = 0, rendering = 0, model_forward = 0, backward_and_optimizer = 0;
     uint64_t steps = 0;
   };
   void set_profiling(bool on) { profiling_ = on; }
   const StepTimes& step_times() const { return times_; }
 
-  // Renders a camera of the scene over `background` (linear RGB).
+  // Renders a camera of the scene over `background` (linear RGB; converted to the model's
+  // colour space).
   RenderedImage render(const FrameView& camera, Vec3 background);
 
   // The occupancy grid's densities (n_cascades * 128^3), for snapshots; setting them
@@ -97,11 +113,12 @@ class NerfTrainer {
   Buffer<uint8_t> grid_bitfield_;
   Buffer<ops::NerfRay> rays_;
   Buffer<float> samples_, dt_, outputs_, loss_partials_;
-  Buffer<uint32_t> counters_, grid_cells_;
+  Buffer<float> dL_doutputs_, compact_samples_, compact_dL_;
+  Buffer<uint32_t> counters_, grid_cells_, compact_scratch_;
   uint64_t step_ = 0;
   bool profiling_ = false;
   StepTimes times_;
-  uint32_t n_rays_ = 0, n_rays_last_ = 0, samples_requested_ = 0, samples_written_ = 0;
+  uint32_t n_rays_ = 0, n_rays_last_ = 0, samples_requested_ = 0, samples_written_ = 0, samples_compacted_ = 0;
 };
 
 }  // namespace tessera::nerf

@@ -41,6 +41,9 @@ class ModelTrainer {
   void set_loss_scale(float scale);
   // A host copy of the step state (waits for the device).
   ops::TrainState train_state() { return read_state(); }
+  // The step state on the device, as bytes (for a loss computed before the step's forward
+  // pass writes last_loss here).
+  TensorView train_state_view() { return state_.view(); }
   Module& model() { return *model_; }
   Optimizer& optimizer() { return *opt_; }
   size_t n_params() const { return params_.size(); }

@@ -32,9 +32,10 @@ struct NerfMarchRays {
 // Volume rendering + loss + backward for a training batch: per ray, composites the samples
 // front to back (stopping once transmittance < 1e-4) over a random background colour
 // (counter-based random numbers of (seed, ray)), compares with the pixel composited over the
-// same colour (linear RGB), and writes dL/d(raw output) of every sample (zero past the
+// same colour (in the model's colour space, NerfImages::linear_colours), and writes dL/d(raw output) of every sample (zero past the
 // stop) for the mean loss over rays x 3 channels; the mean loss goes to state.last_loss.
-// rays: the first n_rays NerfRays of the view; outputs, dL_doutputs: fp32 [samples, 4].
+// rays: the first n_rays NerfRays of the view (their n_used is set); outputs, dL_doutputs:
+// fp32 [samples, 4].
 struct NerfCompositeTrain {
   static constexpr const char* name = "nerf_composite_train";
   using Fn = void(Stream&, const NerfScene& scene, const NerfImages& images, const TensorView& rays,
@@ -43,6 +44,23 @@ struct NerfCompositeTrain {
 };
 struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTrain needs
   static constexpr const char* name = "nerf_composite_train_partials";
+  using Fn = size_t(Stream&, uint32_t n_rays);
+};
+
+// Compaction after NerfCompositeTrain: the samples each ray used (its first n_used) and
+// their dL/d(raw output), gathered ray by ray in ray order into consecutive rows of
+// compact_samples (fp32 [rows, 6]) and compact_dL (fp32 [rows, 4]); count (u32 [1]) = the
+// rows written. Both need as many rows as samples has (a ray never uses more than it has).
+// instant-ngp's training step: the model runs inference on every marched sample, then
+// forward + backward only on these. scratch: u32 [NerfCompactScratch(n_rays)].
+struct NerfCompactSamples {
+  static constexpr const char* name = "nerf_compact_samples";
+  using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
+                  const TensorView& dL_doutputs, const TensorView& compact_samples, const TensorView& compact_dL,
+                  const TensorView& count, const TensorView& scratch);
+};
+struct NerfCompactScratch {
+  static constexpr const char* name = "nerf_compact_scratch";
   using Fn = size_t(Stream&, uint32_t n_rays);
 };
 
@@ -84,6 +102,9 @@ void check_nerf_march_views(const NerfRaySelection& rays, const TensorView& ray_
 // dL_doutputs may be empty (rendering).
 void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
                                 const TensorView& dt, const TensorView& dL_doutputs);
+void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
+                              const TensorView& dL_doutputs, const TensorView& compact_samples,
+                              const TensorView& compact_dL, const TensorView& count);
 // Returns the number of samples (raw_density's rows).
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                                       const TensorView& density, const TensorView& scratch,
@@ -93,11 +114,15 @@ namespace cuda {
 void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples, NerfRay* ray_out,
                      float* samples, float* dt, uint32_t* counters, Stream* stream);
 size_t nerf_composite_train_partials(uint32_t n_rays);
-void nerf_composite_train(const NerfScene& scene, const NerfImages& images, const NerfRay* rays, uint32_t n_rays,
+void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
                           const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
                           float* dL_doutputs, float* loss_partials, TrainState* state, Stream* stream);
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
                            nerf::Vec3 background, float* rgba, Stream* stream);
+size_t nerf_compact_scratch(uint32_t n_rays);
+void nerf_compact_samples(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* dL_doutputs,
+                          float* compact_samples, float* compact_dL, uint32_t* count, uint32_t* scratch,
+                          Stream* stream);
 void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
                        uint32_t* cells, float* positions, Stream* stream);
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,

@@ -25,8 +25,8 @@ TESSERA_HD PixelRay select_ray(const NerfScene& scene, const NerfRaySelection& s
     x = x < c.width ? x : c.width - 1;
     y = y < c.height ? y : c.height - 1;
     r.pixel = y * c.width + x;
-    u = float(x) + random_uniform(sel.seed, i, 3, 0);
-    v = float(y) + random_uniform(sel.seed, i, 4, 0);
+    u = float(x) + (sel.snap_to_pixel_centres ? 0.5f : random_uniform(sel.seed, i, 3, 0));
+    v = float(y) + (sel.snap_to_pixel_centres ? 0.5f : random_uniform(sel.seed, i, 4, 0));
     r.t_jitter = random_uniform(sel.seed, i, 5, 0);
   } else {
     r.frame = sel.frame;
@@ -57,8 +57,8 @@ TESSERA_HD Vec3 training_background(uint32_t seed, uint32_t i) {
 }
 
 // Loss of training ray i (summed over its 3 channels) and dL/d(raw) of its samples, for the
-// mean over `norm` = 1 / (3 n_rays).
-TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& images, const NerfRay& r, uint32_t i,
+// mean over `norm` = 1 / (3 n_rays); sets r.n_used.
+TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& images, NerfRay& r, uint32_t i,
                                      const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
                                      float norm, float* dL_doutputs) {
   const Vec3 bg = training_background(seed, i);
@@ -68,14 +68,28 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   const float* steps = dt + r.first_sample;
   float colour[3], T, dL_dC[3], sum = 0.0f;
   const uint32_t used = composite_ray(raw, steps, r.n_samples, bg, colour, T);
+  r.n_used = used;
   for (int k = 0; k < 3; ++k) {
-    const float target = srgb_to_linear(float(px[k]) * (1.0f / 255.0f)) * alpha + bg[k] * (1.0f - alpha);
+    const float c = float(px[k]) * (1.0f / 255.0f);
+    const float target = (images.linear_colours ? srgb_to_linear(c) : c) * alpha + bg[k] * (1.0f - alpha);
     sum += loss_value(loss, colour[k], target);
     dL_dC[k] = norm * loss_gradient(loss, colour[k], target);
   }
   composite_ray_backward(raw, steps, r.n_samples, used, colour, dL_dC,
                          dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth);
   return r.n_samples ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
+}
+
+// Copies the rows of the samples ray r used (its first n_used) to `first_compact` onward.
+TESSERA_HD void compact_ray(const NerfRay& r, uint32_t first_compact, const float* samples, const float* dL_doutputs,
+                            float* compact_samples, float* compact_dL) {
+  for (uint32_t j = 0; j < r.n_used; ++j) {
+    const size_t from = size_t(r.first_sample) + j, to = size_t(first_compact) + j;
+    for (uint32_t k = 0; k < kNerfInputWidth; ++k)
+      compact_samples[to * kNerfInputWidth + k] = samples[from * kNerfInputWidth + k];
+    for (uint32_t k = 0; k < kNerfOutputWidth; ++k)
+      compact_dL[to * kNerfOutputWidth + k] = dL_doutputs[from * kNerfOutputWidth + k];
+  }
 }
 
 // Grid refresh sample i: a cell (uniform, or for i >= n_uniform one found occupied in a few

@@ -1,4 +1,4 @@
-// CPU reference of NerfCompositeTrain and NerfCompositeRender (per-ray math in
+// CPU reference of NerfCompositeTrain, NerfCompactSamples and NerfCompositeRender (per-ray math in
 // ops/nerf_kernels.h, shared with CUDA).
 #include "nerf_cpu.h"
 #include "tessera/ops/nerf_kernels.h"
@@ -7,7 +7,7 @@ namespace tessera::ops::cpu {
 
 using namespace nerf;
 
-void nerf_composite_train(const NerfScene& scene, const NerfImages& images, const NerfRay* rays, uint32_t n_rays,
+void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
                           const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
                           float* dL_doutputs, TrainState* state) {
   const float norm = 1.0f / (3.0f * float(n_rays));
@@ -15,6 +15,16 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, cons
   for (uint32_t i = 0; i < n_rays; ++i)
     loss_sum += composite_train_ray(scene, images, rays[i], i, outputs, dt, loss, seed, norm, dL_doutputs);
   state->last_loss = float(loss_sum * norm);
+}
+
+void nerf_compact_samples(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* dL_doutputs,
+                          float* compact_samples, float* compact_dL, uint32_t* count) {
+  uint32_t next = 0;
+  for (uint32_t i = 0; i < n_rays; ++i) {
+    compact_ray(rays[i], next, samples, dL_doutputs, compact_samples, compact_dL);
+    next += rays[i].n_used;
+  }
+  *count = next;
 }
 
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,

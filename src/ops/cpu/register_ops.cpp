@@ -116,10 +116,18 @@ void register_ops(Backend& b) {
                                   V outputs, V dt, const LossParams& loss, uint32_t seed, V dL_doutputs, V,
                                   V state) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, dL_doutputs);
-    nerf_composite_train(scene, images, rays.data<const NerfRay>(), n_rays, outputs.data<const float>(),
+    nerf_composite_train(scene, images, rays.data<NerfRay>(), n_rays, outputs.data<const float>(),
                          dt.data<const float>(), loss, seed, dL_doutputs.data<float>(), state.data<TrainState>());
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t) { return size_t(1); });
+  b.add_op<NerfCompactSamples>([](Stream&, V rays, uint32_t n_rays, V samples, V dL_doutputs, V compact_samples,
+                                  V compact_dL, V count, V) {
+    check_nerf_compact_views(rays, n_rays, samples, dL_doutputs, compact_samples, compact_dL, count);
+    nerf_compact_samples(rays.data<const NerfRay>(), n_rays, samples.data<const float>(),
+                         dL_doutputs.data<const float>(), compact_samples.data<float>(), compact_dL.data<float>(),
+                         count.data<uint32_t>());
+  });
+  b.add_op<NerfCompactScratch>([](Stream&, uint32_t) { return size_t(0); });
   b.add_op<NerfCompositeRender>([](Stream&, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
                                    V rgba) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, TensorView());

@@ -1,6 +1,11 @@
-// NerfCompositeTrain / NerfCompositeRender on CUDA: a thread per ray (the per-ray math is
-// ops/nerf_kernels.h, shared with the CPU reference); the loss is reduced per block into
-// partials, then summed in a fixed order (the same loss every run).
+// NerfCompositeTrain / NerfCompactSamples / NerfCompositeRender on CUDA: a thread per ray
+// (the per-ray math is ops/nerf_kernels.h, shared with the CPU reference); the loss is
+// reduced per block into partials, then summed in a fixed order (the same loss every run).
+// Compaction is a scan of the rays' n_used (per block, then over the blocks), so the
+// compacted rows come in ray order on every run and every backend.
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
 #include "launch.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
@@ -15,13 +20,17 @@ namespace {
 
 constexpr uint32_t kThreads = 128;
 
-__global__ void composite_train_kernel(NerfScene scene, NerfImages images, const NerfRay* __restrict__ rays,
+__global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfRay* __restrict__ rays,
                                        uint32_t n_rays, const float* __restrict__ outputs,
                                        const float* __restrict__ dt, LossParams loss, uint32_t seed, float norm,
                                        float* __restrict__ dL_doutputs, float* __restrict__ partials) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   float l = 0.0f;
-  if (i < n_rays) l = composite_train_ray(scene, images, rays[i], i, outputs, dt, loss, seed, norm, dL_doutputs);
+  if (i < n_rays) {
+    NerfRay r = rays[i];
+    l = composite_train_ray(scene, images, r, i, outputs, dt, loss, seed, norm, dL_doutputs);
+    rays[i].n_used = r.n_used;
+  }
   for (int o = 16; o > 0; o /= 2) l += __shfl_down_sync(0xffffffffu, l, o);
   __shared__ float warp_sums[kThreads / 32];
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = l;
@@ -57,11 +66,76 @@ __global__ void composite_render_kernel(const NerfRay* __restrict__ rays, uint32
   reinterpret_cast<float4*>(rgba)[i] = make_float4(colour[0], colour[1], colour[2], 1.0f - T);
 }
 
+constexpr uint32_t kScanThreads = 512;
+
+// Pass 1: the samples each block of rays used.
+__global__ void compact_block_sums_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
+                                          uint32_t* __restrict__ block_sums) {
+  using Reduce = cub::BlockReduce<uint32_t, kScanThreads>;
+  __shared__ typename Reduce::TempStorage temp;
+  const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
+  const uint32_t sum = Reduce(temp).Sum(i < n_rays ? rays[i].n_used : 0u);
+  if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
+}
+
+// Pass 2 (one block): block sums -> each block's first row, and the total.
+__global__ void compact_block_offsets_kernel(uint32_t* __restrict__ block_sums, uint32_t n_blocks,
+                                             uint32_t* __restrict__ count) {
+  using Scan = cub::BlockScan<uint32_t, kScanThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  uint32_t carry = 0;
+  for (uint32_t first = 0; first < n_blocks; first += kScanThreads) {
+    const uint32_t b = first + threadIdx.x;
+    uint32_t offset, total;
+    Scan(temp).ExclusiveSum(b < n_blocks ? block_sums[b] : 0u, offset, total);
+    if (b < n_blocks) block_sums[b] = carry + offset;
+    carry += total;
+    __syncthreads();  // temp is reused
+  }
+  if (threadIdx.x == 0) *count = carry;
+}
+
+// Pass 3: each ray's first row (the block's first row + the scan within the block), then
+// its rows copied.
+__global__ void compact_gather_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
+                                      const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
+                                      const float* __restrict__ dL_doutputs, float* __restrict__ compact_samples,
+                                      float* __restrict__ compact_dL) {
+  using Scan = cub::BlockScan<uint32_t, kScanThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
+  NerfRay r;
+  if (i < n_rays) r = rays[i];
+  uint32_t offset;
+  Scan(temp).ExclusiveSum(i < n_rays ? r.n_used : 0u, offset);
+  if (i < n_rays) compact_ray(r, block_offsets[blockIdx.x] + offset, samples, dL_doutputs, compact_samples, compact_dL);
+}
+
 }  // namespace
+
+size_t nerf_compact_scratch(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kScanThreads); }
+
+void nerf_compact_samples(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* dL_doutputs,
+                          float* compact_samples, float* compact_dL, uint32_t* count, uint32_t* scratch,
+                          Stream* stream) {
+  const cudaStream_t s = detail::native_stream(stream);
+  if (n_rays == 0) {
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
+    return;
+  }
+  const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
+  compact_block_sums_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch);
+  TESSERA_CUDA_CHECK_LAUNCH("compact_block_sums_kernel");
+  compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
+  TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
+  compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dL_doutputs, compact_samples,
+                                                        compact_dL);
+  TESSERA_CUDA_CHECK_LAUNCH("compact_gather_kernel");
+}
 
 size_t nerf_composite_train_partials(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kThreads); }
 
-void nerf_composite_train(const NerfScene& scene, const NerfImages& images, const NerfRay* rays, uint32_t n_rays,
+void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
                           const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
                           float* dL_doutputs, float* partials, TrainState* state, Stream* stream) {
   if (n_rays == 0) return;
