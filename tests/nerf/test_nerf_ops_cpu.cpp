@@ -216,12 +216,14 @@ TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
       ray_box(ray, scene.aabb, tmin, tmax);
       std::vector<Vec3> dense;
       if (tmin <= tmax) {
-        float t = tmin + step_size(tmin, scene.cone_angle, n_cascades) * random_uniform(sel.seed, i, 5, 0);
-        while (t < tmax && dense.size() < kMaxStepsPerRay) {
+        // Every step: t0 + k dt for a fixed step, accumulated for growing ones.
+        const float t0 = tmin + step_size(tmin, scene.cone_angle, n_cascades) * random_uniform(sel.seed, i, 5, 0);
+        float t = t0;
+        for (uint32_t k = 1; t < tmax && dense.size() < kMaxStepsPerRay; ++k) {
           const Vec3 p = ray.origin + t * ray.dir;
           const float step = step_size(t, scene.cone_angle, n_cascades);
           if (occupied(bits.data(), grid_index(p, cascade_of(p, n_cascades)))) dense.push_back(p);
-          t += step;
+          t = scene.cone_angle == 0 ? t0 + float(k) * step : t + step;
         }
       }
       // Merge the two sorted lists: a sample one has and the other lacks is a mismatch (a
@@ -243,7 +245,7 @@ TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
     }
     EXPECT_GT(compared, 1000u);
     // Measured: none on thousands of samples; a few per ten thousand would be rounding.
-    EXPECT_LE(double(mismatched), 1e-3 * double(compared)) << "cascades " << n_cascades;
+    EXPECT_LE(double(mismatched), 1e-3 * double(compared) + 1) << "cascades " << n_cascades;
     std::printf("cascades %u: %zu samples compared, %zu mismatched\n", n_cascades, compared, mismatched);
   }
 }

@@ -246,28 +246,41 @@ struct MarchSettings {
 
 // The samples of one ray: steps of step_size(t) from the box entry (the first one jittered
 // by t_jitter in [0, 1) of a step), kept where the cell is occupied, at most
-// kMaxStepsPerRay. An empty cell is skipped by stepping on without looking at the grid, so
-// the samples are exactly those of a dense march (the same float arithmetic for t).
-// emit(position, dt) is called per sample; returns the number of samples.
+// kMaxStepsPerRay. With a fixed step (cone_angle 0) the k-th step lies at t0 + k dt and an
+// empty cell is crossed in one jump to the first step past it; with growing steps it is
+// crossed step by step without looking at the grid. Either way the samples are those of a
+// dense march of the same arithmetic. emit(position, dt) is called per sample; the march
+// ends after `limit` samples; returns the number of samples.
 template <typename Emit>
-TESSERA_HD uint32_t march_ray(const MarchSettings& m, const Ray& ray, float t_jitter, Emit&& emit) {
+TESSERA_HD uint32_t march_ray(const MarchSettings& m, const Ray& ray, float t_jitter, Emit&& emit,
+                              uint32_t limit = kMaxStepsPerRay) {
   float tmin, tmax;
   ray_box(ray, m.aabb, tmin, tmax);
   if (!(tmin <= tmax)) return 0;
-  float t = tmin + step_size(tmin, m.cone_angle, m.n_cascades) * t_jitter;
-  uint32_t steps = 0;
-  while (t < tmax && steps < kMaxStepsPerRay) {
+  const float t0 = tmin + step_size(tmin, m.cone_angle, m.n_cascades) * t_jitter;
+  const bool fixed_step = m.cone_angle == 0.0f;
+  float t = t0;
+  uint32_t steps = 0, k = 0;  // k: the fixed step's index
+  limit = limit < kMaxStepsPerRay ? limit : kMaxStepsPerRay;
+  while (t < tmax && steps < limit) {
     const Vec3 p = ray.origin + t * ray.dir;
     const float dt = step_size(t, m.cone_angle, m.n_cascades);
     const uint32_t c = cascade_of(p, m.n_cascades);
     if (occupied(m.bitfield, grid_index(p, c))) {
       emit(p, dt);
       ++steps;
-      t += dt;
+      if (fixed_step) t = t0 + float(++k) * dt;
+      else t += dt;
     } else {
       const float t_exit = t + distance_to_next_cell(p, ray.dir, c);
-      do t += step_size(t, m.cone_angle, m.n_cascades);
-      while (t < t_exit && t < tmax);
+      if (fixed_step) {
+        const float to_exit = std::ceil((t_exit - t0) / dt);
+        k = to_exit > float(k + 1) ? uint32_t(to_exit) : k + 1;
+        t = t0 + float(k) * dt;
+      } else {
+        do t += step_size(t, m.cone_angle, m.n_cascades);
+        while (t < t_exit && t < tmax);
+      }
     }
   }
   return steps;

@@ -28,10 +28,13 @@ __global__ void march_kernel(NerfScene scene, NerfRaySelection sel, uint32_t max
   rays[i] = r;
   if (kept == 0) return;
   uint32_t k = 0;
-  march_ray(m, pr.ray, pr.t_jitter, [&](Vec3 p, float step) {
-    if (k < kept) write_sample(pr.ray, scene.aabb, p, step, samples + size_t(first + k) * kNerfInputWidth, dt + first + k);
-    ++k;
-  });
+  march_ray(
+      m, pr.ray, pr.t_jitter,
+      [&](Vec3 p, float step) {
+        write_sample(pr.ray, scene.aabb, p, step, samples + size_t(first + k) * kNerfInputWidth, dt + first + k);
+        ++k;
+      },
+      kept);  // ends at its last sample, not at the box's far side
 }
 
 }  // namespace
