@@ -27,6 +27,26 @@ __global__ void elementwise_forward_kernel(ElementwiseEncoding e, const float* _
   }
 }
 
+// Spherical harmonics, staged through shared memory so the block's rows are written as
+// runs of consecutive columns (a thread per row writing its own row put each warp store
+// across 32 rows: 32 transactions for 128 useful bytes).
+__global__ void sh_forward_kernel(ElementwiseEncoding e, const float* __restrict__ in, uint32_t in_stride,
+                                  uint64_t batch, float* __restrict__ out, uint32_t out_stride) {
+  constexpr uint32_t kPitch = kMaxShDegree * kMaxShDegree + 1;  // +1: no bank conflicts
+  __shared__ float stage[kThreads * kPitch];
+  const uint32_t n_out = e.order * e.order, pitch = n_out + 1;
+  const uint64_t first = blockIdx.x * uint64_t(kThreads), i = first + threadIdx.x;
+  if (i < batch)
+    spherical_harmonics<float>(in + i * in_stride, e.order,
+                               [&](uint32_t j, const Dual3<float>& v) { stage[threadIdx.x * pitch + j] = v.v; });
+  __syncthreads();
+  const uint32_t rows = uint32_t(batch - first < kThreads ? batch - first : kThreads);
+  for (uint32_t k = threadIdx.x; k < rows * n_out; k += kThreads) {
+    const uint32_t r = k / n_out, c = k - r * n_out;
+    out[(first + r) * out_stride + c] = stage[r * pitch + c];
+  }
+}
+
 __global__ void elementwise_backward_kernel(ElementwiseEncoding e, const float* __restrict__ in, uint32_t in_stride,
                                             uint64_t batch, const float* __restrict__ dL_dout, uint32_t dout_stride,
                                             float* __restrict__ dL_din, uint32_t din_stride) {
@@ -65,7 +85,13 @@ void elementwise_encode(const ElementwiseEncoding& e, const float* in, uint32_t 
                         uint32_t out_stride, Stream* stream) {
   if (batch == 0) return;
   TESSERA_CHECK(in && out, "elementwise_encode: null pointer argument");
-  elementwise_forward_kernel<<<blocks_for(batch), kThreads, 0, detail::native_stream(stream)>>>(e, in, in_stride, batch, out, out_stride);
+  const cudaStream_t s = detail::native_stream(stream);
+  if (e.kind == ElementwiseKind::SphericalHarmonics && e.order <= kMaxShDegree) {
+    sh_forward_kernel<<<blocks_for(batch), kThreads, 0, s>>>(e, in, in_stride, batch, out, out_stride);
+    TESSERA_CUDA_CHECK_LAUNCH("sh_forward_kernel");
+    return;
+  }
+  elementwise_forward_kernel<<<blocks_for(batch), kThreads, 0, s>>>(e, in, in_stride, batch, out, out_stride);
   TESSERA_CUDA_CHECK_LAUNCH("elementwise_forward_kernel");
 }
 

@@ -1,4 +1,7 @@
-// Strided matrix axpby (ops/matrix.h): one thread per element, rows in the grid's y.
+// Strided matrix axpby (ops/matrix.h): one thread per element of the flattened rows x cols,
+// a grid-stride loop, so a warp covers consecutive elements however narrow the matrix (a
+// block per column range and row, as before, left most of each warp idle for the 1- to
+// 16-column copies between modules).
 #include <algorithm>
 
 #include "stream.h"
@@ -8,13 +11,13 @@
 namespace tessera::ops::cuda {
 namespace {
 
-__global__ void axpby_kernel(size_t rows, uint32_t cols, float alpha, const float* __restrict__ src,
+template <typename Index>  // 32-bit index arithmetic where the element count allows
+__global__ void axpby_kernel(Index n, uint32_t cols, float alpha, const float* __restrict__ src,
                              uint32_t src_stride, float beta, float* __restrict__ dst, uint32_t dst_stride) {
-  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  for (size_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float from_src = src ? alpha * src[r * src_stride + c] : 0.0f;
-    float& d = dst[r * dst_stride + c];
+  for (Index e = Index(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += Index(gridDim.x) * blockDim.x) {
+    const Index r = e / cols, c = e - r * cols;
+    const float from_src = src ? alpha * src[size_t(r) * src_stride + c] : 0.0f;
+    float& d = dst[size_t(r) * dst_stride + c];
     d = beta == 0.0f ? from_src : from_src + beta * d;
   }
 }
@@ -25,10 +28,14 @@ void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uin
                   float* dst, uint32_t dst_stride, Stream* stream) {
   if (rows == 0 || cols == 0) return;
   TESSERA_CHECK(dst, "matrix_axpby: null destination");
-  const unsigned threads = cols >= 128 ? 128 : (cols + 31) / 32 * 32;
-  const dim3 grid((cols + threads - 1) / threads, unsigned(std::min<size_t>(rows, 65535)));
-  axpby_kernel<<<grid, threads, 0, detail::native_stream(stream)>>>(rows, cols, alpha, src, src_stride, beta, dst,
-                                                                     dst_stride);
+  constexpr unsigned kThreads = 256;
+  const uint64_t n = uint64_t(rows) * cols;
+  const unsigned blocks = unsigned(std::min<uint64_t>((n + kThreads - 1) / kThreads, 1u << 16));
+  const cudaStream_t s = detail::native_stream(stream);
+  if (n <= 0xffffffffull - uint64_t(blocks) * kThreads)
+    axpby_kernel<uint32_t><<<blocks, kThreads, 0, s>>>(uint32_t(n), cols, alpha, src, src_stride, beta, dst, dst_stride);
+  else
+    axpby_kernel<uint64_t><<<blocks, kThreads, 0, s>>>(n, cols, alpha, src, src_stride, beta, dst, dst_stride);
   TESSERA_CUDA_CHECK_LAUNCH("axpby_kernel");
 }
 
