@@ -260,7 +260,9 @@ void NerfTrainer::step() {
   const double per_ray = std::max(1.0, double(samples_compacted_) / double(n_rays));
   n_rays_ = uint32_t(std::clamp(double(options_.target_samples) / per_ray, 64.0, double(options_.target_samples)));
   n_rays_ = std::max(64u, n_rays_ / 64 * 64);
-  if (samples_compacted_ == 0) return;  // every ray turned opaque... before any sample: nothing to train
+  // A ray with samples always uses its first, so this holds only if nothing was written;
+  // kept so that an empty batch never reaches the model.
+  if (samples_compacted_ == 0) return;
 
   const uint32_t c = samples_compacted_;
   const TensorView compact_dL = compact_dL_.matrix(c, ops::kNerfOutputWidth);

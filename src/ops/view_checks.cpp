@@ -100,13 +100,13 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
   check_view(rays, "nerf_compact_samples: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
   const auto matrix = [](const TensorView& v, uint32_t cols, const char* what) {
     TESSERA_CHECK(v.rank == 2 && v.cols() == cols && v.contiguous(),
-                  "nerf_compact_samples: {} must be a contiguous [rows, {}] matrix", what, cols);
+                  "{} must be a contiguous [rows, {}] matrix", what, cols);
     check_view(v, what, DType::f32, 0);
   };
-  matrix(samples, kNerfInputWidth, "samples");
-  matrix(dL_doutputs, kNerfOutputWidth, "dL_doutputs");
-  matrix(compact_samples, kNerfInputWidth, "compact_samples");
-  matrix(compact_dL, kNerfOutputWidth, "compact_dL");
+  matrix(samples, kNerfInputWidth, "nerf_compact_samples: samples");
+  matrix(dL_doutputs, kNerfOutputWidth, "nerf_compact_samples: dL_doutputs");
+  matrix(compact_samples, kNerfInputWidth, "nerf_compact_samples: compact_samples");
+  matrix(compact_dL, kNerfOutputWidth, "nerf_compact_samples: compact_dL");
   const size_t rows = samples.rows();
   TESSERA_CHECK(dL_doutputs.rows() == rows && compact_samples.rows() >= rows && compact_dL.rows() >= rows,
                 "nerf_compact_samples: dL_doutputs needs {} rows (has {}), compact_samples and compact_dL at least "

@@ -106,13 +106,8 @@ TEST(NerfCuda, CompositeMatchesTheCpu) {
   scene.frames = frames.data();
   scene.n_frames = 2;
   const uint32_t n_rays = 5000;
-  std::vector<ops::NerfRay> rays(n_rays);
   uint32_t total = 0;
-  for (uint32_t i = 0; i < n_rays; ++i) {
-    const uint32_t n = gen() % 5 == 0 ? 0 : uint32_t(gen() % 200);
-    rays[i] = {uint32_t(gen() % 2), uint32_t(gen() % 256), total, n};
-    total += n;
-  }
+  std::vector<ops::NerfRay> rays = test::random_rays(gen, n_rays, 2, 256, 200, 5, total);
   std::vector<float> raw(size_t(total) * 4), dt(total);
   for (size_t i = 0; i < raw.size(); ++i) raw[i] = (i % 4 == 3) ? u(gen) * 8 - 2 : u(gen) * 6 - 3;
   for (auto& v : dt) v = 0.002f + 0.02f * u(gen);

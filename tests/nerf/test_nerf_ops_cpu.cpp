@@ -44,14 +44,9 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<float> u(0, 1);
-  // One frame of 4x4 pixels, camera irrelevant here (composite reads only the pixel).
-  FrameView frame;
-  frame.camera.width = frame.camera.height = 4;
-  std::vector<uint8_t> rgba(64);
-  for (auto& v : rgba) v = uint8_t(gen() % 256);
-  ops::NerfScene scene;
-  scene.frames = &frame;
-  scene.n_frames = 1;
+  const test::PixelScene pixels(gen);
+  const std::vector<uint8_t>& rgba = pixels.rgba;
+  const ops::NerfScene& scene = pixels.scene;
   const uint32_t n_rays = 6;
   std::vector<ops::NerfRay> rays(n_rays);
   std::vector<uint32_t> counts = {12, 1, 30, 0, 7, 20};
@@ -125,28 +120,19 @@ TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<float> u(0, 1);
-  FrameView frame;
-  frame.camera.width = frame.camera.height = 4;
-  std::vector<uint8_t> rgba(64);
-  for (auto& v : rgba) v = uint8_t(gen() % 256);
-  ops::NerfScene scene;
-  scene.frames = &frame;
-  scene.n_frames = 1;
+  const test::PixelScene pixels(gen);
+  const ops::NerfScene& scene = pixels.scene;
   const uint32_t n_rays = 300;
-  std::vector<ops::NerfRay> rays(n_rays);
   uint32_t total = 0;
-  for (uint32_t i = 0; i < n_rays; ++i) {
-    const uint32_t n = gen() % 7 == 0 ? 0 : uint32_t(gen() % 60);
-    rays[i] = {0, uint32_t(gen() % 16), total, n};
-    total += n;
-  }
+  std::vector<ops::NerfRay> rays = test::random_rays(gen, n_rays, 1, 16, 60, 7, total);
   std::vector<float> samples(size_t(total) * 6), raw(size_t(total) * 4), dt(total), grad(size_t(total) * 4);
   for (auto& v : samples) v = u(gen);
   for (size_t i = 0; i < raw.size(); ++i) raw[i] = (i % 4 == 3) ? u(gen) * 6 - 1 : u(gen) * 4 - 2;
   for (auto& v : dt) v = 0.01f + 0.1f * u(gen);
   ops::TrainState state;
-  ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data()}, test::test_view(rays),
-                                     n_rays, test::test_view(raw, total, 4), test::test_view(dt), LossParams{}, 5u,
+  ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{pixels.rgba.data()},
+                                     test::test_view(rays), n_rays, test::test_view(raw, total, 4), test::test_view(dt),
+                                     LossParams{}, 5u,
                                      test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
   uint32_t expected_total = 0, stopped_early = 0;
   for (const auto& r : rays) {

@@ -1,7 +1,9 @@
 #pragma once
 // Inputs of the NeRF op tests: an occupancy bitfield of smooth blobs (occupied cells
-// cluster, as in a scene) and cameras around the scene's box looking at its centre.
+// cluster, as in a scene), cameras around the scene's box looking at its centre, and
+// batches of rays with random sample counts for the composite tests.
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "tessera/ops/nerf_types.h"
@@ -20,6 +22,37 @@ inline std::vector<uint8_t> blob_bitfield(uint32_t n_cascades) {
   }
   return bits;
 }
+
+// n_rays rays on random pixels of n_frames frames of n_pixels each, with consecutive
+// sample ranges of random length below max_samples (none for about one ray in
+// empty_one_in); `total` gets the number of samples.
+inline std::vector<ops::NerfRay> random_rays(std::mt19937_64& gen, uint32_t n_rays, uint32_t n_frames,
+                                             uint32_t n_pixels, uint32_t max_samples, uint32_t empty_one_in,
+                                             uint32_t& total) {
+  std::vector<ops::NerfRay> rays(n_rays);
+  total = 0;
+  for (auto& r : rays) {
+    const uint32_t n = gen() % empty_one_in == 0 ? 0 : uint32_t(gen() % max_samples);
+    r = {uint32_t(gen() % n_frames), uint32_t(gen() % n_pixels), total, n};
+    total += n;
+  }
+  return rays;
+}
+
+// One 4x4 frame of random RGBA pixels: the composite reads only pixels, not the camera.
+struct PixelScene {
+  ops::nerf::FrameView frame;
+  std::vector<uint8_t> rgba;
+  ops::NerfScene scene;
+  explicit PixelScene(std::mt19937_64& gen) : rgba(64) {
+    frame.camera.width = frame.camera.height = 4;
+    for (auto& v : rgba) v = uint8_t(gen() % 256);
+    scene.frames = &frame;
+    scene.n_frames = 1;
+  }
+  PixelScene(const PixelScene&) = delete;  // scene points at frame
+  PixelScene& operator=(const PixelScene&) = delete;
+};
 
 inline ops::nerf::Aabb cascade_box(uint32_t n_cascades) {
   const float half = 0.5f * float(1u << (n_cascades - 1));
