@@ -5,3 +5,11 @@
 #else
 #define TESSERA_HD inline
 #endif
+
+// Unrolls the next loop in CUDA code (a fixed-size array indexed by the loop variable then
+// stays in registers); nothing elsewhere.
+#ifdef __CUDACC__
+#define TESSERA_UNROLL _Pragma("unroll")
+#else
+#define TESSERA_UNROLL
+#endif

@@ -244,45 +244,103 @@ struct MarchSettings {
   const uint8_t* bitfield = nullptr;
 };
 
-// The samples of one ray: steps of step_size(t) from the box entry (the first one jittered
-// by t_jitter in [0, 1) of a step), kept where the cell is occupied, at most
-// kMaxStepsPerRay. With a fixed step (cone_angle 0) the k-th step lies at t0 + k dt and an
-// empty cell is crossed in one jump to the first step past it; with growing steps it is
-// crossed step by step without looking at the grid. Either way the samples are those of a
-// dense march of the same arithmetic. emit(position, dt) is called per sample; the march
-// ends after `limit` samples; returns the number of samples.
-template <typename Emit>
-TESSERA_HD uint32_t march_ray(const MarchSettings& m, const Ray& ray, float t_jitter, Emit&& emit,
-                              uint32_t limit = kMaxStepsPerRay) {
+// A fixed-step ray's steps k = 0, 1, ... are cut into kMarchSegments runs of consecutive k
+// (segments). Each is marched on its own: the CUDA march gives every segment a thread and
+// the CPU runs them in order, so both find the same samples, and a ray's march takes the
+// time of its slowest segment rather than the sum of all.
+constexpr uint32_t kMarchSegments = 16;
+
+// Where a ray's march runs: t0 (the box entry plus the jittered part of a step) up to tmax,
+// the first step's length, and for fixed steps the length of a segment (in steps).
+struct MarchSpan {
+  bool hit = false, fixed_step = false;
+  float t0 = 0.0f, tmax = 0.0f, dt = 0.0f;
+  uint32_t segment_steps = 0;
+};
+
+TESSERA_HD MarchSpan march_span(const MarchSettings& m, const Ray& ray, float t_jitter) {
+  MarchSpan s;
   float tmin, tmax;
   ray_box(ray, m.aabb, tmin, tmax);
-  if (!(tmin <= tmax)) return 0;
-  const float t0 = tmin + step_size(tmin, m.cone_angle, m.n_cascades) * t_jitter;
-  const bool fixed_step = m.cone_angle == 0.0f;
-  float t = t0;
-  uint32_t steps = 0, k = 0;  // k: the fixed step's index
-  limit = limit < kMaxStepsPerRay ? limit : kMaxStepsPerRay;
-  while (t < tmax && steps < limit) {
+  if (!(tmin <= tmax)) return s;
+  s.hit = true;
+  s.fixed_step = m.cone_angle == 0.0f;
+  s.dt = step_size(tmin, m.cone_angle, m.n_cascades);
+  s.t0 = tmin + s.dt * t_jitter;
+  s.tmax = tmax;
+  // Every k with t0 + k dt < tmax (rounding included) lies below kMarchSegments segments.
+  const float span = (tmax - s.t0) / s.dt;
+  const uint32_t n_steps = span > 0.0f ? uint32_t(std::ceil(span < 1e7f ? span : 1e7f)) + 2u : 2u;
+  s.segment_steps = (n_steps + kMarchSegments - 1) / kMarchSegments;
+  return s;
+}
+
+// One segment of a fixed-step march: the steps k in [segment * segment_steps, next
+// segment's first) at t0 + k dt, kept where the cell is occupied; an empty cell is crossed
+// in one jump to the first step past it. emit(position, dt) per sample, at most `limit`;
+// returns the number of samples.
+template <typename Emit>
+TESSERA_HD uint32_t march_segment(const MarchSettings& m, const Ray& ray, const MarchSpan& s, uint32_t segment,
+                                  Emit&& emit, uint32_t limit) {
+  uint32_t k = segment * s.segment_steps, steps = 0;
+  const uint32_t k_end = k + s.segment_steps;
+  float t = s.t0 + float(k) * s.dt;
+  while (k < k_end && t < s.tmax && steps < limit) {
+    const Vec3 p = ray.origin + t * ray.dir;
+    const uint32_t c = cascade_of(p, m.n_cascades);
+    if (occupied(m.bitfield, grid_index(p, c))) {
+      emit(p, s.dt);
+      ++steps;
+      ++k;
+    } else {
+      const float t_exit = t + distance_to_next_cell(p, ray.dir, c);
+      const float to_exit = std::ceil((t_exit - s.t0) / s.dt);
+      k = to_exit >= float(k_end) ? k_end : (to_exit > float(k + 1) ? uint32_t(to_exit) : k + 1);
+    }
+    t = s.t0 + float(k) * s.dt;
+  }
+  return steps;
+}
+
+// A march with growing steps (cone_angle > 0): step by step, an empty cell crossed without
+// looking at the grid again.
+template <typename Emit>
+TESSERA_HD uint32_t march_growing(const MarchSettings& m, const Ray& ray, const MarchSpan& s, Emit&& emit,
+                                  uint32_t limit) {
+  float t = s.t0;
+  uint32_t steps = 0;
+  while (t < s.tmax && steps < limit) {
     const Vec3 p = ray.origin + t * ray.dir;
     const float dt = step_size(t, m.cone_angle, m.n_cascades);
     const uint32_t c = cascade_of(p, m.n_cascades);
     if (occupied(m.bitfield, grid_index(p, c))) {
       emit(p, dt);
       ++steps;
-      if (fixed_step) t = t0 + float(++k) * dt;
-      else t += dt;
+      t += dt;
     } else {
       const float t_exit = t + distance_to_next_cell(p, ray.dir, c);
-      if (fixed_step) {
-        const float to_exit = std::ceil((t_exit - t0) / dt);
-        k = to_exit > float(k + 1) ? uint32_t(to_exit) : k + 1;
-        t = t0 + float(k) * dt;
-      } else {
-        do t += step_size(t, m.cone_angle, m.n_cascades);
-        while (t < t_exit && t < tmax);
-      }
+      do t += step_size(t, m.cone_angle, m.n_cascades);
+      while (t < t_exit && t < s.tmax);
     }
   }
+  return steps;
+}
+
+// The samples of one ray: steps of step_size(t) from the box entry (the first one jittered
+// by t_jitter in [0, 1) of a step), kept where the cell is occupied, at most
+// kMaxStepsPerRay, in order along the ray (a fixed-step ray segment by segment). Either way
+// the samples are those of a dense march of the same arithmetic. emit(position, dt) is
+// called per sample; the march ends after `limit` samples; returns the number of samples.
+template <typename Emit>
+TESSERA_HD uint32_t march_ray(const MarchSettings& m, const Ray& ray, float t_jitter, Emit&& emit,
+                              uint32_t limit = kMaxStepsPerRay) {
+  const MarchSpan s = march_span(m, ray, t_jitter);
+  if (!s.hit) return 0;
+  limit = limit < kMaxStepsPerRay ? limit : kMaxStepsPerRay;
+  if (!s.fixed_step) return march_growing(m, ray, s, emit, limit);
+  uint32_t steps = 0;
+  for (uint32_t segment = 0; segment < kMarchSegments && steps < limit; ++segment)
+    steps += march_segment(m, ray, s, segment, emit, limit - steps);
   return steps;
 }
 
@@ -301,6 +359,26 @@ TESSERA_HD SampleValues sample_values(const float* raw, float dt) {
   return s;
 }
 
+// A ray's samples are read kCompositeChunk at a time, all loads of a chunk before any
+// arithmetic on it: the loads are independent, so a GPU thread waits for memory once per
+// chunk instead of once per sample (the sum runs in the same order either way).
+constexpr uint32_t kCompositeChunk = 4;
+struct SampleChunk {
+  float raw[kCompositeChunk][4], dt[kCompositeChunk];
+  uint32_t n;
+};
+TESSERA_HD SampleChunk load_chunk(const float* raw, const float* dt, uint32_t first, uint32_t n) {
+  SampleChunk c;
+  c.n = n - first < kCompositeChunk ? n - first : kCompositeChunk;
+  TESSERA_UNROLL
+  for (uint32_t j = 0; j < kCompositeChunk; ++j) {
+    if (j >= c.n) break;
+    for (int k = 0; k < 4; ++k) c.raw[j][k] = raw[4 * size_t(first + j) + k];
+    c.dt[j] = dt[first + j];
+  }
+  return c;
+}
+
 // Composites n samples (raw outputs [n x 4], dt [n]) front to back over bg; returns how
 // many were used (the rest lie behind transmittance < kMinTransmittance).
 TESSERA_HD uint32_t composite_ray(const float* raw, const float* dt, uint32_t n, Vec3 bg, float colour[3],
@@ -308,10 +386,15 @@ TESSERA_HD uint32_t composite_ray(const float* raw, const float* dt, uint32_t n,
   float T = 1.0f;
   colour[0] = colour[1] = colour[2] = 0.0f;
   uint32_t used = 0;
-  for (; used < n && T >= kMinTransmittance; ++used) {
-    const SampleValues v = sample_values(raw + 4 * size_t(used), dt[used]);
-    for (int k = 0; k < 3; ++k) colour[k] += T * v.alpha * v.rgb[k];
-    T *= 1.0f - v.alpha;
+  while (used < n && T >= kMinTransmittance) {
+    const SampleChunk c = load_chunk(raw, dt, used, n);
+    TESSERA_UNROLL
+    for (uint32_t j = 0; j < kCompositeChunk; ++j, ++used) {
+      if (j >= c.n || T < kMinTransmittance) break;
+      const SampleValues v = sample_values(c.raw[j], c.dt[j]);
+      for (int k = 0; k < 3; ++k) colour[k] += T * v.alpha * v.rgb[k];
+      T *= 1.0f - v.alpha;
+    }
   }
   for (int k = 0; k < 3; ++k) colour[k] += T * bg[k];
   transmittance = T;
@@ -324,23 +407,27 @@ TESSERA_HD uint32_t composite_ray(const float* raw, const float* dt, uint32_t n,
 TESSERA_HD void composite_ray_backward(const float* raw, const float* dt, uint32_t n, uint32_t used,
                                        const float colour[3], const float dL_dC[3], float* grad) {
   float T = 1.0f, prefix[3] = {0.0f, 0.0f, 0.0f};
-  for (uint32_t j = 0; j < n; ++j) {
+  for (uint32_t first = 0; first < used; first += kCompositeChunk) {
+    const SampleChunk c = load_chunk(raw, dt, first, used);
+    TESSERA_UNROLL
+    for (uint32_t j = 0; j < kCompositeChunk; ++j) {
+      if (j >= c.n) break;
+      const SampleValues v = sample_values(c.raw[j], c.dt[j]);
+      const float w = T * v.alpha, T_next = T * (1.0f - v.alpha);
+      float dL_dsigma = 0.0f;
+      float* g = grad + 4 * size_t(first + j);
+      for (int k = 0; k < 3; ++k) {
+        prefix[k] += w * v.rgb[k];
+        g[k] = dL_dC[k] * w * v.rgb[k] * (1.0f - v.rgb[k]);
+        dL_dsigma += dL_dC[k] * (T_next * v.rgb[k] - (colour[k] - prefix[k]));
+      }
+      g[3] = dL_dsigma * c.dt[j] * density_gradient(c.raw[j][3]);
+      T = T_next;
+    }
+  }
+  for (uint32_t j = used; j < n; ++j) {
     float* g = grad + 4 * size_t(j);
-    if (j >= used) {
-      g[0] = g[1] = g[2] = g[3] = 0.0f;
-      continue;
-    }
-    const float* r = raw + 4 * size_t(j);
-    const SampleValues v = sample_values(r, dt[j]);
-    const float w = T * v.alpha, T_next = T * (1.0f - v.alpha);
-    float dL_dsigma = 0.0f;
-    for (int k = 0; k < 3; ++k) {
-      prefix[k] += w * v.rgb[k];
-      g[k] = dL_dC[k] * w * v.rgb[k] * (1.0f - v.rgb[k]);
-      dL_dsigma += dL_dC[k] * (T_next * v.rgb[k] - (colour[k] - prefix[k]));
-    }
-    g[3] = dL_dsigma * dt[j] * density_gradient(r[3]);
-    T = T_next;
+    g[0] = g[1] = g[2] = g[3] = 0.0f;
   }
 }
 

@@ -66,7 +66,7 @@ __global__ void composite_render_kernel(const NerfRay* __restrict__ rays, uint32
   reinterpret_cast<float4*>(rgba)[i] = make_float4(colour[0], colour[1], colour[2], 1.0f - T);
 }
 
-constexpr uint32_t kScanThreads = 512;
+constexpr uint32_t kScanThreads = 256;
 
 // Pass 1: the samples each block of rays used.
 __global__ void compact_block_sums_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
@@ -96,19 +96,44 @@ __global__ void compact_block_offsets_kernel(uint32_t* __restrict__ block_sums, 
 }
 
 // Pass 3: each ray's first row (the block's first row + the scan within the block), then
-// its rows copied.
+// the block's rows copied by all its threads together, element by element (a thread per ray
+// copying its own rows would leave most of the GPU idle, waiting on one row after another).
 __global__ void compact_gather_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
                                       const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
                                       const float* __restrict__ dL_doutputs, float* __restrict__ compact_samples,
                                       float* __restrict__ compact_dL) {
   using Scan = cub::BlockScan<uint32_t, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
+  __shared__ uint32_t rows_through[kScanThreads], first_sample[kScanThreads];
   const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
   NerfRay r;
   if (i < n_rays) r = rays[i];
-  uint32_t offset;
-  Scan(temp).ExclusiveSum(i < n_rays ? r.n_used : 0u, offset);
-  if (i < n_rays) compact_ray(r, block_offsets[blockIdx.x] + offset, samples, dL_doutputs, compact_samples, compact_dL);
+  const uint32_t used = i < n_rays ? r.n_used : 0u;
+  uint32_t through, block_rows;
+  Scan(temp).InclusiveSum(used, through, block_rows);
+  rows_through[threadIdx.x] = through;
+  first_sample[threadIdx.x] = r.first_sample;
+  __syncthreads();
+  const size_t first_row = block_offsets[blockIdx.x];
+  // The ray of block row q: the first whose rows_through exceeds q.
+  auto source_row = [&](uint32_t q) {
+    uint32_t lo = 0, hi = kScanThreads - 1;
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (rows_through[mid] > q) hi = mid;
+      else lo = mid + 1;
+    }
+    const uint32_t ray_first_row = lo ? rows_through[lo - 1] : 0u;
+    return size_t(first_sample[lo]) + (q - ray_first_row);
+  };
+  for (uint32_t e = threadIdx.x; e < block_rows * kNerfInputWidth; e += kScanThreads) {
+    const uint32_t q = e / kNerfInputWidth, c = e % kNerfInputWidth;
+    compact_samples[(first_row + q) * kNerfInputWidth + c] = samples[source_row(q) * kNerfInputWidth + c];
+  }
+  for (uint32_t e = threadIdx.x; e < block_rows * kNerfOutputWidth; e += kScanThreads) {
+    const uint32_t q = e / kNerfOutputWidth, c = e % kNerfOutputWidth;
+    compact_dL[(first_row + q) * kNerfOutputWidth + c] = dL_doutputs[source_row(q) * kNerfOutputWidth + c];
+  }
 }
 
 }  // namespace
