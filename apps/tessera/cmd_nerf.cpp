@@ -137,14 +137,19 @@ void run_train(const NerfTrainOptions& o) {
   if (o.profile) {
     const auto& t = trainer.step_times();
     const double n = double(std::max<uint64_t>(t.steps, 1));
-    profile = {{"grid_update_ms", t.grid_update / n},         {"march_ms", t.march / n},
-               {"inference_ms", t.inference / n},             {"rendering_ms", t.rendering / n},
-               {"model_forward_ms", t.model_forward / n}, {"backward_and_optimizer_ms", t.backward_and_optimizer / n}};
+    profile = {{"grid_update_ms", t.grid_update / n},
+               {"march_ms", t.march / n},
+               {"density_inference_ms", t.inference / n},
+               {"compaction_ms", t.compaction / n},
+               {"model_forward_ms", t.model_forward / n},
+               {"rendering_ms", t.rendering / n},
+               {"backward_and_optimizer_ms", t.backward_and_optimizer / n}};
     fmt::print("  step time (profiled, device synchronized between phases), ms per step: grid update {:.3f}, "
-               "march {:.3f}, model inference on the marched samples {:.3f}, rendering + loss + its backward + "
-               "compaction {:.3f}, model forward on the compacted {:.3f}, model backward + optimizer {:.3f}\n",
-               t.grid_update / n, t.march / n, t.inference / n, t.rendering / n, t.model_forward / n,
-               t.backward_and_optimizer / n);
+               "march {:.3f}, density network on the marched samples {:.3f}, ray stops + compaction {:.3f}, "
+               "model forward on the compacted {:.3f}, rendering + loss + its backward {:.3f}, model backward + "
+               "optimizer {:.3f}\n",
+               t.grid_update / n, t.march / n, t.inference / n, t.compaction / n, t.model_forward / n,
+               t.rendering / n, t.backward_and_optimizer / n);
   }
   const size_t memory = backend_for(dev).memory_used();
   if (memory) fmt::print("  device memory in use: {:.0f} MiB\n", double(memory) / (1 << 20));

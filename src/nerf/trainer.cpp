@@ -143,8 +143,8 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, u
   counters_ = Buffer<uint32_t>(device, 3);  // march: requested, written; compaction: rows
   rays_ = Buffer<ops::NerfRay>(device, 0);
   samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
-  dL_doutputs_ = Buffer<float>(device, 0), compact_samples_ = Buffer<float>(device, 0);
-  compact_dL_ = Buffer<float>(device, 0), compact_scratch_ = Buffer<uint32_t>(device, 0);
+  compact_samples_ = Buffer<float>(device, 0), compact_dt_ = Buffer<float>(device, 0);
+  compact_scratch_ = Buffer<uint32_t>(device, 0);
   loss_partials_ = Buffer<float>(device, 0);
   grid_cells_ = Buffer<uint32_t>(device, 0);
   grid_values_ = Buffer<float>(device, 0);
@@ -232,29 +232,22 @@ void NerfTrainer::step() {
     return;
   }
 
-  // The model on every marched sample; volume rendering, loss and dL/d(output) per ray.
+  // The density network on every marched sample: where each ray turns opaque. The samples
+  // in front of that point are the ones that shape its colour; only they are trained.
   const uint32_t n_rays = sel.n_rays, n = samples_written_;
-  outputs_.ensure(size_t(n) * ops::kNerfOutputWidth);
-  dL_doutputs_.ensure(size_t(n) * ops::kNerfOutputWidth);
+  outputs_.ensure(size_t(n) * kDensityOutputs);
   const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
-  const TensorView outputs = outputs_.matrix(n, ops::kNerfOutputWidth);
-  const TensorView dL_doutputs = dL_doutputs_.matrix(n, ops::kNerfOutputWidth);
-  model_->inference(samples, outputs);
+  const TensorView densities = outputs_.matrix(n, kDensityOutputs);
+  density_->inference(samples.columns(0, 3), densities);
   mark(times_.inference);
-  loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(device_, n_rays));
-  ops::call<ops::NerfCompositeTrain>(device_, scene(), ops::NerfImages{images_.data(), options_.linear_colors}, rays_.view(), n_rays, outputs,
-                                     dt_.view(0, n), loss_, sel.seed, dL_doutputs, loss_partials_.view(),
-                                     model_->train_state_view());
-  // Only the samples in front of each ray's stop carry a gradient: those are trained.
   compact_samples_.ensure(size_t(n) * ops::kNerfInputWidth);
-  compact_dL_.ensure(size_t(n) * ops::kNerfOutputWidth);
+  compact_dt_.ensure(n);
   compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(device_, n_rays));
-  ops::call<ops::NerfCompactSamples>(device_, rays_.view(), n_rays, samples, dL_doutputs,
-                                     compact_samples_.matrix(n, ops::kNerfInputWidth),
-                                     compact_dL_.matrix(n, ops::kNerfOutputWidth), counters_.view(2, 1),
-                                     compact_scratch_.view());
+  ops::call<ops::NerfCompactSamples>(device_, rays_.view(), n_rays, densities.columns(0, 1), samples,
+                                     dt_.view(0, n), compact_samples_.matrix(n, ops::kNerfInputWidth),
+                                     compact_dt_.view(0, n), counters_.view(2, 1), compact_scratch_.view());
   download_from_view(device_, counts, counters_.view(2, 1), sizeof(uint32_t));
-  mark(times_.rendering);
+  mark(times_.compaction);
   samples_compacted_ = counts[0];
   // Next step's rays: as many as make target_samples at this step's trained samples per ray.
   const double per_ray = std::max(1.0, double(samples_compacted_) / double(n_rays));
@@ -264,13 +257,19 @@ void NerfTrainer::step() {
   // kept so that an empty batch never reaches the model.
   if (samples_compacted_ == 0) return;
 
+  // The whole model on the compacted samples; its output composited along each ray (volume
+  // rendering, loss and dL/d(output)), then backward and the optimizer.
   const uint32_t c = samples_compacted_;
-  const TensorView compact_dL = compact_dL_.matrix(c, ops::kNerfOutputWidth);
-  model_->training_step_async(compact_samples_.matrix(c, ops::kNerfInputWidth),
-                              [&](nn::ConstView, nn::View dL_dy, const TensorView&) {
-                                mark(times_.model_forward);
-                                copy_view_to_view(device_, dL_dy, compact_dL);
-                              });
+  loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(device_, n_rays));
+  model_->training_step_async(
+      compact_samples_.matrix(c, ops::kNerfInputWidth),
+      [&](nn::ConstView outputs, nn::View dL_doutputs, const TensorView& state) {
+        mark(times_.model_forward);
+        ops::call<ops::NerfCompositeTrain>(device_, scene(), ops::NerfImages{images_.data(), options_.linear_colors},
+                                           rays_.view(), n_rays, outputs, compact_dt_.view(0, c), loss_, sel.seed,
+                                           dL_doutputs, loss_partials_.view(), state);
+        mark(times_.rendering);
+      });
   mark(times_.backward_and_optimizer);
 }
 

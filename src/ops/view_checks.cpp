@@ -94,9 +94,9 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
   if (!dL_doutputs.empty()) check_view(dL_doutputs, "nerf composite: dL_doutputs", DType::f32, outputs.numel());
 }
 
-void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
-                              const TensorView& dL_doutputs, const TensorView& compact_samples,
-                              const TensorView& compact_dL, const TensorView& count) {
+void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
+                              const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
+                              const TensorView& compact_dt, const TensorView& count) {
   check_view(rays, "nerf_compact_samples: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
   const auto matrix = [](const TensorView& v, uint32_t cols, const char* what) {
     TESSERA_CHECK(v.rank == 2 && v.cols() == cols && v.contiguous(),
@@ -104,14 +104,15 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
     check_view(v, what, DType::f32, 0);
   };
   matrix(samples, kNerfInputWidth, "nerf_compact_samples: samples");
-  matrix(dL_doutputs, kNerfOutputWidth, "nerf_compact_samples: dL_doutputs");
   matrix(compact_samples, kNerfInputWidth, "nerf_compact_samples: compact_samples");
-  matrix(compact_dL, kNerfOutputWidth, "nerf_compact_samples: compact_dL");
   const size_t rows = samples.rows();
-  TESSERA_CHECK(dL_doutputs.rows() == rows && compact_samples.rows() >= rows && compact_dL.rows() >= rows,
-                "nerf_compact_samples: dL_doutputs needs {} rows (has {}), compact_samples and compact_dL at least "
-                "{} (have {} and {})",
-                rows, dL_doutputs.rows(), rows, compact_samples.rows(), compact_dL.rows());
+  TESSERA_CHECK(raw_density.rank == 2 && raw_density.cols() == 1 && raw_density.dtype == DType::f32 &&
+                    raw_density.rows() == rows,
+                "nerf_compact_samples: raw_density must be an fp32 [{}, 1] column view (one per sample)", rows);
+  check_view(dt, "nerf_compact_samples: dt", DType::f32, rows);
+  TESSERA_CHECK(compact_samples.rows() >= rows, "nerf_compact_samples: compact_samples needs at least {} rows (has {})",
+                rows, compact_samples.rows());
+  check_view(compact_dt, "nerf_compact_samples: compact_dt", DType::f32, rows);
   check_view(count, "nerf_compact_samples: count", DType::u32, 1);
 }
 

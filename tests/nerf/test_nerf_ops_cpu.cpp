@@ -113,8 +113,11 @@ TEST(NerfOpsCpu, CompositeStopsAtLowTransmittanceAndZerosTheRest) {
   EXPECT_NEAR(rgba[3], 1.0f, 1e-3f);
 }
 
-// Compaction keeps exactly the samples in front of each ray's stop (transmittance computed
-// here independently, in double), ray by ray, with their gradients.
+// Compaction stops each ray where its densities alone make it opaque (checked here against
+// a transmittance computed independently, in double, and against where NerfCompositeTrain
+// stops), gathers the samples in front ray by ray with their steps, and points each ray at
+// its compacted rows; compositing the compacted rows then gives the same loss and gradients
+// as compositing every marched sample (what the trainer relies on).
 TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -124,43 +127,68 @@ TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   const ops::NerfScene& scene = pixels.scene;
   const uint32_t n_rays = 300;
   uint32_t total = 0;
-  std::vector<ops::NerfRay> rays = test::random_rays(gen, n_rays, 1, 16, 60, 7, total);
+  const std::vector<ops::NerfRay> marched = test::random_rays(gen, n_rays, 1, 16, 60, 7, total);
   std::vector<float> samples(size_t(total) * 6), raw(size_t(total) * 4), dt(total), grad(size_t(total) * 4);
   for (auto& v : samples) v = u(gen);
   for (size_t i = 0; i < raw.size(); ++i) raw[i] = (i % 4 == 3) ? u(gen) * 6 - 1 : u(gen) * 4 - 2;
   for (auto& v : dt) v = 0.01f + 0.1f * u(gen);
+  // Every marched sample composited: the reference loss, gradients and stops.
+  std::vector<ops::NerfRay> composited = marched;
   ops::TrainState state;
   ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{pixels.rgba.data()},
-                                     test::test_view(rays), n_rays, test::test_view(raw, total, 4), test::test_view(dt),
-                                     LossParams{}, 5u,
-                                     test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
-  uint32_t expected_total = 0, stopped_early = 0;
-  for (const auto& r : rays) {
+                                     test::test_view(composited), n_rays, test::test_view(raw, total, 4),
+                                     test::test_view(dt), LossParams{}, 5u, test::test_view(grad, total, 4),
+                                     TensorView(), TensorView::of(&state, 1));
+
+  std::vector<ops::NerfRay> rays = marched;
+  std::vector<float> compact(size_t(total) * 6, -1.0f), compact_dt(total, -1.0f);
+  uint32_t count = 0;
+  const TensorView densities = test::test_view(raw, total, 4).columns(3, 1);
+  ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, densities,
+                                     test::test_view(samples, total, 6), test::test_view(dt),
+                                     test::test_view(compact, total, 6), test::test_view(compact_dt),
+                                     TensorView::of(&count, 1), TensorView());
+  uint32_t row = 0, stopped_early = 0;
+  std::vector<float> compact_raw;
+  for (uint32_t i = 0; i < n_rays; ++i) {
+    const ops::NerfRay &m = marched[i], &r = rays[i];
     double T = 1;
     uint32_t used = 0;
-    for (; used < r.n_samples && T >= 1e-4; ++used) T *= std::exp(-std::exp(double(raw[4 * (r.first_sample + used) + 3])) * dt[r.first_sample + used]);
-    EXPECT_EQ(r.n_used, used);
-    stopped_early += used < r.n_samples;
-    expected_total += used;
-  }
-  EXPECT_GT(stopped_early, 20u);  // the data must exercise the stop
-  std::vector<float> compact(size_t(total) * 6, -1.0f), compact_dL(size_t(total) * 4, -1.0f);
-  uint32_t count = 0;
-  ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, test::test_view(samples, total, 6),
-                                     test::test_view(grad, total, 4), test::test_view(compact, total, 6),
-                                     test::test_view(compact_dL, total, 4), TensorView::of(&count, 1), TensorView());
-  ASSERT_EQ(count, expected_total);
-  uint32_t row = 0;
-  for (const auto& r : rays)
-    for (uint32_t j = 0; j < r.n_used; ++j, ++row) {
-      for (int k = 0; k < 6; ++k) ASSERT_EQ(compact[row * 6 + k], samples[(r.first_sample + j) * 6 + k]);
-      for (int k = 0; k < 4; ++k) ASSERT_EQ(compact_dL[row * 4 + k], grad[(r.first_sample + j) * 4 + k]);
+    for (; used < m.n_samples && T >= 1e-4; ++used)
+      T *= std::exp(-std::exp(double(raw[4 * (m.first_sample + used) + 3])) * dt[m.first_sample + used]);
+    ASSERT_EQ(r.n_used, used) << "ray " << i;
+    ASSERT_EQ(r.n_used, composited[i].n_used) << "ray " << i;
+    ASSERT_EQ(r.first_sample, row) << "ray " << i;
+    ASSERT_EQ(r.n_samples, r.n_used) << "ray " << i;
+    stopped_early += used < m.n_samples;
+    for (uint32_t j = 0; j < used; ++j, ++row) {
+      for (int k = 0; k < 6; ++k) ASSERT_EQ(compact[row * 6 + k], samples[(m.first_sample + j) * 6 + k]);
+      ASSERT_EQ(compact_dt[row], dt[m.first_sample + j]);
+      compact_raw.insert(compact_raw.end(), &raw[(m.first_sample + j) * 4], &raw[(m.first_sample + j) * 4 + 4]);
     }
+  }
+  ASSERT_EQ(count, row);
+  EXPECT_GT(stopped_early, 20u);  // the data must exercise the stop
+
+  std::vector<float> compact_grad(size_t(count) * 4);
+  ops::TrainState compact_state;
+  ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{pixels.rgba.data()},
+                                     test::test_view(rays), n_rays, test::test_view(compact_raw, count, 4),
+                                     TensorView::of(compact_dt.data(), count), LossParams{}, 5u,
+                                     test::test_view(compact_grad, count, 4), TensorView(),
+                                     TensorView::of(&compact_state, 1));
+  EXPECT_EQ(compact_state.last_loss, state.last_loss);
+  for (uint32_t i = 0; i < n_rays; ++i)
+    for (uint32_t j = 0; j < rays[i].n_used; ++j)
+      for (int k = 0; k < 4; ++k)
+        ASSERT_EQ(compact_grad[(rays[i].first_sample + j) * 4 + k], grad[(marched[i].first_sample + j) * 4 + k]);
+
   // Too few rows for the compacted samples: refused, naming the argument.
   try {
-    ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays,
-                                       test::test_view(samples, total, 6), test::test_view(grad, total, 4),
-                                       test::test_view(compact, total - 1, 6), test::test_view(compact_dL, total, 4),
+    rays = marched;
+    ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, densities,
+                                       test::test_view(samples, total, 6), test::test_view(dt),
+                                       test::test_view(compact, total - 1, 6), test::test_view(compact_dt),
                                        TensorView::of(&count, 1), TensorView());
     ADD_FAILURE() << "a short compact_samples was accepted";
   } catch (const Error& e) {

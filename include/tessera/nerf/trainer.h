@@ -1,10 +1,11 @@
 #pragma once
-// Trains a NeRF on a Dataset: random rays each step, marched through the occupancy grid,
-// the model (HashGrid -> density MLP -> [features, SH(direction)] -> colour MLP) run in
-// inference on every sample, volume rendering + loss + its backward per ray, then the
-// samples that shaped a ray's colour (those in front of where it turned opaque) compacted
-// and the model's forward + backward + one optimizer step on those alone (instant-ngp's
-// step); the occupancy grid refreshed every few steps. Every device call is an op (ops/nerf.h), so the same
+// Trains a NeRF on a Dataset: random rays each step, marched through the occupancy grid;
+// the density part of the model (HashGrid -> density MLP) run in inference on every sample
+// to find where each ray turns opaque; the samples in front of that point compacted; the
+// whole model (-> [features, SH(direction)] -> colour MLP) forward on those, volume
+// rendering + loss + its backward per ray, backward and one optimizer step (instant-ngp's
+// step, less the colour network on samples that cannot be seen); the occupancy grid
+// refreshed every few steps. Every device call is an op (ops/nerf.h), so the same
 // trainer runs on the CPU reference backend and on CUDA.
 #include <memory>
 #include <string>
@@ -73,9 +74,11 @@ class NerfTrainer {
   // synchronizes the device between the phases, so the total is a little above an
   // unprofiled step's.
   struct StepTimes {
-    // inference: the model on every marched sample; rendering: volume rendering, loss, its
-    // backward and the compaction; model_forward: the training forward on the compacted.
-    double grid_update = 0, march = 0, inference = 0, rendering = 0, model_forward = 0, backward_and_optimizer = 0;
+    // inference: the density network on every marched sample; compaction: each ray's stop
+    // and the samples in front gathered; model_forward: the training forward on those;
+    // rendering: volume rendering, loss and its backward.
+    double grid_update = 0, march = 0, inference = 0, compaction = 0, model_forward = 0, rendering = 0,
+           backward_and_optimizer = 0;
     uint64_t steps = 0;
   };
   void set_profiling(bool on) { profiling_ = on; }
@@ -113,7 +116,7 @@ class NerfTrainer {
   Buffer<uint8_t> grid_bitfield_;
   Buffer<ops::NerfRay> rays_;
   Buffer<float> samples_, dt_, outputs_, loss_partials_;
-  Buffer<float> dL_doutputs_, compact_samples_, compact_dL_;
+  Buffer<float> compact_samples_, compact_dt_;
   Buffer<uint32_t> counters_, grid_cells_, compact_scratch_;
   uint64_t step_ = 0;
   bool profiling_ = false;

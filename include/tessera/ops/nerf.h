@@ -47,17 +47,20 @@ struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTra
   using Fn = size_t(Stream&, uint32_t n_rays);
 };
 
-// Compaction after NerfCompositeTrain: the samples each ray used (its first n_used) and
-// their dL/d(raw output), gathered ray by ray in ray order into consecutive rows of
-// compact_samples (fp32 [rows, 6]) and compact_dL (fp32 [rows, 4]); count (u32 [1]) = the
-// rows written. Both need as many rows as samples has (a ray never uses more than it has).
-// instant-ngp's training step: the model runs inference on every marched sample, then
-// forward + backward only on these. scratch: u32 [NerfCompactScratch(n_rays)].
+// Compaction before training (instant-ngp's step, the colour network left out of the
+// inference): each ray stops where its raw densities (a column of the density network's
+// inference on every marched sample, raw_density [samples, 1]) make transmittance fall
+// below 1e-4, as NerfCompositeTrain would; the samples in front (n_used of them) and their
+// steps are gathered ray by ray, in ray order, into consecutive rows of compact_samples
+// (fp32 [rows, 6]) and compact_dt (fp32 [rows]); count (u32 [1]) = the rows written. Each
+// ray is rewritten to its compacted rows (first_sample, n_samples = n_used), so that
+// NerfCompositeTrain then runs on the model's training forward of compact_samples. The
+// compact views need as many rows as samples has. scratch: u32 [NerfCompactScratch(n_rays)].
 struct NerfCompactSamples {
   static constexpr const char* name = "nerf_compact_samples";
-  using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
-                  const TensorView& dL_doutputs, const TensorView& compact_samples, const TensorView& compact_dL,
-                  const TensorView& count, const TensorView& scratch);
+  using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
+                  const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
+                  const TensorView& compact_dt, const TensorView& count, const TensorView& scratch);
 };
 struct NerfCompactScratch {
   static constexpr const char* name = "nerf_compact_scratch";
@@ -102,9 +105,9 @@ void check_nerf_march_views(const NerfRaySelection& rays, const TensorView& ray_
 // dL_doutputs may be empty (rendering).
 void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
                                 const TensorView& dt, const TensorView& dL_doutputs);
-void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
-                              const TensorView& dL_doutputs, const TensorView& compact_samples,
-                              const TensorView& compact_dL, const TensorView& count);
+void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
+                              const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
+                              const TensorView& compact_dt, const TensorView& count);
 // Returns the number of samples (raw_density's rows).
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                                       const TensorView& density, const TensorView& scratch,
@@ -120,9 +123,9 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
                            nerf::Vec3 background, float* rgba, Stream* stream);
 size_t nerf_compact_scratch(uint32_t n_rays);
-void nerf_compact_samples(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* dL_doutputs,
-                          float* compact_samples, float* compact_dL, uint32_t* count, uint32_t* scratch,
-                          Stream* stream);
+void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
+                          const float* samples, const float* dt, float* compact_samples, float* compact_dt,
+                          uint32_t* count, uint32_t* scratch, Stream* stream);
 void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
                        uint32_t* cells, float* positions, Stream* stream);
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,

@@ -80,15 +80,15 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   return r.n_samples ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
 }
 
-// Copies the rows of the samples ray r used (its first n_used) to `first_compact` onward.
-TESSERA_HD void compact_ray(const NerfRay& r, uint32_t first_compact, const float* samples, const float* dL_doutputs,
-                            float* compact_samples, float* compact_dL) {
+// Copies the rows of the samples ray r uses (its first n_used) and their steps to
+// `first_compact` onward.
+TESSERA_HD void compact_ray(const NerfRay& r, uint32_t first_compact, const float* samples, const float* dt,
+                            float* compact_samples, float* compact_dt) {
   for (uint32_t j = 0; j < r.n_used; ++j) {
     const size_t from = size_t(r.first_sample) + j, to = size_t(first_compact) + j;
     for (uint32_t k = 0; k < kNerfInputWidth; ++k)
       compact_samples[to * kNerfInputWidth + k] = samples[from * kNerfInputWidth + k];
-    for (uint32_t k = 0; k < kNerfOutputWidth; ++k)
-      compact_dL[to * kNerfOutputWidth + k] = dL_doutputs[from * kNerfOutputWidth + k];
+    compact_dt[to] = dt[from];
   }
 }
 

@@ -401,6 +401,31 @@ TESSERA_HD uint32_t composite_ray(const float* raw, const float* dt, uint32_t n,
   return used;
 }
 
+// How many of a ray's n samples composite_ray would use, from their raw densities alone
+// (raw_density[j * stride]): those in front of where transmittance falls below
+// kMinTransmittance (the same arithmetic, so the same count).
+TESSERA_HD uint32_t ray_stop(const float* raw_density, size_t stride, const float* dt, uint32_t n) {
+  float T = 1.0f;
+  uint32_t used = 0;
+  while (used < n && T >= kMinTransmittance) {
+    float raw[kCompositeChunk], step[kCompositeChunk];  // loaded before use, as load_chunk
+    const uint32_t m = n - used < kCompositeChunk ? n - used : kCompositeChunk;
+    TESSERA_UNROLL
+    for (uint32_t j = 0; j < kCompositeChunk; ++j) {
+      if (j >= m) break;
+      raw[j] = raw_density[(used + j) * stride];
+      step[j] = dt[used + j];
+    }
+    TESSERA_UNROLL
+    for (uint32_t j = 0; j < kCompositeChunk; ++j, ++used) {
+      if (j >= m || T < kMinTransmittance) break;
+      const float alpha = 1.0f - std::exp(-density_activation(raw[j]) * step[j]);
+      T *= 1.0f - alpha;
+    }
+  }
+  return used;
+}
+
 // Backward of composite_ray for dL/dC (colour including the background term): writes
 // dL/d(raw) [n x 4] of every sample, zero past the used ones.
 // dC/dsigma_j = dt_j (T_{j+1} c_j - (C - C_{<=j})).

@@ -17,12 +17,17 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
   state->last_loss = float(loss_sum * norm);
 }
 
-void nerf_compact_samples(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* dL_doutputs,
-                          float* compact_samples, float* compact_dL, uint32_t* count) {
+void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
+                          const float* samples, const float* dt, float* compact_samples, float* compact_dt,
+                          uint32_t* count) {
   uint32_t next = 0;
   for (uint32_t i = 0; i < n_rays; ++i) {
-    compact_ray(rays[i], next, samples, dL_doutputs, compact_samples, compact_dL);
-    next += rays[i].n_used;
+    NerfRay& r = rays[i];
+    r.n_used = ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride, dt + r.first_sample,
+                        r.n_samples);
+    compact_ray(r, next, samples, dt, compact_samples, compact_dt);
+    r.first_sample = next, r.n_samples = r.n_used;
+    next += r.n_used;
   }
   *count = next;
 }

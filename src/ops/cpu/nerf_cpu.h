@@ -11,8 +11,9 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
                           float* dL_doutputs, TrainState* state);
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
                            nerf::Vec3 background, float* rgba);
-void nerf_compact_samples(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* dL_doutputs,
-                          float* compact_samples, float* compact_dL, uint32_t* count);
+void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
+                          const float* samples, const float* dt, float* compact_samples, float* compact_dt,
+                          uint32_t* count);
 void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
                        uint32_t* cells, float* positions);
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,

@@ -120,12 +120,12 @@ void register_ops(Backend& b) {
                          dt.data<const float>(), loss, seed, dL_doutputs.data<float>(), state.data<TrainState>());
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t) { return size_t(1); });
-  b.add_op<NerfCompactSamples>([](Stream&, V rays, uint32_t n_rays, V samples, V dL_doutputs, V compact_samples,
-                                  V compact_dL, V count, V) {
-    check_nerf_compact_views(rays, n_rays, samples, dL_doutputs, compact_samples, compact_dL, count);
-    nerf_compact_samples(rays.data<const NerfRay>(), n_rays, samples.data<const float>(),
-                         dL_doutputs.data<const float>(), compact_samples.data<float>(), compact_dL.data<float>(),
-                         count.data<uint32_t>());
+  b.add_op<NerfCompactSamples>([](Stream&, V rays, uint32_t n_rays, V raw_density, V samples, V dt,
+                                  V compact_samples, V compact_dt, V count, V) {
+    check_nerf_compact_views(rays, n_rays, raw_density, samples, dt, compact_samples, compact_dt, count);
+    nerf_compact_samples(rays.data<NerfRay>(), n_rays, raw_density.data<const float>(), raw_density.row_stride(),
+                         samples.data<const float>(), dt.data<const float>(), compact_samples.data<float>(),
+                         compact_dt.data<float>(), count.data<uint32_t>());
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t) { return size_t(0); });
   b.add_op<NerfCompositeRender>([](Stream&, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,

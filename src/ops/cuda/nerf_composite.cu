@@ -68,13 +68,22 @@ __global__ void composite_render_kernel(const NerfRay* __restrict__ rays, uint32
 
 constexpr uint32_t kScanThreads = 256;
 
-// Pass 1: the samples each block of rays used.
-__global__ void compact_block_sums_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
-                                          uint32_t* __restrict__ block_sums) {
+// Pass 1: each ray's stop from its densities (n_used), and the samples each block of rays
+// uses.
+__global__ void compact_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
+                                          const float* __restrict__ raw_density, size_t density_stride,
+                                          const float* __restrict__ dt, uint32_t* __restrict__ block_sums) {
   using Reduce = cub::BlockReduce<uint32_t, kScanThreads>;
   __shared__ typename Reduce::TempStorage temp;
   const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
-  const uint32_t sum = Reduce(temp).Sum(i < n_rays ? rays[i].n_used : 0u);
+  uint32_t used = 0;
+  if (i < n_rays) {
+    const NerfRay r = rays[i];
+    used = ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride, dt + r.first_sample,
+                    r.n_samples);
+    rays[i].n_used = used;
+  }
+  const uint32_t sum = Reduce(temp).Sum(used);
   if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
 }
 
@@ -97,11 +106,12 @@ __global__ void compact_block_offsets_kernel(uint32_t* __restrict__ block_sums, 
 
 // Pass 3: each ray's first row (the block's first row + the scan within the block), then
 // the block's rows copied by all its threads together, element by element (a thread per ray
-// copying its own rows would leave most of the GPU idle, waiting on one row after another).
-__global__ void compact_gather_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
+// copying its own rows would leave most of the GPU idle, waiting on one row after another);
+// last, each ray pointed at its compacted rows.
+__global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
                                       const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
-                                      const float* __restrict__ dL_doutputs, float* __restrict__ compact_samples,
-                                      float* __restrict__ compact_dL) {
+                                      const float* __restrict__ dt, float* __restrict__ compact_samples,
+                                      float* __restrict__ compact_dt) {
   using Scan = cub::BlockScan<uint32_t, kScanThreads>;
   __shared__ typename Scan::TempStorage temp;
   __shared__ uint32_t rows_through[kScanThreads], first_sample[kScanThreads];
@@ -114,8 +124,8 @@ __global__ void compact_gather_kernel(const NerfRay* __restrict__ rays, uint32_t
   rows_through[threadIdx.x] = through;
   first_sample[threadIdx.x] = r.first_sample;
   __syncthreads();
-  const size_t first_row = block_offsets[blockIdx.x];
-  // The ray of block row q: the first whose rows_through exceeds q.
+  const uint32_t first_row = block_offsets[blockIdx.x];
+  // The source row of block row q: its ray is the first whose rows_through exceeds q.
   auto source_row = [&](uint32_t q) {
     uint32_t lo = 0, hi = kScanThreads - 1;
     while (lo < hi) {
@@ -128,11 +138,12 @@ __global__ void compact_gather_kernel(const NerfRay* __restrict__ rays, uint32_t
   };
   for (uint32_t e = threadIdx.x; e < block_rows * kNerfInputWidth; e += kScanThreads) {
     const uint32_t q = e / kNerfInputWidth, c = e % kNerfInputWidth;
-    compact_samples[(first_row + q) * kNerfInputWidth + c] = samples[source_row(q) * kNerfInputWidth + c];
+    compact_samples[(size_t(first_row) + q) * kNerfInputWidth + c] = samples[source_row(q) * kNerfInputWidth + c];
   }
-  for (uint32_t e = threadIdx.x; e < block_rows * kNerfOutputWidth; e += kScanThreads) {
-    const uint32_t q = e / kNerfOutputWidth, c = e % kNerfOutputWidth;
-    compact_dL[(first_row + q) * kNerfOutputWidth + c] = dL_doutputs[source_row(q) * kNerfOutputWidth + c];
+  for (uint32_t q = threadIdx.x; q < block_rows; q += kScanThreads) compact_dt[first_row + q] = dt[source_row(q)];
+  if (i < n_rays) {
+    rays[i].first_sample = first_row + through - used;
+    rays[i].n_samples = used;
   }
 }
 
@@ -140,21 +151,21 @@ __global__ void compact_gather_kernel(const NerfRay* __restrict__ rays, uint32_t
 
 size_t nerf_compact_scratch(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kScanThreads); }
 
-void nerf_compact_samples(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* dL_doutputs,
-                          float* compact_samples, float* compact_dL, uint32_t* count, uint32_t* scratch,
-                          Stream* stream) {
+void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
+                          const float* samples, const float* dt, float* compact_samples, float* compact_dt,
+                          uint32_t* count, uint32_t* scratch, Stream* stream) {
   const cudaStream_t s = detail::native_stream(stream);
   if (n_rays == 0) {
     TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
     return;
   }
   const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
-  compact_block_sums_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch);
+  compact_block_sums_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, scratch);
   TESSERA_CUDA_CHECK_LAUNCH("compact_block_sums_kernel");
   compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
   TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
-  compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dL_doutputs, compact_samples,
-                                                        compact_dL);
+  compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dt, compact_samples,
+                                                        compact_dt);
   TESSERA_CUDA_CHECK_LAUNCH("compact_gather_kernel");
 }
 
