@@ -6,6 +6,7 @@
 
 #include "tessera/core/backend.h"
 #include "tessera/core/error.h"
+#include "tessera/core/log.h"
 #include "tessera/nn/loss.h"
 #include "tessera/nn/module.h"
 #include "tessera/nn/optimizer.h"
@@ -39,8 +40,7 @@ Json default_nerf_config() {
         {"n_levels", 16},
         {"n_features_per_level", 2},
         {"log2_hashmap_size", 19},
-        {"base_resolution", 16},
-        {"per_level_scale", 1.447269237440378}}},
+        {"base_resolution", 16}}},  // per_level_scale: from the scene (NerfTrainer)
       {"network",
        {{"otype", "FullyFusedMLP"},
         {"activation", "ReLU"},
@@ -61,6 +61,7 @@ namespace {
 
 constexpr uint32_t kDensityOutputs = 16;  // density + 15 features, instant-ngp's layout
 constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most this x target_samples
+constexpr double kFinestResolution = 2048;  // grid cells per unit length at the finest level (instant-ngp)
 
 NerfTrainingOptions parse_training(const Json& c, DeviceKind device) {
   check_known_keys(c, "NeRF config \"training\"",
@@ -100,11 +101,29 @@ Json with_outputs(Json network, uint32_t n) {
 NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, uint64_t seed)
     : train_(std::move(train)), device_(device), seed_(uint32_t(seed * 0x9E3779B97F4A7C15ull >> 32)) {
   TESSERA_CHECK(config.is_object(), "NeRF config must be a JSON object");
+  // instant-ngp's configs/nerf/*.json load unchanged: the sections tessera does not train
+  // (a learned environment map, a learned lens distortion map) are passed over with a note.
+  const std::vector<std::string> not_trained = {"envmap", "distortion_map"};
   check_known_keys(config, "NeRF config",
-                   {"loss", "optimizer", "encoding", "network", "dir_encoding", "rgb_network", "training", "envmap"});
+                   {"loss", "optimizer", "encoding", "network", "dir_encoding", "rgb_network", "training", "envmap",
+                    "distortion_map"});
   config_ = default_nerf_config();
-  for (auto it = config.begin(); it != config.end(); ++it)
-    if (it.key() != "envmap") config_[it.key()] = it.value();  // instant-ngp's envmap: not used
+  for (auto it = config.begin(); it != config.end(); ++it) {
+    if (std::find(not_trained.begin(), not_trained.end(), it.key()) == not_trained.end())
+      config_[it.key()] = it.value();
+    else
+      log(LogLevel::info, "NeRF config: \"{}\" (an instant-ngp feature tessera does not train) is ignored", it.key());
+  }
+  // A grid without per_level_scale gets instant-ngp's: the finest level at 2048 cells per
+  // unit length of the scene's box edge, times aabb_scale.
+  Json& encoding = config_.at("encoding");
+  if (encoding.is_object() && !encoding.contains("per_level_scale")) {
+    const double levels = json_get<double>(encoding, "n_levels", 16.0);
+    const double base = json_get<double>(encoding, "base_resolution", 16.0);
+    TESSERA_CHECK(levels >= 1 && base > 0, "NeRF config: encoding needs n_levels >= 1 and base_resolution > 0");
+    encoding["per_level_scale"] =
+        levels > 1 ? std::exp(std::log(kFinestResolution * double(train_.aabb_scale) / base) / (levels - 1)) : 1.0;
+  }
   options_ = parse_training(config_.at("training"), device);
   loss_ = nn::parse_loss(config_.at("loss"));
 

@@ -214,6 +214,9 @@ std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Dev
     const auto& nested = c.at("nested");
     for (size_t i = 0; i < nested.size(); ++i) {
       const uint32_t left = n_dims - used;
+      // A trailing part for whatever dims are left, when none are (instant-ngp's direction
+      // encoding: SH on 3 dims, then Identity on any extra dims), encodes nothing.
+      if (left == 0 && nested[i].is_object() && !nested[i].contains("n_dims_to_encode")) continue;
       TESSERA_CHECK(left > 0, "Composite: nested encoding {} has no input dims left ({} in total)", i, n_dims);
       const uint32_t dims = json_get<uint32_t>(nested[i], "n_dims_to_encode", left);
       TESSERA_CHECK(dims >= 1 && dims <= left, "Composite: nested encoding {} wants {} dims but {} are left", i, dims,

@@ -216,7 +216,7 @@ TEST(ModuleConfig, NerfModelConfigLoadsAndRoundTrips) {
   auto model = nn::create_module(cfg, 6, DeviceKind::cpu);
   EXPECT_EQ(model->input_width(), 6u);
   EXPECT_EQ(model->output_width(), 4u);
-  const auto grid = ops::make_grid_layout(3, 16, 2, 19, 16, 1.447269237440378f, true, ops::GridInterpolation::Linear);
+  const auto grid = ops::make_grid_layout(3, 16, 2, 19, 16, 1.381912879967776f, true, ops::GridInterpolation::Linear);
   EXPECT_EQ(model->n_table_params(), grid.n_params());
   EXPECT_GT(model->n_matrix_params(), 0u);
   const Json back = model->config();

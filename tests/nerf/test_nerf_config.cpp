@@ -1,0 +1,91 @@
+// NeRF configs: instant-ngp's own configs/nerf/base.json (its structure and values, as of
+// abe236ee) builds the same model as tessera's default, with the grid scale instant-ngp
+// derives from the scene; bad configs are clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "support/errors.h"
+#include "tessera/nerf/trainer.h"
+
+namespace tessera {
+namespace {
+
+// instant-ngp's configs/nerf/base.json, unchanged but for whitespace.
+const char* kInstantNgpBase = R"({
+  "loss": {"otype": "Huber"},
+  "optimizer": {"otype": "Ema", "decay": 0.95,
+    "nested": {"otype": "ExponentialDecay", "decay_start": 20000, "decay_interval": 10000, "decay_base": 0.33,
+      "nested": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15,
+                 "l2_reg": 1e-6}}},
+  "encoding": {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,
+               "base_resolution": 16},
+  "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
+              "n_hidden_layers": 1},
+  "dir_encoding": {"otype": "Composite",
+    "nested": [{"n_dims_to_encode": 3, "otype": "SphericalHarmonics", "degree": 4}, {"otype": "Identity"}]},
+  "rgb_network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
+                  "n_hidden_layers": 2},
+  "distortion_map": {"resolution": [32, 32],
+    "optimizer": {"otype": "ExponentialDecay", "decay_start": 10000, "decay_interval": 5000, "decay_end": 25000,
+      "decay_base": 0.33,
+      "nested": {"otype": "Adam", "learning_rate": 1e-4, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-8}}},
+  "envmap": {"loss": {"otype": "RelativeL2"},
+    "optimizer": {"otype": "Ema", "decay": 0.99,
+      "nested": {"otype": "ExponentialDecay", "decay_start": 10000, "decay_interval": 5000, "decay_base": 0.33,
+        "nested": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "beta3": 0.9,
+                   "beta_shampoo": 0.0, "epsilon": 1e-10, "identity": 0.0001, "cg_on_momentum": false,
+                   "frobenius_normalization": true, "l2_reg": 1e-10}}}}
+})";
+
+nerf::Dataset scene_box(uint32_t aabb_scale) {
+  nerf::Dataset d;  // no frames: the trainer can only render, which is enough here
+  d.aabb_scale = aabb_scale;
+  const float half = 0.5f * float(aabb_scale);
+  d.aabb = {{0.5f - half, 0.5f - half, 0.5f - half}, {0.5f + half, 0.5f + half, 0.5f + half}};
+  d.n_cascades = 1;
+  while ((1u << (d.n_cascades - 1)) < aabb_scale) ++d.n_cascades;
+  d.cone_angle = aabb_scale > 1 ? 1.0f / 256.0f : 0.0f;
+  return d;
+}
+
+TEST(NerfConfig, InstantNgpBaseJsonBuildsTheDefaultModel) {
+  const Json base = Json::parse(kInstantNgpBase);
+  for (uint32_t aabb_scale : {1u, 4u}) {
+    nerf::NerfTrainer ngp(base, scene_box(aabb_scale), DeviceKind::cpu);
+    nerf::NerfTrainer ours(nerf::default_nerf_config(), scene_box(aabb_scale), DeviceKind::cpu);
+    // instant-ngp's grid scale: the finest level at 2048 x aabb_scale cells per unit, 16 levels.
+    const double expected = std::exp(std::log(2048.0 * aabb_scale / 16.0) / 15.0);
+    EXPECT_NEAR(ngp.config().at("encoding").at("per_level_scale").get<double>(), expected, 1e-9);
+    EXPECT_NEAR(ours.config().at("encoding").at("per_level_scale").get<double>(), expected, 1e-9);
+    EXPECT_EQ(ngp.model().n_params(), ours.model().n_params()) << "aabb_scale " << aabb_scale;
+    EXPECT_EQ(ngp.model().model().output_width(), 4u);
+    EXPECT_FALSE(ngp.config().contains("envmap"));
+  }
+  // An explicit per_level_scale is kept.
+  Json explicit_scale = base;
+  explicit_scale["encoding"]["per_level_scale"] = 1.5;
+  nerf::NerfTrainer t(explicit_scale, scene_box(1), DeviceKind::cpu);
+  EXPECT_EQ(t.config().at("encoding").at("per_level_scale").get<double>(), 1.5);
+}
+
+TEST(NerfConfig, BadConfigsAreClearErrors) {
+  Json typo = nerf::default_nerf_config();
+  typo["rgb_netwrok"] = typo["rgb_network"];
+  EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(typo, scene_box(1), DeviceKind::cpu); }).find("rgb_netwrok"),
+            std::string::npos);
+  Json no_levels = nerf::default_nerf_config();
+  no_levels["encoding"]["n_levels"] = 0;
+  EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(no_levels, scene_box(1), DeviceKind::cpu); }).find("n_levels"),
+            std::string::npos);
+  // A Composite part asking for dims that are not there is still an error.
+  Json too_many = nerf::default_nerf_config();
+  too_many["dir_encoding"] = Json::parse(
+      R"({"otype": "Composite", "nested": [{"otype": "SphericalHarmonics", "degree": 4},
+          {"otype": "Identity", "n_dims_to_encode": 1}]})");
+  EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(too_many, scene_box(1), DeviceKind::cpu); }).find("Composite"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera
