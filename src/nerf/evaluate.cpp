@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "tessera/core/image_io.h"
+#include "tessera/core/image_metrics.h"
 
 namespace tessera::nerf {
 
@@ -65,6 +66,8 @@ EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions
     const uint8_t* ref = test.rgba.data() + test.frames[v].pixel_offset * 4;
     double se_white = 0, se_black = 0;
     const size_t n = size_t(img.width) * img.height;
+    // The four sRGB images both ways compare (for SSIM, which needs whole images).
+    std::vector<float> ref_w(3 * n), out_w(3 * n), ref_b(3 * n), out_b(3 * n);
     for (size_t i = 0; i < n; ++i) {
       const float a = ref[4 * i + 3] / 255.0f;
       for (int k = 0; k < 3; ++k) {
@@ -75,12 +78,22 @@ EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions
         const float out_black = srgb_over(img, i, k, 0.0f);
         se_white += double(out_white - ref_white) * (out_white - ref_white);
         se_black += double(out_black - ref_black) * (out_black - ref_black);
+        ref_w[3 * i + k] = ref_white, out_w[3 * i + k] = out_white;
+        ref_b[3 * i + k] = ref_black, out_b[3 * i + k] = out_black;
       }
     }
-    ViewScore s{psnr(se_white / double(3 * n)), psnr(se_black / double(3 * n))};
+    ViewScore s;
+    s.psnr_white = psnr(se_white / double(3 * n));
+    s.psnr_black_linear = psnr(se_black / double(3 * n));
+    if (img.width >= 11 && img.height >= 11) {  // SSIM's window must fit
+      s.ssim_white = ssim(out_w.data(), ref_w.data(), img.width, img.height, 3);
+      s.ssim_black_linear = ssim(out_b.data(), ref_b.data(), img.width, img.height, 3);
+    }
     r.views.push_back(s);
     r.psnr_white += s.psnr_white / double(n_views);
     r.psnr_black_linear += s.psnr_black_linear / double(n_views);
+    r.ssim_white += s.ssim_white / double(n_views);
+    r.ssim_black_linear += s.ssim_black_linear / double(n_views);
     if (!o.write_folder.empty())
       write_rendering_png((std::filesystem::path(o.write_folder) / fmt::format("test_{:03d}.png", v)).string(), img,
                           Vec3{1, 1, 1});

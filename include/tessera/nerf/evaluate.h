@@ -3,7 +3,8 @@
 //  (a) NeRF-standard: the sRGB reference composited on white, the rendering on white;
 //  (b) instant-ngp's scripts/run.py: the reference composited on black in linear space,
 //      both converted to sRGB and clipped.
-// Each is the mean over views of the per-view PSNR.
+// Each is the mean over views of the per-view PSNR, and of the per-view SSIM (the sRGB
+// images the PSNR compares; see core/image_metrics.h).
 #include <string>
 #include <vector>
 
@@ -13,10 +14,12 @@ namespace tessera::nerf {
 
 struct ViewScore {
   double psnr_white = 0, psnr_black_linear = 0;
+  double ssim_white = 0, ssim_black_linear = 0;  // 0 for views under 11x11 pixels
 };
 
 struct EvalResult {
   double psnr_white = 0, psnr_black_linear = 0;
+  double ssim_white = 0, ssim_black_linear = 0;
   std::vector<ViewScore> views;
 };
 

@@ -362,7 +362,7 @@ TESSERA_HD SampleValues sample_values(const float* raw, float dt) {
 // A ray's samples are read kCompositeChunk at a time, all loads of a chunk before any
 // arithmetic on it: the loads are independent, so a GPU thread waits for memory once per
 // chunk instead of once per sample (the sum runs in the same order either way).
-constexpr uint32_t kCompositeChunk = 4;
+constexpr uint32_t kCompositeChunk = 8;
 struct SampleChunk {
   float raw[kCompositeChunk][4], dt[kCompositeChunk];
   uint32_t n;

@@ -1,0 +1,14 @@
+#pragma once
+// Image quality metrics for evaluation.
+#include <cstddef>
+
+namespace tessera {
+
+// Structural similarity (Wang et al. 2004) of two images with values in [0, 1], as NeRF
+// papers report it: an 11x11 Gaussian window (sigma 1.5), K1 = 0.01, K2 = 0.03, the window
+// only where it fits in the image ("valid"), the mean of the SSIM map over positions and
+// channels. a, b: width x height pixels of `channels` interleaved floats. Images smaller
+// than the window are an error.
+double ssim(const float* a, const float* b, size_t width, size_t height, size_t channels);
+
+}  // namespace tessera

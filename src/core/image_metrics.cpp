@@ -1,0 +1,71 @@
+#include "tessera/core/image_metrics.h"
+
+#include <cmath>
+#include <vector>
+
+#include "tessera/core/error.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr int kWindow = 11;
+constexpr double kSigma = 1.5, kC1 = 0.01 * 0.01, kC2 = 0.03 * 0.03;
+
+std::vector<double> gaussian_window() {
+  std::vector<double> w(kWindow);
+  double sum = 0;
+  for (int i = 0; i < kWindow; ++i) {
+    const double x = i - kWindow / 2;
+    sum += w[i] = std::exp(-x * x / (2 * kSigma * kSigma));
+  }
+  for (double& v : w) v /= sum;
+  return w;
+}
+
+}  // namespace
+
+double ssim(const float* a, const float* b, size_t width, size_t height, size_t channels) {
+  TESSERA_CHECK(width >= kWindow && height >= kWindow && channels >= 1,
+                "ssim: a {}x{} image is smaller than the {}x{} window", width, height, kWindow, kWindow);
+  const std::vector<double> w = gaussian_window();
+  const size_t out_w = width - kWindow + 1, out_h = height - kWindow + 1;
+  double total = 0;
+  // The window is separable: filter rows first (the five moments of each pixel), then
+  // columns. Rows of the output are independent, so they run in parallel.
+  for (size_t c = 0; c < channels; ++c) {
+    // Row-filtered moments: [height][out_w] each of mu_a, mu_b, a^2, b^2, ab.
+    std::vector<double> rows(5 * height * out_w);
+#pragma omp parallel for schedule(static)
+    for (long long yy = 0; yy < (long long)height; ++yy) {
+      const size_t y = size_t(yy);
+      for (size_t x = 0; x < out_w; ++x) {
+        double m[5] = {0, 0, 0, 0, 0};
+        for (int i = 0; i < kWindow; ++i) {
+          const size_t p = (y * width + x + i) * channels + c;
+          const double va = a[p], vb = b[p];
+          m[0] += w[i] * va, m[1] += w[i] * vb, m[2] += w[i] * va * va, m[3] += w[i] * vb * vb,
+              m[4] += w[i] * va * vb;
+        }
+        for (int k = 0; k < 5; ++k) rows[(size_t(k) * height + y) * out_w + x] = m[k];
+      }
+    }
+    double channel_sum = 0;
+#pragma omp parallel for schedule(static) reduction(+ : channel_sum)
+    for (long long yy = 0; yy < (long long)out_h; ++yy) {
+      const size_t y = size_t(yy);
+      for (size_t x = 0; x < out_w; ++x) {
+        double m[5] = {0, 0, 0, 0, 0};
+        for (int i = 0; i < kWindow; ++i)
+          for (int k = 0; k < 5; ++k) m[k] += w[i] * rows[(size_t(k) * height + y + i) * out_w + x];
+        const double var_a = m[2] - m[0] * m[0], var_b = m[3] - m[1] * m[1], cov = m[4] - m[0] * m[1];
+        channel_sum += ((2 * m[0] * m[1] + kC1) * (2 * cov + kC2)) /
+                       ((m[0] * m[0] + m[1] * m[1] + kC1) * (var_a + var_b + kC2));
+      }
+    }
+    total += channel_sum;
+  }
+  return total / double(out_w * out_h * channels);
+}
+
+}  // namespace tessera
