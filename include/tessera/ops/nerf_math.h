@@ -275,21 +275,26 @@ TESSERA_HD MarchSpan march_span(const MarchSettings& m, const Ray& ray, float t_
   return s;
 }
 
+// Step k of a fixed-step march: its distance along the ray and its position (one function,
+// so that a sample recomputed from k lands exactly where the march put it).
+TESSERA_HD float march_t(const MarchSpan& s, uint32_t k) { return s.t0 + float(k) * s.dt; }
+TESSERA_HD Vec3 march_position(const Ray& ray, float t) { return ray.origin + t * ray.dir; }
+
 // One segment of a fixed-step march: the steps k in [segment * segment_steps, next
 // segment's first) at t0 + k dt, kept where the cell is occupied; an empty cell is crossed
-// in one jump to the first step past it. emit(position, dt) per sample, at most `limit`;
+// in one jump to the first step past it. emit(position, dt, k) per sample, at most `limit`;
 // returns the number of samples.
 template <typename Emit>
 TESSERA_HD uint32_t march_segment(const MarchSettings& m, const Ray& ray, const MarchSpan& s, uint32_t segment,
                                   Emit&& emit, uint32_t limit) {
   uint32_t k = segment * s.segment_steps, steps = 0;
   const uint32_t k_end = k + s.segment_steps;
-  float t = s.t0 + float(k) * s.dt;
+  float t = march_t(s, k);
   while (k < k_end && t < s.tmax && steps < limit) {
-    const Vec3 p = ray.origin + t * ray.dir;
+    const Vec3 p = march_position(ray, t);
     const uint32_t c = cascade_of(p, m.n_cascades);
     if (occupied(m.bitfield, grid_index(p, c))) {
-      emit(p, s.dt);
+      emit(p, s.dt, k);
       ++steps;
       ++k;
     } else {
@@ -297,7 +302,7 @@ TESSERA_HD uint32_t march_segment(const MarchSettings& m, const Ray& ray, const 
       const float to_exit = std::ceil((t_exit - s.t0) / s.dt);
       k = to_exit >= float(k_end) ? k_end : (to_exit > float(k + 1) ? uint32_t(to_exit) : k + 1);
     }
-    t = s.t0 + float(k) * s.dt;
+    t = march_t(s, k);
   }
   return steps;
 }
@@ -340,7 +345,7 @@ TESSERA_HD uint32_t march_ray(const MarchSettings& m, const Ray& ray, float t_ji
   if (!s.fixed_step) return march_growing(m, ray, s, emit, limit);
   uint32_t steps = 0;
   for (uint32_t segment = 0; segment < kMarchSegments && steps < limit; ++segment)
-    steps += march_segment(m, ray, s, segment, emit, limit - steps);
+    steps += march_segment(m, ray, s, segment, [&](Vec3 p, float dt, uint32_t) { emit(p, dt); }, limit - steps);
   return steps;
 }
 
