@@ -55,12 +55,14 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
   std::vector<float> raw(total * 4), dt(total), grad(total * 4, 123.0f);
   for (auto& v : raw) v = u(gen) * 4 - 2;
   for (auto& v : dt) v = 0.01f + 0.2f * u(gen);
-  for (const bool linear : {false, true})
+  for (const int mode : {0, 1, 2})  // sRGB colours composited in linear light, in sRGB; linear colours
   for (LossKind kind : {LossKind::L2, LossKind::Huber}) {
-    SCOPED_TRACE(linear ? "linear colours" : "sRGB colours");
+    const bool linear = mode == 2, srgb_compositing = mode == 1;
+    SCOPED_TRACE(linear ? "linear colours" : (srgb_compositing ? "sRGB colours, sRGB compositing" : "sRGB colours"));
     const LossParams loss{kind, 0.1f};
     ops::TrainState state;
-    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data(), linear}, test::test_view(rays),
+    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data(), linear, srgb_compositing},
+                                       test::test_view(rays),
                                        n_rays, test::test_view(raw, total, 4), test::test_view(dt), loss, 99u,
                                        test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
     const double norm = 1.0 / (3.0 * n_rays);
@@ -72,7 +74,13 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
       double bg[3], target[3];
       for (int k = 0; k < 3; ++k) {
         bg[k] = random_uniform(99u, i, 10 + k, 1);
-        target[k] = (linear ? srgb_to_linear(px[k] / 255.0f) : px[k] / 255.0f) * a + bg[k] * (1 - a);
+        // Independently in double: the linear-light composite converted back to sRGB.
+        const double s = px[k] / 255.0, lin = s <= 0.04045 ? s / 12.92 : std::pow((s + 0.055) / 1.055, 2.4);
+        const double bg_lin = bg[k] <= 0.04045 ? bg[k] / 12.92 : std::pow((bg[k] + 0.055) / 1.055, 2.4);
+        const double mixed = lin * a + bg_lin * (1 - a);
+        target[k] = linear             ? lin * a + bg[k] * (1 - a)
+                    : srgb_compositing ? s * a + bg[k] * (1 - a)
+                                       : (mixed <= 0.0031308 ? 12.92 * mixed : 1.055 * std::pow(mixed, 1 / 2.4) - 0.055);
       }
       std::vector<double> rr(raw.begin() + r.first_sample * 4, raw.begin() + (r.first_sample + r.n_samples) * 4);
       std::vector<double> dd(dt.begin() + r.first_sample, dt.begin() + r.first_sample + r.n_samples);

@@ -70,8 +70,13 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   const uint32_t used = composite_ray(raw, steps, r.n_samples, bg, colour, T);
   r.n_used = used;
   for (int k = 0; k < 3; ++k) {
-    const float c = float(px[k]) * (1.0f / 255.0f);
-    const float target = (images.linear_colours ? srgb_to_linear(c) : c) * alpha + bg[k] * (1.0f - alpha);
+    // The pixel over the background (NerfImages says how), in the model's colour space; sRGB
+    // colours see the random background as sRGB, so a transparent pixel's target is bg.
+    const float s = float(px[k]) * (1.0f / 255.0f);
+    const float target =
+        images.linear_colours     ? srgb_to_linear(s) * alpha + bg[k] * (1.0f - alpha)
+        : images.srgb_compositing ? s * alpha + bg[k] * (1.0f - alpha)
+                                  : linear_to_srgb(srgb_to_linear(s) * alpha + srgb_to_linear(bg[k]) * (1.0f - alpha));
     sum += loss_value(loss, colour[k], target);
     dL_dC[k] = norm * loss_gradient(loss, colour[k], target);
   }

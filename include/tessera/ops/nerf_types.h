@@ -42,9 +42,14 @@ struct NerfRaySelection {
 // Training images: every frame's RGBA8 (sRGB colour, linear alpha) pixels, packed.
 // The model's colours are sRGB (instant-ngp's default: the loss then weighs errors as the
 // sRGB test metrics do) or, with linear_colours, linear RGB.
+// A training pixel with alpha < 1 is composited over the ray's background in linear light
+// (as a camera sees it; instant-ngp's target, and the reference of its run.py metric), or,
+// with srgb_compositing and sRGB colours, in sRGB values (the NeRF-synthetic convention of
+// compositing the PNGs over white, the reference of the NeRF-standard metric).
 struct NerfImages {
   const uint8_t* rgba = nullptr;  // on the device, FrameView::pixel_offset indexes it
   bool linear_colours = false;
+  bool srgb_compositing = false;
 };
 
 }  // namespace tessera::ops
