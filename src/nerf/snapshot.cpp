@@ -96,8 +96,8 @@ std::unique_ptr<NerfTrainer> load_snapshot_from_memory(std::string_view bytes, c
   for (size_t i = 0; i < params.size(); ++i)
     TESSERA_CHECK(std::isfinite(params[i]), "{} holds a non-finite parameter ({} at index {})", where, params[i], i);
   for (size_t i = 0; i < grid.size(); ++i)
-    TESSERA_CHECK(std::isfinite(grid[i]) && grid[i] >= 0, "{} holds an invalid grid density ({} at cell {})", where,
-                  grid[i], i);
+    TESSERA_CHECK(std::isfinite(grid[i]) && (grid[i] >= 0 || grid[i] == -1.0f),  // -1: a cell no camera saw
+                  "{} holds an invalid grid density ({} at cell {})", where, grid[i], i);
   upload_to_view(device, trainer->model().params(), params.data(), params.size() * sizeof(float));
   trainer->model().params_changed();
   trainer->set_grid_density(grid);

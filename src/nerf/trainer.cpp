@@ -159,6 +159,8 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, u
   const size_t cells = size_t(train_.n_cascades) * kGridCells;
   grid_density_ = Buffer<float>(device, cells);
   grid_density_.zero();
+  // Cells no training camera sees are never marched through (instant-ngp).
+  if (!train_.frames.empty()) ops::call<ops::NerfMarkUntrained>(device_, scene(), grid_density_.view());
   grid_scratch_ = Buffer<float>(device, cells);
   grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
   std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update

@@ -90,13 +90,22 @@ struct NerfGridSamples {
 
 // density[cell] = max(density[cell] * decay, new) for every cell (new = the largest
 // density x kMinStep among the cell's samples, 0 without any: unvisited cells fade, as in
-// instant-ngp), then the bitfield: occupied where density > min(0.01, mean density of the
-// finest cascade). cells: u32 [n]; raw_density: fp32 [n, 1] (a column of the model's output,
+// instant-ngp; untrained cells, density < 0, stay), then the bitfield: occupied where
+// density > min(0.01, mean density of the finest cascade, untrained cells counted as 0). cells: u32 [n]; raw_density: fp32 [n, 1] (a column of the model's output,
 // n its rows); scratch holds n_cascades * kGridCells floats.
 struct NerfGridUpdate {
   static constexpr const char* name = "nerf_grid_update";
   using Fn = void(Stream&, uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                   float decay, const TensorView& density, const TensorView& scratch, const TensorView& bitfield);
+};
+
+// Marks the cells no training camera sees (none of a cell's corners in front of a camera
+// and inside its image): their density becomes -1, which NerfGridUpdate keeps and never
+// counts as occupied. scene: its frames (on the device) are the training cameras;
+// density: fp32 [n_cascades * kGridCells].
+struct NerfMarkUntrained {
+  static constexpr const char* name = "nerf_mark_untrained";
+  using Fn = void(Stream&, const NerfScene& scene, const TensorView& density);
 };
 
 // Checks of the views the NeRF ops take (types, extents); throw naming what is wrong.
@@ -130,6 +139,7 @@ void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_oc
                        uint32_t* cells, float* positions, Stream* stream);
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
                       uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield, Stream* stream);
+void nerf_mark_untrained(const NerfScene& scene, float* density, Stream* stream);
 }  // namespace cuda
 
 }  // namespace tessera::ops

@@ -114,6 +114,42 @@ TESSERA_HD uint32_t grid_sample(const NerfScene& scene, uint32_t n_uniform, uint
   return cell;
 }
 
+// Whether camera f sees point p: in front of it and inside its image (with its distortion).
+TESSERA_HD bool camera_sees(const FrameView& f, Vec3 p) {
+  const Vec3 d{p.x - f.c2w[0][3], p.y - f.c2w[1][3], p.z - f.c2w[2][3]};
+  float q[3];  // camera coordinates: the rotation's transpose times d
+  for (int k = 0; k < 3; ++k) q[k] = f.c2w[0][k] * d.x + f.c2w[1][k] * d.y + f.c2w[2][k] * d.z;
+  if (!(q[2] > 0.0f)) return false;
+  const CameraModel& c = f.camera;
+  const float x = q[0] / q[2], y = q[1] / q[2];
+  // Far outside the field of view the distortion polynomial can fold back in: not seen.
+  if (fabsf(x * c.fl_x) > 2.0f * float(c.width) || fabsf(y * c.fl_y) > 2.0f * float(c.height)) return false;
+  float xd, yd;
+  distort(c, x, y, xd, yd);
+  const float u = xd * c.fl_x + c.cx, v = yd * c.fl_y + c.cy;
+  return u >= 0.0f && u < float(c.width) && v >= 0.0f && v < float(c.height);
+}
+
+// A cell (of any cascade) is trained when some training camera sees one of its corners
+// (instant-ngp's mark_untrained_density_grid): the others are never marched through.
+TESSERA_HD bool cell_seen(const NerfScene& scene, uint32_t cell) {
+  float edge;
+  const Vec3 corner = cell_corner(cell, edge);
+  for (uint32_t f = 0; f < scene.n_frames; ++f)
+    for (uint32_t k = 0; k < 8; ++k)
+      if (camera_sees(scene.frames[f], corner + edge * Vec3{float(k & 1), float((k >> 1) & 1), float(k >> 2)}))
+        return true;
+  return false;
+}
+
+// A cell's density after an update: untrained cells (negative) stay as they are; others
+// decay, and a sampled one takes its new largest density if that is higher.
+TESSERA_HD float grid_cell_update(float old, float decay, float fresh) {
+  if (old < 0.0f) return old;
+  const float decayed = old * decay;
+  return decayed > fresh ? decayed : fresh;
+}
+
 // The grid's threshold: occupied above min(0.01, mean density of the finest cascade).
 TESSERA_HD float grid_threshold(float mean_density) { return mean_density < 0.01f ? mean_density : 0.01f; }
 

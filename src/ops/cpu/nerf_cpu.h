@@ -16,6 +16,7 @@ void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_densi
                           uint32_t* count);
 void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
                        uint32_t* cells, float* positions);
+void nerf_mark_untrained(const NerfScene& scene, float* density);
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
                       uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield);
 

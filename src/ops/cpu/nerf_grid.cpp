@@ -22,13 +22,20 @@ void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* r
     scratch[cells[i]] = std::max(scratch[cells[i]], density_activation(raw_density[size_t(i) * stride]) * kMinStep);
   double sum = 0.0;
   for (uint32_t c = 0; c < total; ++c) {
-    density[c] = std::max(density[c] * decay, scratch[c]);  // every cell decays; sampled ones take the new max
-    if (c < kGridCells) sum += density[c];
+    density[c] = grid_cell_update(density[c], decay, scratch[c]);
+    if (c < kGridCells) sum += std::max(density[c], 0.0f);
   }
   const float threshold = grid_threshold(float(sum / kGridCells));
   std::fill(bitfield, bitfield + total / 8, uint8_t(0));
   for (uint32_t c = 0; c < total; ++c)
     if (density[c] > threshold) bitfield[c >> 3] |= uint8_t(1u << (c & 7));
+}
+
+void nerf_mark_untrained(const NerfScene& scene, float* density) {
+  const uint32_t total = scene.n_cascades * kGridCells;
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (long long c = 0; c < (long long)total; ++c)
+    if (!cell_seen(scene, uint32_t(c))) density[c] = -1.0f;
 }
 
 }  // namespace tessera::ops::cpu

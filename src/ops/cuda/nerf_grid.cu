@@ -41,12 +41,17 @@ __global__ void ema_kernel(const float* __restrict__ scratch, uint32_t total, fl
   const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   float v = 0.0f;
   if (c < total) {
-    v = fmaxf(density[c] * decay, scratch[c]);  // every cell decays; sampled ones take the new max
+    v = grid_cell_update(density[c], decay, scratch[c]);
     density[c] = v;
   }
-  if (c >= kGridCells) v = 0.0f;  // the mean is over the finest cascade
+  if (c >= kGridCells || v < 0.0f) v = 0.0f;  // the mean is over the finest cascade, untrained cells as 0
   for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
   if (threadIdx.x % 32 == 0 && v != 0.0f) atomicAdd(sum, v);
+}
+
+__global__ void mark_untrained_kernel(NerfScene scene, uint32_t total, float* __restrict__ density) {
+  const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c < total && !cell_seen(scene, c)) density[c] = -1.0f;
 }
 
 __global__ void bitfield_kernel(const float* __restrict__ density, uint32_t total, const float* __restrict__ sum,
@@ -87,6 +92,13 @@ void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* r
   TESSERA_CUDA_CHECK_LAUNCH("ema_kernel");
   bitfield_kernel<<<detail::blocks_for(total / 8, kThreads), kThreads, 0, s>>>(density, total, sum, bitfield);
   TESSERA_CUDA_CHECK_LAUNCH("bitfield_kernel");
+}
+
+void nerf_mark_untrained(const NerfScene& scene, float* density, Stream* stream) {
+  const uint32_t total = scene.n_cascades * kGridCells;
+  mark_untrained_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, detail::native_stream(stream)>>>(
+      scene, total, density);
+  TESSERA_CUDA_CHECK_LAUNCH("mark_untrained_kernel");
 }
 
 }  // namespace tessera::ops::cuda

@@ -201,6 +201,10 @@ void register_ops(Backend& b) {
     check_view(positions, "nerf_grid_samples: positions", DType::f32, (size_t(n_uniform) + n_occupied) * 6);
     nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells.data<uint32_t>(), positions.data<float>(), &s);
   });
+  b.add_op<NerfMarkUntrained>([](Stream& s, const NerfScene& scene, V density) {
+    check_view(density, "nerf_mark_untrained: density", DType::f32, size_t(scene.n_cascades) * nerf::kGridCells);
+    nerf_mark_untrained(scene, density.data<float>(), &s);
+  });
   b.add_op<NerfGridUpdate>([](Stream& s, uint32_t n_cascades, V cells, V raw_density, float decay, V density,
                               V scratch, V bitfield) {
     const uint32_t n = check_nerf_grid_update_views(n_cascades, cells, raw_density, density, scratch, bitfield);
