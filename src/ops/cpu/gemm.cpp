@@ -4,49 +4,13 @@
 
 #include "tessera/core/error.h"
 #include "tessera/ops/gemm.h"
+#include "typed_storage.h"
 
 namespace tessera::ops::cpu {
 
 namespace {
-
-double load(const void* base, DType t, size_t index) {
-  switch (t) {
-    case DType::f32: return static_cast<const float*>(base)[index];
-    case DType::f16: {
-      _Float16 h;
-      std::memcpy(&h, static_cast<const uint16_t*>(base) + index, 2);
-      return double(h);
-    }
-    case DType::bf16: {
-      const uint32_t bits = uint32_t(static_cast<const uint16_t*>(base)[index]) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-  }
-  return 0;
-}
-
-void store(void* base, DType t, size_t index, double v) {
-  switch (t) {
-    case DType::f32: static_cast<float*>(base)[index] = float(v); return;
-    case DType::f16: {
-      const _Float16 h = static_cast<_Float16>(float(v));
-      std::memcpy(static_cast<uint16_t*>(base) + index, &h, 2);
-      return;
-    }
-    case DType::bf16: {
-      // Round to nearest even, as __float2bfloat16_rn.
-      const float f = float(v);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      bits += 0x7fffu + ((bits >> 16) & 1u);
-      static_cast<uint16_t*>(base)[index] = uint16_t(bits >> 16);
-      return;
-    }
-  }
-}
-
+double load(const void* base, DType t, size_t index) { return load_as_double(base, t, index); }
+void store(void* base, DType t, size_t index, double v) { store_from_double(base, t, index, v); }
 }  // namespace
 
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "../register_ops.h"
+#include "tessera/ops/conv.h"
 #include "tessera/ops/encodings.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
@@ -18,6 +19,18 @@ namespace tessera::ops::cpu {
 using V = const TensorView&;
 
 void register_ops(Backend& b) {
+  b.add_op<Conv2dForward>([](Stream&, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
+    check_conv_forward_views(d, x, w, bias, y);
+    conv2d_forward(d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
+  });
+  b.add_op<Conv2dBackwardData>([](Stream&, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
+    check_conv_backward_data_views(d, below, dz, w, x, dx);
+    conv2d_backward_data(d, below, dz.address(), w.address(), x.address(), dx.address());
+  });
+  b.add_op<Conv2dBackwardWeight>([](Stream&, const ConvDesc& d, V x, V dz, V dw, V dbias) {
+    check_conv_backward_weight_views(d, x, dz, dw, dbias);
+    conv2d_backward_weight(d, x.address(), dz.address(), dw.address(), dbias.data<float>());
+  });
   b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v, V state) {
     const size_t n = params.numel();
     check_view(grad, "adam_step: grad", DType::f32, n);

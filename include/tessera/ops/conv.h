@@ -1,0 +1,84 @@
+#pragma once
+// 2-D convolution (cross-correlation, as cuDNN and PyTorch) and its backprop. Each op takes
+// a ConvDesc and views of its tensors; the backend picks the algorithm. So far only the CPU
+// reference (direct, accumulating in double) exists; Winograd, implicit GEMM and the CUDA
+// kernels are to come (issue 12).
+//
+// Shapes: input x [N, C, H, W] (NCHW) or [N, H, W, C] (NHWC); filters w [K, C/groups, R, S]
+// (NCHW) or [K, R, S, C/groups] (NHWC); output [N, K, P, Q] or [N, P, Q, K] with
+// P = (H + 2 pad_h - dilation_h (R - 1) - 1) / stride_h + 1 (Q likewise); bias [K].
+// groups: 1, or C (depthwise: each input channel its own K / C filters).
+// Storage fp32, fp16 or bf16 (x, w, the output and the gradients all of desc.type); bias
+// and its gradient fp32.
+#include <cstdint>
+
+#include "tessera/core/tensor.h"
+#include "tessera/ops/activation.h"
+
+namespace tessera {
+class Stream;
+}
+
+namespace tessera::ops {
+
+enum class ConvLayout { nchw, nhwc };
+const char* to_string(ConvLayout l);
+
+struct ConvDesc {
+  uint32_t N = 1, C = 1, H = 1, W = 1;  // input
+  uint32_t K = 1, R = 3, S = 3;         // output channels, kernel height and width
+  uint32_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dilation_h = 1, dilation_w = 1;
+  uint32_t groups = 1;
+  ConvLayout layout = ConvLayout::nchw;
+  DType type = DType::f32;
+  uint32_t P() const;  // output height
+  uint32_t Q() const;  // output width
+  size_t input_elements() const { return size_t(N) * C * H * W; }
+  size_t filter_elements() const { return size_t(K) * (C / groups) * R * S; }
+  size_t output_elements() const { return size_t(N) * K * P() * Q(); }
+};
+
+// Throws tessera::Error naming the argument that is wrong (zero sizes, a kernel larger than
+// the padded input, groups other than 1 or C, K not a multiple of groups, ...).
+void check_conv(const ConvDesc& d);
+
+// y = activation(conv(x, w) + bias); bias may be an empty view (none).
+struct Conv2dForward {
+  static constexpr const char* name = "conv2d_forward";
+  using Fn = void(Stream&, const ConvDesc& d, Activation activation, const TensorView& x, const TensorView& w,
+                  const TensorView& bias, const TensorView& y);
+};
+
+// dx = conv^T(dz, w) (dz: the gradient of this layer's pre-activation output), times the
+// derivative of the layer below's activation `below` taken at x (its output: what this
+// layer read), so dx is the gradient of the layer below's pre-activation. `below` must be
+// one whose derivative follows from its output (not SiLU or Sine); None gives plain dL/dx.
+struct Conv2dBackwardData {
+  static constexpr const char* name = "conv2d_backward_data";
+  using Fn = void(Stream&, const ConvDesc& d, Activation below, const TensorView& dz, const TensorView& w,
+                  const TensorView& x, const TensorView& dx);
+};
+
+// dw = the filters' gradient from x and dz; dbias (optional, empty view: none) = dz summed
+// over everything but the channel.
+struct Conv2dBackwardWeight {
+  static constexpr const char* name = "conv2d_backward_weight";
+  using Fn = void(Stream&, const ConvDesc& d, const TensorView& x, const TensorView& dz, const TensorView& dw,
+                  const TensorView& dbias);
+};
+
+// Checks the views against the descriptor; throw naming the op and the argument.
+void check_conv_forward_views(const ConvDesc& d, const TensorView& x, const TensorView& w, const TensorView& bias,
+                              const TensorView& y);
+void check_conv_backward_data_views(const ConvDesc& d, Activation below, const TensorView& dz, const TensorView& w,
+                                    const TensorView& x, const TensorView& dx);
+void check_conv_backward_weight_views(const ConvDesc& d, const TensorView& x, const TensorView& dz,
+                                      const TensorView& dw, const TensorView& dbias);
+
+namespace cpu {
+void conv2d_forward(const ConvDesc& d, Activation activation, const void* x, const void* w, const float* bias, void* y);
+void conv2d_backward_data(const ConvDesc& d, Activation below, const void* dz, const void* w, const void* x, void* dx);
+void conv2d_backward_weight(const ConvDesc& d, const void* x, const void* dz, void* dw, float* dbias);
+}  // namespace cpu
+
+}  // namespace tessera::ops

@@ -1,0 +1,81 @@
+// ConvDesc arithmetic and the checks every backend's conv ops run first.
+#include "tessera/core/error.h"
+#include "tessera/ops/conv.h"
+
+namespace tessera::ops {
+
+const char* to_string(ConvLayout l) { return l == ConvLayout::nchw ? "NCHW" : "NHWC"; }
+
+namespace {
+// Output extent of one axis; 0 when the dilated kernel does not fit the padded input.
+uint32_t out_extent(uint32_t in, uint32_t kernel, uint32_t pad, uint32_t dilation, uint32_t stride) {
+  const uint64_t padded = uint64_t(in) + 2ull * pad, span = uint64_t(dilation) * (kernel - 1) + 1;
+  if (stride == 0 || kernel == 0 || span > padded) return 0;
+  return uint32_t((padded - span) / stride + 1);
+}
+}  // namespace
+
+uint32_t ConvDesc::P() const { return out_extent(H, R, pad_h, dilation_h, stride_h); }
+uint32_t ConvDesc::Q() const { return out_extent(W, S, pad_w, dilation_w, stride_w); }
+
+void check_conv(const ConvDesc& d) {
+  TESSERA_CHECK(d.N >= 1 && d.C >= 1 && d.H >= 1 && d.W >= 1, "conv: input N, C, H, W must be at least 1 (got {}, {}, {}, {})",
+                d.N, d.C, d.H, d.W);
+  TESSERA_CHECK(d.K >= 1, "conv: K (output channels) must be at least 1");
+  TESSERA_CHECK(d.R >= 1 && d.S >= 1 && d.R <= 7 && d.S <= 7, "conv: kernel {}x{} out of range; R and S are 1 to 7",
+                d.R, d.S);
+  TESSERA_CHECK(d.stride_h >= 1 && d.stride_w >= 1, "conv: stride must be at least 1");
+  TESSERA_CHECK(d.dilation_h >= 1 && d.dilation_w >= 1, "conv: dilation must be at least 1");
+  TESSERA_CHECK(d.groups == 1 || d.groups == d.C, "conv: groups {} not supported; valid: 1 or C ({}, depthwise)",
+                d.groups, d.C);
+  TESSERA_CHECK(d.K % d.groups == 0, "conv: K {} must be a multiple of groups {}", d.K, d.groups);
+  TESSERA_CHECK(d.type == DType::f32 || d.type == DType::f16 || d.type == DType::bf16,
+                "conv: type {} not supported; valid: f32, f16, bf16", to_string(d.type));
+  TESSERA_CHECK(d.P() >= 1 && d.Q() >= 1,
+                "conv: the {}x{} kernel (dilation {}x{}) does not fit the {}x{} input padded by {}x{}", d.R, d.S,
+                d.dilation_h, d.dilation_w, d.H, d.W, d.pad_h, d.pad_w);
+  TESSERA_CHECK(d.input_elements() < (1ull << 40) && d.output_elements() < (1ull << 40), "conv: tensors too large");
+}
+
+namespace {
+void check_tensor(const TensorView& v, const char* what, const ConvDesc& d, size_t elements) {
+  TESSERA_CHECK(!v.empty(), "{}: no data given", what);
+  TESSERA_CHECK(v.dtype == d.type, "{}: {} data where the descriptor says {}", what, to_string(v.dtype),
+                to_string(d.type));
+  TESSERA_CHECK(v.numel() >= elements, "{}: {} elements where {} are needed", what, v.numel(), elements);
+  TESSERA_CHECK(v.contiguous(), "{}: must be contiguous", what);
+}
+}  // namespace
+
+void check_conv_forward_views(const ConvDesc& d, const TensorView& x, const TensorView& w, const TensorView& bias,
+                              const TensorView& y) {
+  check_conv(d);
+  check_tensor(x, "conv2d_forward: x", d, d.input_elements());
+  check_tensor(w, "conv2d_forward: w", d, d.filter_elements());
+  check_tensor(y, "conv2d_forward: y", d, d.output_elements());
+  if (!bias.empty()) check_view(bias, "conv2d_forward: bias", DType::f32, d.K);
+}
+
+void check_conv_backward_data_views(const ConvDesc& d, Activation below, const TensorView& dz, const TensorView& w,
+                                    const TensorView& x, const TensorView& dx) {
+  check_conv(d);
+  TESSERA_CHECK(!activation_needs_input(below),
+                "conv2d_backward_data: the activation below ({}) needs its input for its derivative; apply it "
+                "separately",
+                to_string(below));
+  check_tensor(dz, "conv2d_backward_data: dz", d, d.output_elements());
+  check_tensor(w, "conv2d_backward_data: w", d, d.filter_elements());
+  if (below != Activation::None) check_tensor(x, "conv2d_backward_data: x", d, d.input_elements());
+  check_tensor(dx, "conv2d_backward_data: dx", d, d.input_elements());
+}
+
+void check_conv_backward_weight_views(const ConvDesc& d, const TensorView& x, const TensorView& dz,
+                                      const TensorView& dw, const TensorView& dbias) {
+  check_conv(d);
+  check_tensor(x, "conv2d_backward_weight: x", d, d.input_elements());
+  check_tensor(dz, "conv2d_backward_weight: dz", d, d.output_elements());
+  check_tensor(dw, "conv2d_backward_weight: dw", d, d.filter_elements());
+  if (!dbias.empty()) check_view(dbias, "conv2d_backward_weight: dbias", DType::f32, d.K);
+}
+
+}  // namespace tessera::ops
