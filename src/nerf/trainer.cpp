@@ -290,9 +290,10 @@ void NerfTrainer::step() {
       compact_samples_.matrix(c, ops::kNerfInputWidth),
       [&](nn::ConstView outputs, nn::View dL_doutputs, const TensorView& state) {
         mark(times_.model_forward);
-        ops::call<ops::NerfCompositeTrain>(device_, scene(), ops::NerfImages{images_.data(), options_.linear_colors, options_.srgb_compositing},
-                                           rays_.view(), n_rays, outputs, compact_dt_.view(0, c), loss_, sel.seed,
-                                           dL_doutputs, loss_partials_.view(), state);
+        const ops::NerfImages images{images_.data(), options_.linear_colors, options_.srgb_compositing};
+        ops::call<ops::NerfCompositeTrain>(device_, scene(), images, rays_.view(), n_rays, outputs,
+                                           compact_dt_.view(0, c), loss_, sel.seed, dL_doutputs,
+                                           loss_partials_.view(), state);
         mark(times_.rendering);
       });
   mark(times_.backward_and_optimizer);

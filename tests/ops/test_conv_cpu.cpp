@@ -146,24 +146,20 @@ TEST(ConvCpu, BackwardMatchesFiniteDifferencesOfTheForward) {
       std::vector<float> dx(x.size()), dw(w.size()), dbias(d.K);
       ops::call<ops::Conv2dBackwardData>(DeviceKind::cpu, d, Activation::None, f32(g), f32(w), TensorView(), f32(dx));
       ops::call<ops::Conv2dBackwardWeight>(DeviceKind::cpu, d, f32(x), f32(g), f32(dw), f32(dbias));
-      for (size_t i = 0; i < x.size(); i += 1 + x.size() / 40) {
-        const float keep = x[i];
-        x[i] = keep + 1;
-        const double up = loss(x, w);
-        x[i] = keep - 1;
-        const double down = loss(x, w);
-        x[i] = keep;
-        ASSERT_NEAR(dx[i], (up - down) / 2, 1e-4 * (1 + std::fabs(dx[i]))) << "dx " << i;
-      }
-      for (size_t i = 0; i < w.size(); i += 1 + w.size() / 40) {
-        const float keep = w[i];
-        w[i] = keep + 1;
-        const double up = loss(x, w);
-        w[i] = keep - 1;
-        const double down = loss(x, w);
-        w[i] = keep;
-        ASSERT_NEAR(dw[i], (up - down) / 2, 1e-4 * (1 + std::fabs(dw[i]))) << "dw " << i;
-      }
+      // About 40 entries of `v` (x or w), each against its central difference.
+      auto check = [&](std::vector<float>& v, const std::vector<float>& grad, const char* what) {
+        for (size_t i = 0; i < v.size(); i += 1 + v.size() / 40) {
+          const float keep = v[i];
+          v[i] = keep + 1;
+          const double up = loss(x, w);
+          v[i] = keep - 1;
+          const double down = loss(x, w);
+          v[i] = keep;
+          ASSERT_NEAR(grad[i], (up - down) / 2, 1e-4 * (1 + std::fabs(grad[i]))) << what << " " << i;
+        }
+      };
+      check(x, dx, "dx");
+      check(w, dw, "dw");
       // dbias: dL/db_k = the sum of g over channel k.
       const Shapes s(d);
       for (uint32_t k = 0; k < d.K; ++k) {

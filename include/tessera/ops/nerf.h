@@ -32,7 +32,8 @@ struct NerfMarchRays {
 // Volume rendering + loss + backward for a training batch: per ray, composites the samples
 // front to back (stopping once transmittance < 1e-4) over a random background colour
 // (counter-based random numbers of (seed, ray)), compares with the pixel composited over the
-// same colour (in the model's colour space, NerfImages::linear_colours), and writes dL/d(raw output) of every sample (zero past the
+// same colour (in the model's colour space; NerfImages says which and how the pixel is
+// composited), and writes dL/d(raw output) of every sample (zero past the
 // stop) for the mean loss over rays x 3 channels; the mean loss goes to state.last_loss.
 // rays: the first n_rays NerfRays of the view (their n_used is set); outputs, dL_doutputs:
 // fp32 [samples, 4].
@@ -91,7 +92,8 @@ struct NerfGridSamples {
 // density[cell] = max(density[cell] * decay, new) for every cell (new = the largest
 // density x kMinStep among the cell's samples, 0 without any: unvisited cells fade, as in
 // instant-ngp; untrained cells, density < 0, stay), then the bitfield: occupied where
-// density > min(0.01, mean density of the finest cascade, untrained cells counted as 0). cells: u32 [n]; raw_density: fp32 [n, 1] (a column of the model's output,
+// density > min(0.01, mean density of the finest cascade, untrained cells counted as 0).
+// cells: u32 [n]; raw_density: fp32 [n, 1] (a column of the model's output,
 // n its rows); scratch holds n_cascades * kGridCells floats.
 struct NerfGridUpdate {
   static constexpr const char* name = "nerf_grid_update";

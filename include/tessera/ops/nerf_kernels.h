@@ -85,18 +85,6 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   return r.n_samples ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
 }
 
-// Copies the rows of the samples ray r uses (its first n_used) and their steps to
-// `first_compact` onward.
-TESSERA_HD void compact_ray(const NerfRay& r, uint32_t first_compact, const float* samples, const float* dt,
-                            float* compact_samples, float* compact_dt) {
-  for (uint32_t j = 0; j < r.n_used; ++j) {
-    const size_t from = size_t(r.first_sample) + j, to = size_t(first_compact) + j;
-    for (uint32_t k = 0; k < kNerfInputWidth; ++k)
-      compact_samples[to * kNerfInputWidth + k] = samples[from * kNerfInputWidth + k];
-    compact_dt[to] = dt[from];
-  }
-}
-
 // Grid refresh sample i: a cell (uniform, or for i >= n_uniform one found occupied in a few
 // tries) and a random point in it, as the model's input.
 TESSERA_HD uint32_t grid_sample(const NerfScene& scene, uint32_t n_uniform, uint32_t seed, uint32_t i,

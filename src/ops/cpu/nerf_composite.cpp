@@ -17,6 +17,20 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
   state->last_loss = float(loss_sum * norm);
 }
 
+namespace {
+// Copies the rows of the samples ray r uses (its first n_used) and their steps to
+// `first_compact` onward (CUDA copies a block's rows with all its threads instead).
+void compact_ray(const NerfRay& r, uint32_t first_compact, const float* samples, const float* dt,
+                 float* compact_samples, float* compact_dt) {
+  for (uint32_t j = 0; j < r.n_used; ++j) {
+    const size_t from = size_t(r.first_sample) + j, to = size_t(first_compact) + j;
+    for (uint32_t k = 0; k < kNerfInputWidth; ++k)
+      compact_samples[to * kNerfInputWidth + k] = samples[from * kNerfInputWidth + k];
+    compact_dt[to] = dt[from];
+  }
+}
+}  // namespace
+
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
                           const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count) {
