@@ -29,18 +29,22 @@ struct MlpCase {
   const char* otype = "FullyFusedMLP";
 };
 
+// H100: DESIGN.md's table. H200: the side-by-side run of issue 15 (tiny-cuda-nn and
+// tessera on one H200 in one session), which the issue's bars refer to; 0 = not measured.
 const std::vector<MlpCase> kGpuCases = {
-    {32, 64, 2, 16, 18, {{0.298, 0.105, 0.164, 0.074}, {0.268, 0.103, 0.158, 0.072}}},
-    {32, 64, 4, 16, 20, {{1.450, 0.443, 0.750, 0.253}, {1.249, 0.445, 0.756, 0.253}}},
-    {32, 128, 3, 32, 20, {{2.690, 1.058, 3.851, 0.664}, {2.460, 1.041, 3.697, 0.614}}},
+    {32, 64, 2, 16, 18, {{0.298, 0.105, 0.164, 0.074}, {0.282, 0.104, 0.163, 0.075}}},
+    {32, 64, 4, 16, 20, {{1.450, 0.443, 0.750, 0.253}, {1.310, 0.449, 0.768, 0.255}}},
+    {32, 128, 3, 32, 20, {{2.690, 1.058, 3.851, 0.664}, {2.532, 1.049, 3.760, 0.611}}},
+    {32, 32, 3, 32, 20, {{}, {1.002, 0.518, 0.837, 0.578}}},
+    {64, 128, 2, 64, 18, {{}, {0.682, 0.360, 1.004, 0.306}}},
     // Wider than the fused kernel takes: the layer-by-layer tensor-core GEMM path.
-    {32, 256, 4, 16, 18, {}, "CutlassMLP"},
+    {32, 256, 4, 16, 18, {{}, {1.897, 0.695, 77.9, 3.56}}, "CutlassMLP"},
 };
 const std::vector<MlpCase> kCpuCases = {{32, 64, 2, 16, 14, {}}};
 
 struct BenchOptions {
   std::string device = "auto";
-  std::string json_path;
+  std::string json_path, only;
   int iterations = 200, warmup = 20;
   int log2_batch = 0;  // override
   ReferenceGpu reference = ReferenceGpu::H100;
@@ -50,6 +54,11 @@ std::vector<float> random_vector(size_t n, Pcg32& rng) {
   std::vector<float> v(n);
   for (auto& x : v) x = rng.uniform(-1.0f, 1.0f);
   return v;
+}
+
+std::string case_name(const MlpCase& c) {
+  return fmt::format("in{} w{} h{} out{}{}", c.in, c.width, c.hidden, c.out,
+                     std::string(c.otype) == "FullyFusedMLP" ? "" : " (" + std::string(c.otype) + ")");
 }
 
 Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
@@ -85,8 +94,7 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
   TESSERA_CHECK(std::isfinite(loss), "benchmark training diverged (loss {})", loss);
   const double train = median(train_ms), infer = median(infer_ms);
   const double io_bytes = double(kSets) * batch * (c.in + c.out) * sizeof(float) + double(batch) * c.out * sizeof(float);
-  Json r{{"case", fmt::format("in{} w{} h{} out{}{}", c.in, c.width, c.hidden, c.out,
-                              std::string(c.otype) == "FullyFusedMLP" ? "" : " (" + std::string(c.otype) + ")")},
+  Json r{{"case", case_name(c)},
          {"batch", batch},
          {"device", to_string(dev)},
          {"train_ms_median", train},
@@ -127,6 +135,7 @@ void run_mlp(BenchOptions o) {
              "x tcnn train", "x tcnn infer", "x best tr", "x best inf");
   Json results = Json::array();
   for (const auto& c : cases) {
+    if (!o.only.empty() && case_name(c).find(o.only) == std::string::npos) continue;
     Json r = bench_case(c, dev, o);
     auto ratio = [&](const char* key) { return r.contains(key) ? fmt::format("{:.2f}", r[key].get<double>()) : std::string("-"); };
     fmt::print("{:<32} {:>8} {:>10.4f} {:>10.4f} {:>12} {:>12} {:>10} {:>10}\n", r["case"].get<std::string>(),
@@ -157,6 +166,7 @@ void register_bench(CLI::App& root) {
   mlp->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
   mlp->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
   mlp->add_option("--log2-batch", o.log2_batch, "override every case's batch size (2^N)")->check(CLI::Range(4, 24));
+  mlp->add_option("--only", o.only, "run only the cases whose name (e.g. 'w256') contains this");
   mlp->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   mlp->callback([] { run_mlp(o); });
   register_bench_encoding(*bench);

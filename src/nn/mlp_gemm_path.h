@@ -1,8 +1,12 @@
 #pragma once
 // The layer-by-layer MLP for networks the fused kernel does not take ("MLP" /
-// "CutlassMLP" configs, any width): per layer one tensor-core GEMM (ops::cuda::gemm, fp16
-// weights and activations, fp32 accumulation and pre-activations, as tiny-cuda-nn's
-// CutlassMLP) and one activation pass, activations kept in device memory for backward;
+// "CutlassMLP" configs, any width): per layer one tensor-core GEMM (fp16 weights and
+// activations, fp32 accumulation) whose epilogue applies the activation as it writes the
+// fp16 output (ops::GemmActivation); backward, the input-gradient product applies the
+// layer below's activation derivative the same way, and the weight gradients are split-K
+// GEMMs over the batch reading the stored activations. Activations whose derivative needs
+// the input (SiLU, Sine) keep fp32 pre-activations and separate activation passes;
+// activations kept in device memory for backward;
 // the backward pass runs under the dynamic loss scale of TrainState. Same padded
 // parameter layout as the fused kernel (MlpShape), fp32 master weights, so snapshots and
 // optimizers are shared.
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "tessera/core/buffer.h"
+#include "tessera/ops/gemm.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/mlp_shape.h"
 #include "tessera/ops/train_state.h"
@@ -32,14 +37,21 @@ class MlpGemmPath {
                              const TensorView& dL_dinput, const TensorView& state);
 
  private:
+  // Whether hidden layers apply their activation (and its derivative) in the GEMM epilogue.
+  bool hidden_fused() const;
+  void gemm_f16_epilogue(size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta, const TensorView& B,
+                         size_t ldb, bool tb, const TensorView& C, size_t ldc, ops::GemmEpilogueKind kind,
+                         const TensorView& Y);
+
   MlpShape s_;
   ops::MlpActivations acts_;
   DeviceKind device_;
   // Device scratch, grown on demand (Buffer::ensure).
   Buffer<uint16_t> w16_, x16_;                 // fp16 weights and input of the last forward()
-  std::vector<Buffer<float>> z_;               // per layer, [batch, layer_out_logical], fp32
+  std::vector<Buffer<float>> z_;               // per layer, [batch, layer_out_logical], fp32 (only
+                                               // the last layer's when hidden_fused())
   std::vector<Buffer<uint16_t>> y16_;          // per layer, activations, fp16
-  Buffer<uint16_t> dz16_;                      // dL/dz of the current layer (scaled), fp16
+  Buffer<uint16_t> dz16_, dz16b_;              // dL/dz of the current / next layer down (scaled), fp16
   Buffer<float> dx_, y_out_, grad_scaled_;     // dL/d(layer input) (scaled), fp32 output, scaled dW
   Buffer<float> dL_doutput_, loss_partials_;
   size_t batch_ = 0;  // of the last forward(keep = true)

@@ -25,4 +25,8 @@ void check_gemm(const GemmDesc& d) {
   TESSERA_CHECK(d.batch >= 1, "gemm: batch must be at least 1");
 }
 
+const char* to_string(GemmEpilogueKind k) {
+  return k == GemmEpilogueKind::activation ? "activation" : "activation_derivative";
+}
+
 }  // namespace tessera::ops

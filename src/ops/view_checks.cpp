@@ -49,6 +49,20 @@ void check_gemm_views(const GemmDesc& d, const TensorView& A, const TensorView& 
     TESSERA_CHECK(v->contiguous(), "gemm: operands are given as contiguous storage (the descriptor has the strides)");
 }
 
+void check_gemm_activation_views(const GemmDesc& d, const GemmEpilogue& e, const TensorView& A, const TensorView& B,
+                                 const TensorView& C, const TensorView& Y) {
+  check_gemm_views(d, A, B, C);
+  TESSERA_CHECK(d.beta == 0.0f, "gemm_activation: beta must be 0 (the epilogue replaces C), not {}", d.beta);
+  TESSERA_CHECK(!activation_needs_input(e.act),
+                "gemm_activation: {} needs its input for the derivative; only activations whose derivative "
+                "follows from the output can be fused",
+                to_string(e.act));
+  if (e.kind == GemmEpilogueKind::activation_derivative) {
+    check_view(Y, "gemm_activation: Y", d.c.type, operand_extent(d.c, d.M, d.N, d.batch));
+    TESSERA_CHECK(Y.contiguous(), "gemm_activation: Y is given as contiguous storage (C's strides apply)");
+  }
+}
+
 size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_width, const TensorView& in,
                             const TensorView& out, DType out_dtype) {
   TESSERA_CHECK(in.rank == 2 && out.rank == 2, "{}: input and output must be matrix views", op);

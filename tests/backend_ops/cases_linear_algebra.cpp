@@ -1,7 +1,10 @@
 // GEMV (every case of the former GemvCudaVsCpu suite, plus Tanh), ger, and GEMM through
 // the dispatch (the backend's own kernel choice; tests/ops/test_gemm_cuda.cpp covers each
 // named CUDA kernel).
+#include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstring>
 
 #include "harness.h"
 #include "support/half.h"
@@ -147,6 +150,87 @@ const RegisterOpCases gemm_cases([](std::vector<OpCase>& cases) {
                          }
                        }
                        return out;
+                     }});
+});
+
+// The activation epilogue (GemmActivation) in the MLP's shapes: forward Z = X W^T with
+// the activation, backward dX = dZ W with the derivative at Y. On Hopper the first four
+// run fused in the wgmma kernel (fast tile path and ragged edges); the f32-C and the
+// split-K (small M N, deep K) cases run the unfused path.
+struct GemmActivationCase {
+  const char* name;
+  size_t M, N, K;
+  ops::DType in, out;
+  ops::GemmEpilogueKind kind;
+  Activation act;
+  double tolerance;
+};
+
+std::vector<uint16_t> pack_bits(const std::vector<float>& v, ops::DType t) {
+  std::vector<uint16_t> bits(v.size() * (t == ops::DType::f32 ? 2 : 1));
+  if (t == ops::DType::f32) std::memcpy(bits.data(), v.data(), v.size() * 4);
+  else
+    for (size_t i = 0; i < v.size(); ++i) bits[i] = t == ops::DType::f16 ? half_bits(v[i]) : bfloat_bits(v[i]);
+  return bits;
+}
+
+std::vector<double> unpack_bits(const std::vector<uint16_t>& bits, ops::DType t, size_t n) {
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (t == ops::DType::f32) {
+      float f;
+      std::memcpy(&f, &bits[2 * i], 4);
+      out[i] = f;
+    } else {
+      out[i] = t == ops::DType::f16 ? from_half_bits(bits[i]) : from_bfloat_bits(bits[i]);
+    }
+  }
+  return out;
+}
+
+const RegisterOpCases gemm_activation_cases([](std::vector<OpCase>& cases) {
+  using K = ops::GemmEpilogueKind;
+  const GemmActivationCase list[] = {
+      {"f16_forward_relu_4096x256x256", 4096, 256, 256, ops::DType::f16, ops::DType::f16, K::activation,
+       Activation::ReLU, 2e-3},
+      {"f16_derivative_sigmoid_4096x256x256", 4096, 256, 256, ops::DType::f16, ops::DType::f16,
+       K::activation_derivative, Activation::Sigmoid, 2e-3},
+      {"bf16_forward_tanh_777x333x199", 777, 333, 199, ops::DType::bf16, ops::DType::bf16, K::activation,
+       Activation::Tanh, 1e-2},
+      {"f16_derivative_relu_1001x96x64", 1001, 96, 64, ops::DType::f16, ops::DType::f16, K::activation_derivative,
+       Activation::ReLU, 2e-3},
+      {"f16_to_f32_derivative_tanh_300x200x100", 300, 200, 100, ops::DType::f16, ops::DType::f32,
+       K::activation_derivative, Activation::Tanh, 1e-5},
+      {"f16_forward_softplus_splitk_64x64x8192", 64, 64, 8192, ops::DType::f16, ops::DType::f16, K::activation,
+       Activation::Softplus, 2e-3},
+  };
+  for (const GemmActivationCase& g : list)
+    cases.push_back({"gemm_activation", g.name, g.tolerance, has_op<ops::GemmActivation>(),
+                     [g](Backend& b, uint64_t seed) {
+                       const bool forward = g.kind == ops::GemmEpilogueKind::activation;
+                       ops::GemmDesc d;
+                       d.M = g.M, d.N = g.N, d.K = g.K;
+                       // Forward: B = W [N, K] transposed; backward: B = W [K, N].
+                       d.a = {g.in, ops::Layout::row_major, false, g.K, 0};
+                       d.b = {g.in, ops::Layout::row_major, forward, forward ? g.K : g.N, 0};
+                       d.c = {g.out, ops::Layout::row_major, false, g.N, 0};
+                       d.alpha = forward ? 1.0f : 0.75f;
+                       const float scale = 1.0f / std::sqrt(float(g.K));
+                       Buffer<uint16_t> A = upload(b, pack_bits(random_floats(g.M * g.K, -1, 1, seed), g.in));
+                       Buffer<uint16_t> B =
+                           upload(b, pack_bits(random_floats(g.K * g.N, -scale, scale, seed + 1), g.in));
+                       // Y: outputs of the layer below, in (0, 1) with some exact zeros (ReLU's).
+                       std::vector<float> y = random_floats(g.M * g.N, -0.2f, 1, seed + 2);
+                       for (float& v : y) v = std::max(v, 0.0f);
+                       Buffer<uint16_t> Y = upload(b, pack_bits(y, g.out));
+                       const size_t c_elems = g.M * g.N * (g.out == ops::DType::f32 ? 2 : 1);
+                       Buffer<uint16_t> C(b.kind(), c_elems);
+                       ops::call<ops::GemmActivation>(
+                           b.default_stream(), d, ops::GemmEpilogue{g.kind, g.act},
+                           TensorView::vector(A.data(), g.in, g.M * g.K), TensorView::vector(B.data(), g.in, g.K * g.N),
+                           TensorView::vector(C.data(), g.out, g.M * g.N),
+                           forward ? TensorView{} : TensorView::vector(Y.data(), g.out, g.M * g.N));
+                       return unpack_bits(C.to_host(), g.out, g.M * g.N);
                      }});
 });
 

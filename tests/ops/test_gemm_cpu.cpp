@@ -1,11 +1,14 @@
 // The CPU GEMM reference on a hand-checked product in every layout/transpose, fp16/bf16
-// storage, and argument errors that name the problem.
+// storage, the activation epilogue against the plain product, and argument errors that
+// name the problem.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "support/errors.h"
 #include "support/half.h"
+#include "tessera/core/backend.h"
+#include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemm.h"
 
 namespace tessera {
@@ -79,6 +82,58 @@ TEST(GemmCpu, BadArgumentsAreClearErrors) {
   d.b.type = DType::f16;
   EXPECT_NE(test::error_of([&] { ops::cpu::gemm(d, buf.data(), buf.data(), buf.data()); }).find("same type"),
             std::string::npos);
+}
+
+TEST(GemmCpu, ActivationEpilogueIsTheActivationOfTheProduct) {
+  // 3 x 4 x 5 product with mixed signs; forward = act(alpha AB), derivative = alpha AB *
+  // act'(y), each against the plain product computed separately.
+  const size_t M = 3, N = 4, K = 5;
+  std::vector<float> a(M * K), b(K * N), y(M * N);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(int(i % 7) - 3) * 0.25f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = float(int(i % 5) - 2) * 0.5f;
+  for (size_t i = 0; i < y.size(); ++i) y[i] = 0.05f + 0.07f * float(i);  // sigmoid-like outputs
+  GemmDesc d;
+  d.M = M, d.N = N, d.K = K, d.alpha = 1.5f;
+  d.a = {DType::f32, Layout::row_major, false, K, 0};
+  d.b = {DType::f32, Layout::row_major, false, N, 0};
+  d.c = {DType::f32, Layout::row_major, false, N, 0};
+  std::vector<float> plain(M * N), got(M * N);
+  ops::cpu::gemm(d, a.data(), b.data(), plain.data());
+  for (Activation act : {Activation::ReLU, Activation::Sigmoid, Activation::Tanh}) {
+    ops::cpu::gemm_activation(d, {ops::GemmEpilogueKind::activation, act}, a.data(), b.data(), got.data(), nullptr);
+    for (size_t i = 0; i < M * N; ++i) EXPECT_NEAR(got[i], activation_value<double>(act, plain[i]), 1e-6) << i;
+    ops::cpu::gemm_activation(d, {ops::GemmEpilogueKind::activation_derivative, act}, a.data(), b.data(), got.data(),
+                              y.data());
+    for (size_t i = 0; i < M * N; ++i)
+      EXPECT_NEAR(got[i], plain[i] * activation_derivative<double>(act, y[i], 0.0), 1e-6) << i;
+  }
+  // ReLU's epilogue zeroes the negative products: the test data has both signs.
+  ops::cpu::gemm_activation(d, {ops::GemmEpilogueKind::activation, Activation::ReLU}, a.data(), b.data(), got.data(),
+                            nullptr);
+  size_t zeros = 0;
+  for (size_t i = 0; i < M * N; ++i) zeros += plain[i] < 0 && got[i] == 0.0f;
+  EXPECT_GT(zeros, 0u);
+}
+
+TEST(GemmCpu, ActivationEpilogueErrorsNameTheProblem) {
+  auto& cpu = backend_for(DeviceKind::cpu);
+  std::vector<float> buf(64);
+  GemmDesc d;
+  d.M = 4, d.N = 4, d.K = 4;
+  d.a = {DType::f32, Layout::row_major, false, 4, 0};
+  d.b = {DType::f32, Layout::row_major, false, 4, 0};
+  d.c = {DType::f32, Layout::row_major, false, 4, 0};
+  const TensorView v = TensorView::vector(buf.data(), DType::f32, 16);
+  auto run = [&](const ops::GemmEpilogue& e, const TensorView& Y) {
+    return test::error_of([&] { ops::call<ops::GemmActivation>(cpu.default_stream(), d, e, v, v, v, Y); });
+  };
+  EXPECT_NE(run({ops::GemmEpilogueKind::activation, Activation::SiLU}, {}).find("SiLU needs its input"),
+            std::string::npos);
+  EXPECT_NE(run({ops::GemmEpilogueKind::activation_derivative, Activation::ReLU}, {}).find("gemm_activation: Y"),
+            std::string::npos);
+  EXPECT_EQ(run({ops::GemmEpilogueKind::activation_derivative, Activation::ReLU}, v), "");
+  d.beta = 1.0f;
+  EXPECT_NE(run({ops::GemmEpilogueKind::activation, Activation::ReLU}, {}).find("beta must be 0"), std::string::npos);
 }
 
 }  // namespace

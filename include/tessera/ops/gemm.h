@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "tessera/core/tensor.h"
+#include "tessera/ops/activation.h"
 
 namespace tessera {
 class Stream;
@@ -57,9 +58,36 @@ struct Gemm {
 };
 void check_gemm_views(const GemmDesc& d, const TensorView& A, const TensorView& B, const TensorView& C);
 
+// A layer of a layer-by-layer MLP as one product: the activation (forward) or the
+// derivative of the layer below's activation (backward) applied as C is written, so no
+// fp32 pre-activation makes a round trip through memory.
+//   activation:            C = act(alpha op(A) op(B))
+//   activation_derivative: C = alpha op(A) op(B) * act'(y), y = Y at C's position (the
+//                          layer's forward output: Y has C's type, layout, ld and batch
+//                          stride)
+// beta must be 0; act must be one whose derivative follows from its output (not SiLU or
+// Sine).
+enum class GemmEpilogueKind { activation, activation_derivative };
+struct GemmEpilogue {
+  GemmEpilogueKind kind = GemmEpilogueKind::activation;
+  Activation act = Activation::None;
+};
+const char* to_string(GemmEpilogueKind k);
+struct GemmActivation {
+  static constexpr const char* name = "gemm_activation";
+  using Fn = void(Stream&, const GemmDesc& d, const GemmEpilogue& e, const TensorView& A, const TensorView& B,
+                  const TensorView& C, const TensorView& Y);
+};
+// check_gemm_views plus the epilogue's rules; Y is only read for activation_derivative
+// (it may be empty otherwise).
+void check_gemm_activation_views(const GemmDesc& d, const GemmEpilogue& e, const TensorView& A, const TensorView& B,
+                                 const TensorView& C, const TensorView& Y);
+
 namespace cpu {
 // Reference: double accumulation. Pointers to fp32, or fp16/bf16 bits.
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
+// The epilogue computed in double on the accumulated product (Y: bits of C's type).
+void gemm_activation(const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B, void* C, const void* Y);
 }  // namespace cpu
 
 namespace cuda {
@@ -77,6 +105,13 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
 // on this GPU.
 void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel);
 void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel);
+// The GEMM with an activation epilogue (see GemmActivation): on Hopper the wgmma kernel
+// applies it as it writes C; otherwise (and for split-K or transposed-A problems) the
+// product goes to fp32 scratch and one elementwise pass applies it.
+void gemm_activation(Stream& stream, const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B, void* C,
+                     const void* Y);
+// Whether gemm_activation fuses the epilogue into the product for this problem.
+bool gemm_activation_is_fused(const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B);
 // Whether `kernel` can run this problem (with these operand addresses) on the current GPU.
 bool gemm_kernel_can_run(GemmKernel kernel, const GemmDesc& d, const void* A, const void* B);
 // Which kernel gemm() without a kernel argument would use.

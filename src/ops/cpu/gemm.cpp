@@ -11,9 +11,10 @@ namespace tessera::ops::cpu {
 namespace {
 double load(const void* base, DType t, size_t index) { return load_as_double(base, t, index); }
 void store(void* base, DType t, size_t index, double v) { store_from_double(base, t, index, v); }
-}  // namespace
 
-void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
+// C = finish(alpha op(A) op(B) + beta C, index of the element in C).
+template <typename Finish>
+void gemm_with(const GemmDesc& d, const void* A, const void* B, void* C, Finish&& finish) {
   check_gemm(d);
   const OperandStrides sa = operand_strides(d.a), sb = operand_strides(d.b), sc = operand_strides(d.c);
   const size_t ea = dtype_size(d.a.type), eb = dtype_size(d.b.type), ec = dtype_size(d.c.type);
@@ -31,10 +32,26 @@ void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
         const size_t ci = size_t(i) * sc.row + j * sc.col;
         double v = double(d.alpha) * acc;
         if (d.beta != 0.0f) v += double(d.beta) * load(c, d.c.type, ci);
-        store(c, d.c.type, ci, v);
+        store(c, d.c.type, ci, finish(v, bi, ci));
       }
     }
   }
+}
+
+}  // namespace
+
+void gemm(const GemmDesc& d, const void* A, const void* B, void* C) {
+  gemm_with(d, A, B, C, [](double v, size_t, size_t) { return v; });
+}
+
+void gemm_activation(const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B, void* C, const void* Y) {
+  TESSERA_CHECK(d.beta == 0.0f, "gemm_activation: beta must be 0, not {}", d.beta);
+  const size_t ec = dtype_size(d.c.type);
+  gemm_with(d, A, B, C, [&](double v, size_t bi, size_t ci) {
+    if (e.kind == GemmEpilogueKind::activation) return activation_value<double>(e.act, v);
+    const char* y = static_cast<const char*>(Y) + int64_t(bi) * d.c.batch_stride * int64_t(ec);
+    return v * activation_derivative<double>(e.act, load(y, d.c.type, ci), 0.0);
+  });
 }
 
 }  // namespace tessera::ops::cpu

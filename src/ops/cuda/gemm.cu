@@ -150,6 +150,33 @@ GemmKernel gemm_kernel_for(const GemmDesc& d, const void* A, const void* B) {
   return gemm_kernel_can_run(GemmKernel::wgmma, d, A, B) ? GemmKernel::wgmma : GemmKernel::wmma;
 }
 
+namespace {
+// The wgmma plan of a product: operands packed for TMA where needed, tile width, split-K.
+struct WgmmaPlan {
+  detail::GemmParams p;
+  int tile_n = 128;
+};
+#ifdef TESSERA_HAS_WGMMA
+// epilogue: the kernel's epilogue variants exist for 128-wide tiles only.
+WgmmaPlan plan_wgmma(Stream* stream, const GemmDesc& d, const void* A, const void* B, void* C, bool epilogue) {
+  WgmmaPlan plan{make_params(d, A, B, C)};
+  if (stream) {
+    plan.p.stream = static_cast<cudaStream_t>(stream->native());
+    pack_for_tma(*stream, plan.p);
+  }
+  plan.tile_n = epilogue ? 128 : detail::wgmma_gemm_tile_n(plan.p);
+  plan_split_k(plan.p, 128, plan.tile_n, 64, 8, false, detail::sm_count());
+  return plan;
+}
+
+// The wgmma kernel applies the epilogue itself for a K-major A (after packing: packing
+// keeps the direction), C of the input type, and no split-K.
+bool epilogue_fuses(const GemmDesc& d, const detail::GemmParams& planned) {
+  return planned.splits == 1 && planned.a_col_stride == 1 && d.c.type == d.a.type;
+}
+#endif
+}  // namespace
+
 void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel) {
   check_gemm(d);
   if (d.M == 0 || d.N == 0) return;
@@ -169,15 +196,58 @@ void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void*
     }
     case GemmKernel::wgmma: {
 #ifdef TESSERA_HAS_WGMMA
-      pack_for_tma(stream, p);
-      const int tile_n = detail::wgmma_gemm_tile_n(p);
-      plan_split_k(p, 128, tile_n, 64, 8, false, detail::sm_count());
-      run_with_splits(stream, p, d.c.type,
-                      [&](const detail::GemmParams& q) { detail::launch_wgmma_gemm(q, d.a.type, d.c.type, tile_n); });
+      WgmmaPlan plan = plan_wgmma(&stream, d, A, B, C, false);
+      run_with_splits(stream, plan.p, d.c.type, [&](const detail::GemmParams& q) {
+        detail::launch_wgmma_gemm(q, d.a.type, d.c.type, plan.tile_n);
+      });
 #endif
       return;
     }
   }
+}
+
+
+bool gemm_activation_is_fused(const GemmDesc& d, const GemmEpilogue&, const void* A, const void* B) {
+  check_gemm(d);
+#ifdef TESSERA_HAS_WGMMA
+  if (!gemm_kernel_can_run(GemmKernel::wgmma, d, A, B)) return false;
+  return epilogue_fuses(d, plan_wgmma(nullptr, d, A, B, nullptr, true).p);
+#else
+  (void)A, (void)B;
+  return false;
+#endif
+}
+
+void gemm_activation(Stream& stream, const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B, void* C,
+                     const void* Y) {
+  check_gemm(d);
+  TESSERA_CHECK(d.beta == 0.0f, "gemm_activation: beta must be 0, not {}", d.beta);
+  TESSERA_CHECK(!activation_needs_input(e.act), "gemm_activation: {} needs its input for the derivative",
+                to_string(e.act));
+  if (d.M == 0 || d.N == 0) return;
+  TESSERA_CHECK(A && B && C && (Y || e.kind == GemmEpilogueKind::activation), "gemm_activation: null pointer argument");
+  check_dimensions(d);
+  const int mode = e.kind == GemmEpilogueKind::activation ? 1 : 2;
+#ifdef TESSERA_HAS_WGMMA
+  if (gemm_kernel_can_run(GemmKernel::wgmma, d, A, B)) {
+    WgmmaPlan plan = plan_wgmma(&stream, d, A, B, C, true);
+    if (epilogue_fuses(d, plan.p)) {
+      plan.p.epilogue = mode, plan.p.act = e.act, plan.p.Y = Y;
+      detail::launch_wgmma_gemm(plan.p, d.a.type, d.c.type, plan.tile_n);
+      return;
+    }
+  }
+#endif
+  // Unfused: the product in fp32 scratch (row-major, dense), then one epilogue pass.
+  GemmDesc scratch_desc = d;
+  scratch_desc.c = {DType::f32, Layout::row_major, false, d.N, int64_t(d.M * d.N)};
+  float* scratch = reinterpret_cast<float*>(
+      stream.workspace().get("gemm.epilogue", d.M * d.N * d.batch * sizeof(float)));
+  gemm(stream, scratch_desc, A, B, scratch);
+  detail::GemmParams p = make_params(d, A, B, C);
+  p.stream = static_cast<cudaStream_t>(stream.native());
+  p.epilogue = mode, p.act = e.act, p.Y = Y;
+  detail::launch_gemm_epilogue(p, scratch, d.c.type);
 }
 
 void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C) {

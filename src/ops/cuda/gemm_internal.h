@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "tessera/ops/activation.h"
 #include "tessera/ops/gemm.h"
 
 namespace tessera::ops::cuda::detail {
@@ -28,7 +29,22 @@ struct GemmParams {
   int64_t k_split;
   float* partials;
   cudaStream_t stream;  // every launch of one product runs on it
+  // Activation epilogue (GemmActivation), wgmma kernel only: 0 none, 1 C = act(alpha AB),
+  // 2 C = alpha AB * act'(Y) with Y laid out as C. Never with split-K partials.
+  int epilogue;
+  Activation act;
+  const void* Y;
 };
+
+// The epilogue of one output value v (= alpha AB); y: Y at that position (mode 2). The
+// activation is a template argument: a run-time switch per element, unrolled over a
+// tile's outputs, bloats the epilogue past the instruction cache (measured: 5-10x slower).
+template <int Epi, Activation A>
+__device__ __forceinline__ float epilogue_value(float v, float y) {
+  if constexpr (Epi == 1) return activation_value<float>(A, v);
+  else if constexpr (Epi == 2) return v * activation_derivative<float>(A, y, 0.0f);
+  else return v;
+}
 
 template <typename T>
 struct TypeTag {
@@ -50,6 +66,9 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { re
 void launch_simt_gemm(const GemmParams& p);
 void launch_split_k_reduce(const GemmParams& p, DType out);
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out);
+// C (p's strides, type out) = epilogue of src (fp32, row-major M x N per batch entry, M * N
+// apart): the unfused form of GemmActivation.
+void launch_gemm_epilogue(const GemmParams& p, const float* src, DType out);
 
 // Dense copy of a 2-byte-element operand (lines of `inner` contiguous elements, `outer`
 // lines ld apart, `batch` entries batch_stride apart) to dst with leading dimension
@@ -73,6 +92,7 @@ bool wgmma_gemm_available();
 bool wgmma_operand_ok(const void* base, size_t row_stride, size_t col_stride, int64_t batch_stride, int64_t batch);
 // Output tile width (128 or 256) the launcher should use for this problem.
 int wgmma_gemm_tile_n(const GemmParams& p);
+// p.epilogue != 0 needs a K-major A, C of the input type, tile_n 128, and no split-K.
 void launch_wgmma_gemm(const GemmParams& p, DType in, DType out, int tile_n);
 #endif
 

@@ -106,6 +106,10 @@ void register_ops(Backend& b) {
     check_gemm_views(d, A, B, C);
     gemm(s, d, A.address(), B.address(), C.address());
   });
+  b.add_op<GemmActivation>([](Stream& s, const GemmDesc& d, const GemmEpilogue& e, V A, V B, V C, V Y) {
+    check_gemm_activation_views(d, e, A, B, C, Y);
+    gemm_activation(s, d, e, A.address(), B.address(), C.address(), Y.empty() ? nullptr : Y.address());
+  });
   b.add_op<MatrixAxpby>([](Stream& s, float alpha, V src, float beta, V dst) {
     check_matrix_axpby("matrix_axpby", src, dst);
     matrix_axpby(dst.rows(), uint32_t(dst.cols()), alpha, src.data<const float>(), uint32_t(src.row_stride()), beta,

@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "../device_attributes.h"
 #include "../gemm_internal.h"
@@ -67,16 +68,22 @@ __device__ __forceinline__ void store4(OutT* dst, float4 v) {
   }
 }
 
-// dst[0..3] = alpha v + beta dst[0..3] (C's type; dst never read when beta = 0).
-template <typename OutT>
-__device__ __forceinline__ void write4(const GemmParams& p, OutT* dst, float4 v) {
+// dst[0..3] = alpha v + beta dst[0..3] (C's type; dst never read when beta = 0), or the
+// epilogue of alpha v (y: Y at dst's position, mode 2).
+template <int Epi, Activation A, typename OutT>
+__device__ __forceinline__ void write4(const GemmParams& p, OutT* dst, float4 v, const OutT* y) {
   float4 out = make_float4(p.alpha * v.x, p.alpha * v.y, p.alpha * v.z, p.alpha * v.w);
-  if (p.beta != 0.0f) {
+  if constexpr (Epi != 0) {
+    const float4 yv = Epi == 2 ? load4(y) : make_float4(0, 0, 0, 0);
+    out = make_float4(epilogue_value<Epi, A>(out.x, yv.x), epilogue_value<Epi, A>(out.y, yv.y),
+                      epilogue_value<Epi, A>(out.z, yv.z), epilogue_value<Epi, A>(out.w, yv.w));
+  } else if (p.beta != 0.0f) {
     const float4 old = load4(dst);
     out.x += p.beta * old.x, out.y += p.beta * old.y, out.z += p.beta * old.z, out.w += p.beta * old.w;
   }
   store4(dst, out);
 }
+
 
 // Epilogue, in 32-column chunks through a small per-consumer staging buffer (the ring is
 // meanwhile refilled for the block's next tile), so that C is written along its contiguous
@@ -90,14 +97,55 @@ constexpr int kRowPitch = kChunkCols + 8, kColPitch = 64 + 4;  // padded against
 constexpr int kStagingFloats = 64 * kRowPitch > kChunkCols * kColPitch ? 64 * kRowPitch : kChunkCols * kColPitch;
 static_assert(kStagingFloats * sizeof(float) == kStagingBytes, "staging size");
 
+// The 16-bit C fast path's condition: row-major C with 16-byte rows, no partials, beta 0,
+// and this consumer's 64 x BN block inside C.
 template <int BN, typename OutT>
+__device__ __forceinline__ bool half_tile_fast(const GemmParams& p, const OutT* C, int64_t tile_row, int n0) {
+  return sizeof(OutT) == 2 && !p.partials && p.c_col_stride == 1 && p.beta == 0.0f && p.c_row_stride % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(C) % 16 == 0 && tile_row + 64 <= p.M && n0 + BN <= p.N;
+}
+
+// Y of the epilogue's derivative mode for the fast path, loaded before the tile's MMAs so
+// that its latency hides behind them: thread t's 8 values of rows t/8 + 16 i, columns
+// 64 chunk + 8 (t % 8).
+template <int BN>
+struct YTile {
+  uint4 v[BN / 64][4];
+};
+template <int BN, typename OutT>
+__device__ __forceinline__ void load_y_tile(const GemmParams& p, YTile<BN>& y, int consumer, int m0, int n0, int bz) {
+  const int t = threadIdx.x % 128;
+  const OutT* Y = static_cast<const OutT*>(p.Y) + bz * p.stride_c;
+  const int64_t ld = int64_t(p.c_row_stride);
+  const OutT* base = Y + (m0 + consumer * 64 + t / 8) * ld + n0 + (t % 8) * 8;
+#pragma unroll
+  for (int chunk = 0; chunk < BN / 64; ++chunk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) y.v[chunk][i] = *reinterpret_cast<const uint4*>(base + 16 * i * ld + chunk * 64);
+}
+
+// Mode 2 on eight 16-bit outputs v (already alpha AB, rounded) with Y's eight in yb.
+template <Activation A, typename OutT>
+__device__ __forceinline__ uint4 derivative8(uint4 v, uint4 yb) {
+  const OutT* vh = reinterpret_cast<const OutT*>(&v);
+  const OutT* yh = reinterpret_cast<const OutT*>(&yb);
+  uint4 out;
+  OutT* oh = reinterpret_cast<OutT*>(&out);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) oh[i] = from_float<OutT>(epilogue_value<2, A>(to_float(vh[i]), to_float(yh[i])));
+  return out;
+}
+
+// y_pre: Y prefetched by load_y_tile (mode 2 on the fast path), else null.
+template <int BN, int Epi, Activation Act, typename OutT>
 __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&acc)[BN / 2], float* st, int consumer,
-                                           int m0, int n0, int bz, int split) {
+                                           int m0, int n0, int bz, int split, const YTile<BN>* y_pre) {
   const bool rows_are_lines = p.partials != nullptr || p.c_col_stride == 1;
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   const int64_t tile_row = m0 + consumer * 64;
   float* partials = p.partials ? p.partials + (int64_t(bz) * p.splits + split) * p.M * p.N : nullptr;
   OutT* C = static_cast<OutT*>(p.C) + bz * p.stride_c;
+  const OutT* Y = Epi == 2 ? static_cast<const OutT*>(p.Y) + bz * p.stride_c : nullptr;
   const int64_t ld = partials ? p.N : rows_are_lines ? int64_t(p.c_row_stride) : int64_t(p.c_col_stride);
   const bool vector_ok = partials ? p.N % 4 == 0
                                   : ld % 4 == 0 && reinterpret_cast<uintptr_t>(C) % (4 * sizeof(OutT)) == 0;
@@ -113,8 +161,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
   if constexpr (sizeof(OutT) == 2) {
     // fp16/bf16 C, beta = 0: stage alpha * acc already converted, 64 columns per round,
     // 16-byte stores (half the rounds, barriers and store instructions of the fp32 path).
-    const bool vec8 = ld % 8 == 0 && reinterpret_cast<uintptr_t>(C) % 16 == 0;
-    if (fast && !partials && p.beta == 0.0f && vec8) {
+    if (half_tile_fast<BN>(p, C, tile_row, n0)) {
       constexpr int kCols = 64, kPitch = kCols + 8;  // halves; rows 144 B apart: no bank conflicts
       static_assert(64 * kPitch * 2 <= int(kStagingBytes), "staging too small");
       OutT* hs = reinterpret_cast<OutT*>(st);
@@ -128,16 +175,20 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int r = warp * 16 + lane / 4 + 8 * h, c = jj * 8 + 2 * (lane % 4);
-            OutT pair[2] = {from_float<OutT>(p.alpha * acc[4 * j + 2 * h]),
-                            from_float<OutT>(p.alpha * acc[4 * j + 2 * h + 1])};
+            const float v0 = p.alpha * acc[4 * j + 2 * h], v1 = p.alpha * acc[4 * j + 2 * h + 1];
+            OutT pair[2] = {from_float<OutT>(Epi == 1 ? epilogue_value<1, Act>(v0, 0.0f) : v0),
+                            from_float<OutT>(Epi == 1 ? epilogue_value<1, Act>(v1, 0.0f) : v1)};
             *reinterpret_cast<uint32_t*>(hs + r * kPitch + c) = *reinterpret_cast<const uint32_t*>(pair);
           }
         }
         consumer_barrier(named_barrier);
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          *reinterpret_cast<uint4*>(dst0 + 16 * i * ld + chunk * kCols) =
-              *reinterpret_cast<const uint4*>(src + 16 * i * kPitch);
+        for (int i = 0; i < 4; ++i) {
+          const int64_t offset = (dst0 - C) + 16 * i * ld + chunk * kCols;
+          uint4 v = *reinterpret_cast<const uint4*>(src + 16 * i * kPitch);
+          if constexpr (Epi == 2) v = derivative8<Act, OutT>(v, y_pre->v[chunk][i]);
+          *reinterpret_cast<uint4*>(C + offset) = v;
+        }
         consumer_barrier(named_barrier);
       }
       return;
@@ -171,10 +222,11 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
         for (int i = 0; i < 4; ++i)
           *reinterpret_cast<float4*>(dst + i * step) = *reinterpret_cast<const float4*>(src + 16 * i * kRowPitch);
       } else {
-        OutT* dst = C + fast_offset + chunk * kChunkCols;
+        const int64_t offset = fast_offset + chunk * kChunkCols;
 #pragma unroll
         for (int i = 0; i < 4; ++i)
-          write4(p, dst + i * step, *reinterpret_cast<const float4*>(src + 16 * i * kRowPitch));
+          write4<Epi, Act>(p, C + offset + i * step, *reinterpret_cast<const float4*>(src + 16 * i * kRowPitch),
+                      Y ? Y + offset + i * step : nullptr);
       }
       consumer_barrier(named_barrier);
       continue;
@@ -195,12 +247,14 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
         continue;
       }
       OutT* dst = C + gl * ld + gp;
+      const OutT* y = Y ? Y + gl * ld + gp : nullptr;
       if (vector_ok && gp + 3 < pos_end) {
-        write4(p, dst, v);
+        write4<Epi, Act>(p, dst, v, y);
       } else {
         for (int i = 0; i < 4 && gp + i < pos_end; ++i) {
           float out = p.alpha * vs[i];
-          if (p.beta != 0.0f) out += p.beta * to_float(dst[i]);
+          if constexpr (Epi != 0) out = epilogue_value<Epi, Act>(out, Epi == 2 ? to_float(y[i]) : 0.0f);
+          else if (p.beta != 0.0f) out += p.beta * to_float(dst[i]);
           dst[i] = from_float<OutT>(out);
         }
       }
@@ -236,7 +290,7 @@ __device__ __forceinline__ WorkItem work_item(const GemmParams& p, int w, int ti
 // Persistent: each block loops over work items. The producer runs ahead into the next
 // tile's stages while the consumers finish the current one (the ring's stage index and
 // phase continue across tiles).
-template <int BN, bool Bf16, int TransA, int TransB, typename OutT>
+template <int BN, bool Bf16, int TransA, int TransB, typename OutT, int Epi>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                       GemmParams p, int tiles_m, int tiles_n, int work_items) {
@@ -301,6 +355,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
+    YTile<BN> y_tile;
+    bool y_loaded = false;
+    if constexpr (Epi == 2) {
+      const OutT* C = static_cast<const OutT*>(p.C) + item.bz * p.stride_c;
+      y_loaded = half_tile_fast<BN>(p, C, item.m0 + consumer * 64, item.n0);
+      if (y_loaded) load_y_tile<BN, OutT>(p, y_tile, consumer, item.m0, item.n0, item.bz);
+    }
     for (int kt = 0; kt < item.k_tiles; ++kt, ++it) {
       const int s = it % kStages;
       mbarrier_wait(&full[s], (it / kStages) & 1);
@@ -327,7 +388,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
     if (item.k_tiles > 0 && signals) mbarrier_arrive(&empty[(it - 1) % kStages]);
     fence_accumulators(acc);
-    store_tile<BN, OutT>(p, acc, staging + consumer * kStagingFloats, consumer, item.m0, item.n0, item.bz, item.split);
+    float* st = staging + consumer * kStagingFloats;
+    if constexpr (Epi == 0) {
+      store_tile<BN, 0, Activation::None, OutT>(p, acc, st, consumer, item.m0, item.n0, item.bz, item.split, nullptr);
+    } else {
+      with_activation(p.act, [&](auto a) {
+        store_tile<BN, Epi, decltype(a)::value, OutT>(p, acc, st, consumer, item.m0, item.n0, item.bz, item.split,
+                                                      y_loaded ? &y_tile : nullptr);
+      });
+    }
   }
 }
 
@@ -369,9 +438,9 @@ CUtensorMap make_operand_map(const void* base, DType type, int64_t inner, int64_
 bool a_is_k_major(const GemmParams& p) { return p.a_col_stride == 1; }
 bool b_is_k_major(const GemmParams& p) { return p.b_row_stride == 1; }
 
-template <int BN, bool Bf16, int TransA, int TransB, typename OutT>
+template <int BN, bool Bf16, int TransA, int TransB, typename OutT, int Epi = 0>
 void launch_instance(const GemmParams& p, const CUtensorMap& map_a, const CUtensorMap& map_b) {
-  auto kernel = wgmma_gemm_kernel<BN, Bf16, TransA, TransB, OutT>;
+  auto kernel = wgmma_gemm_kernel<BN, Bf16, TransA, TransB, OutT, Epi>;
   const size_t smem = TileConfig<BN>::kSmemBytes;
   static OncePerDevice configure;  // once per instance and device (host time counts on small products)
   configure([&] { TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem))); });
@@ -385,6 +454,13 @@ void launch_instance(const GemmParams& p, const CUtensorMap& map_a, const CUtens
 
 template <int BN, bool Bf16, int TransA, int TransB>
 void launch_with_out(const GemmParams& p, DType out, const CUtensorMap& ma, const CUtensorMap& mb) {
+  using InT = std::conditional_t<Bf16, __nv_bfloat16, __half>;
+  if constexpr (TransA == 0 && BN == 128) {
+    // Epilogue instances: K-major A, C of the input type (what an MLP layer is), 128-wide
+    // tiles (at 256 the per-activation epilogue variants spill the accumulators).
+    if (p.epilogue == 1) return launch_instance<BN, Bf16, 0, TransB, InT, 1>(p, ma, mb);
+    if (p.epilogue == 2) return launch_instance<BN, Bf16, 0, TransB, InT, 2>(p, ma, mb);
+  }
   switch (out) {
     case DType::f32: launch_instance<BN, Bf16, TransA, TransB, float>(p, ma, mb); break;
     case DType::f16: launch_instance<BN, Bf16, TransA, TransB, __half>(p, ma, mb); break;
@@ -415,7 +491,9 @@ bool wgmma_operand_ok(const void* base, size_t row_stride, size_t col_stride, in
 }
 
 int wgmma_gemm_tile_n(const GemmParams& p) {
-  // 128 x 256 tiles when they fill the GPU at least once; 128 x 128 otherwise.
+  // 128 x 256 tiles when they fill the GPU at least once and N needs them; 128 x 128
+  // otherwise (a narrow N, e.g. an MLP's 16-wide output layer, would waste half of them).
+  if (p.N <= 128) return 128;
   const int64_t tiles256 = ((p.M + BM - 1) / BM) * ((p.N + 255) / 256) * p.batch;
   return tiles256 >= sm_count() ? 256 : 128;
 }
