@@ -58,6 +58,22 @@ struct MmaParams {
 
 __host__ __device__ inline size_t align128(size_t x) { return (x + 127) / 128 * 128; }
 
+// Weight-gradient accumulators in shared memory: layer l's [M_l x K_l] with rows kGradPad
+// floats longer than the global layout's K_l. Unpadded, K_l is a multiple of 32 floats, so
+// the 8 rows of an mma fragment fall into one bank (8-way conflicts on every load and
+// store of the accumulators, two thirds of the dW phases' shared-memory wavefronts);
+// padded by 8, a half-warp's float2 accesses cover all 32 banks once.
+constexpr int kGradPad = 8;
+__host__ __device__ inline int grad_rows(const MmaParams& p, int l) { return l == p.n_hidden ? p.out_pad : p.width; }
+__host__ __device__ inline int grad_cols(const MmaParams& p, int l) { return l == 0 ? p.in_pad : p.width; }
+__host__ __device__ inline size_t smem_grad_offset(const MmaParams& p, int l) {
+  if (l == 0) return 0;
+  return size_t(p.width) * (p.in_pad + kGradPad) + size_t(l - 1) * p.width * (p.width + kGradPad);
+}
+__host__ __device__ inline size_t smem_grad_floats(const MmaParams& p) {
+  return smem_grad_offset(p, p.n_hidden) + size_t(p.out_pad) * (p.width + kGradPad);
+}
+
 // Shared-memory layout in bytes; identical on host and device.
 struct MmaLayout {
   size_t weights, grads, in_stage, tg_stage, x16, y, z, dz, total;
@@ -73,7 +89,7 @@ struct MmaLayout {
     weights = off;
     off = align128(off + (size_t(p.width) * ld_x + size_t(p.n_hidden - 1) * p.width * ld_h + size_t(p.out_pad) * ld_h) * 2);
     grads = off;
-    if (training && p.grads_in_smem) off = align128(off + p.n_params * 4);
+    if (training && p.grads_in_smem) off = align128(off + smem_grad_floats(p) * 4);
     in_stage = off;
     off = align128(off + 2 * R * ld_in_stage * 4);
     tg_stage = x16 = y = z = dz = off;
@@ -366,16 +382,21 @@ __global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
   }
 }
 
-// dW[M x K] (row-major, ld K) += dZ^T X over `rows` rows: dZ [rows x M] (ld ldz),
+// dW[M x K] (row-major, ld ldw) += dZ^T X over `rows` rows: dZ [rows x M] (ld ldz),
 // X [rows x K] (ld ldx). Work units are (16 rows of dW) x (16 cols) so any padded
-// width splits evenly; each unit belongs to one warp.
+// width splits evenly; each unit belongs to one warp. Accumulators move as float2 (a
+// fragment's two adjacent columns).
 __device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int ldz, const __half* x, int ldx,
-                                                 float* dw, int K, int mt, int np, const LaneOffsets& lo) {
+                                                 float* dw, int ldw, int mt, int np, const LaneOffsets& lo) {
   float acc[2][4];
+  auto at = [&](int j, int h) { return dw + (mt * 16 + frag_row(2 * h)) * ldw + np * 16 + j * 8 + frag_col(0); };
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = dw[(mt * 16 + frag_row(e)) * K + np * 16 + j * 8 + frag_col(e)];
+    for (int h = 0; h < 2; ++h) {
+      const float2 v = *reinterpret_cast<const float2*>(at(j, h));
+      acc[j][2 * h] = v.x, acc[j][2 * h + 1] = v.y;
+    }
   for (int rk = 0; rk < rows; rk += 16) {
     uint32_t a[4], b[4];
     ldsm_x4_trans(a, dz + (rk + lo.at_row) * ldz + mt * 16 + lo.at_col);
@@ -386,16 +407,18 @@ __device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) dw[(mt * 16 + frag_row(e)) * K + np * 16 + j * 8 + frag_col(e)] = acc[j][e];
+    for (int h = 0; h < 2; ++h) *reinterpret_cast<float2*>(at(j, h)) = make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
 }
 
 // The block's weight gradient of layer l over its tile: units split across warps.
 __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaLayout& lay, int l, const __half* dz,
                                                   const __half* x, int ldx, float* dW, const LaneOffsets& lo) {
-  const int M = l == p.n_hidden ? p.out_pad : p.width, K = l == 0 ? p.in_pad : p.width;
+  const int M = grad_rows(p, l), K = grad_cols(p, l);
   const int k_tiles = K / 16, units = (M / 16) * k_tiles;
+  float* dw = dW + (p.grads_in_smem ? smem_grad_offset(p, l) : global_layer_offset(p, l));
+  const int ldw = p.grads_in_smem ? K + kGradPad : K;
   for (int u = threadIdx.x >> 5; u < units; u += p.warps)
-    weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dW + global_layer_offset(p, l), K, u / k_tiles, u % k_tiles, lo);
+    weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
 }
 
 // The tile's valid rows of a shared-memory fp16 matrix (cols % 8 == 0) to a dense global
@@ -433,9 +456,10 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   const bool vec_tg = p.out_w % 4 == 0 && (reinterpret_cast<uintptr_t>(tg_src) & 15) == 0;
 
   load_weights(p, lay, wts);
-  if (!StoreLayers)
-    for (size_t i = threadIdx.x; i < p.n_params / 4; i += blockDim.x)
-      reinterpret_cast<float4*>(dW)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (!StoreLayers) {
+    const size_t n = p.grads_in_smem ? smem_grad_floats(p) : p.n_params;
+    for (size_t i = threadIdx.x; i < n / 4; i += blockDim.x) reinterpret_cast<float4*>(dW)[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   const LaneOffsets lo;
   const int warp = threadIdx.x >> 5, warp_row = warp * 16;
   const bool row_warp = warp < p.row_warps;
@@ -629,8 +653,19 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   __syncthreads();  // every warp's last dW units are in before the partial is copied out
 
   if (p.grads_in_smem) {
-    float4* dst = reinterpret_cast<float4*>(p.grad_partials + size_t(blockIdx.x) * p.n_params);
-    for (size_t i = threadIdx.x; i < p.n_params / 4; i += blockDim.x) dst[i] = reinterpret_cast<const float4*>(dW)[i];
+    // Padded shared rows to the dense global layout, layer by layer (K % 4 == 0: a float4
+    // never crosses a row).
+    float* dst = p.grad_partials + size_t(blockIdx.x) * p.n_params;
+    for (int l = 0; l <= p.n_hidden; ++l) {
+      const int K = grad_cols(p, l), quads = K / 4, n = grad_rows(p, l) * quads;
+      const float* src = dW + smem_grad_offset(p, l);
+      float* out = dst + global_layer_offset(p, l);
+      for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int r = i / quads, c = (i % quads) * 4;
+        *reinterpret_cast<float4*>(out + size_t(r) * K + c) =
+            *reinterpret_cast<const float4*>(src + size_t(r) * (K + kGradPad) + c);
+      }
+    }
   }
   __shared__ float warp_loss[kMaxTrainWarps];
   for (int o = 16; o > 0; o /= 2) loss_sum += __shfl_down_sync(0xffffffffu, loss_sum, o);
