@@ -329,8 +329,9 @@ TEST(FusedMlpCuda, HalfInputMatchesRoundedFloatInputExactly) {
 namespace tessera {
 namespace {
 
-// "MLP" networks of any width run layer by layer on the GEMM (fp32) on CUDA: they match
-// the CPU reference closely and train.
+// "MLP" networks of any width run layer by layer on the tensor-core GEMM on CUDA (Tanh
+// hidden layers: activation and derivative in the GEMM epilogue; Sigmoid output: the
+// separate pass): they match the CPU reference closely and train.
 TEST(GemmMlpCuda, MatchesCpuAndTrains) {
   REQUIRE_CUDA();
   for (uint32_t width : {48u, 256u}) {
