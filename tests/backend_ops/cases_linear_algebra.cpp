@@ -103,69 +103,7 @@ const RegisterOpCases ger_cases([](std::vector<OpCase>& cases) {
                    }});
 });
 
-struct GemmCase {
-  const char* name;
-  size_t M, N, K;
-  ops::DType in, out;
-  bool transpose_b;
-  double tolerance;  // fp32 accumulation of fp16 inputs; rounding of the output type
-};
-
-const RegisterOpCases gemm_cases([](std::vector<OpCase>& cases) {
-  const GemmCase list[] = {
-      {"f32_130x70x201", 130, 70, 201, ops::DType::f32, ops::DType::f32, false, 1e-5},
-      {"f16_to_f32_200x150x2000_NT", 200, 150, 2000, ops::DType::f16, ops::DType::f32, true, 1e-5},
-      {"bf16_to_bf16_777x333x1999", 777, 333, 1999, ops::DType::bf16, ops::DType::bf16, false, 1e-3},  // H200: 5.3e-5
-  };
-  for (const GemmCase& g : list)
-    cases.push_back({"gemm", g.name, g.tolerance, has_op<ops::Gemm>(), [g](Backend& b, uint64_t seed) {
-                       ops::GemmDesc d;
-                       d.M = g.M, d.N = g.N, d.K = g.K;
-                       d.a = {g.in, ops::Layout::row_major, false, g.K, 0};
-                       d.b = {g.in, ops::Layout::row_major, g.transpose_b, g.transpose_b ? g.K : g.N, 0};
-                       d.c = {g.out, ops::Layout::row_major, false, g.N, 0};
-                       auto pack = [&](const std::vector<float>& v, ops::DType t) {
-                         std::vector<uint16_t> bits(v.size() * (t == ops::DType::f32 ? 2 : 1));
-                         if (t == ops::DType::f32) std::memcpy(bits.data(), v.data(), v.size() * 4);
-                         else
-                           for (size_t i = 0; i < v.size(); ++i)
-                             bits[i] = t == ops::DType::f16 ? half_bits(v[i]) : bfloat_bits(v[i]);
-                         return bits;
-                       };
-                       Buffer<uint16_t> A = upload(b, pack(random_floats(g.M * g.K, -1, 1, seed), g.in));
-                       Buffer<uint16_t> B = upload(b, pack(random_floats(g.K * g.N, -1, 1, seed + 1), g.in));
-                       Buffer<uint16_t> C(b.kind(), g.M * g.N * (g.out == ops::DType::f32 ? 2 : 1));
-                       ops::call<ops::Gemm>(b.default_stream(), d, TensorView::vector(A.data(), g.in, g.M * g.K),
-                                            TensorView::vector(B.data(), g.in, g.K * g.N),
-                                            TensorView::vector(C.data(), g.out, g.M * g.N));
-                       const auto bits = C.to_host();
-                       std::vector<double> out(g.M * g.N);
-                       for (size_t i = 0; i < out.size(); ++i) {
-                         if (g.out == ops::DType::f32) {
-                           float f;
-                           std::memcpy(&f, &bits[2 * i], 4);
-                           out[i] = f;
-                         } else {
-                           out[i] = g.out == ops::DType::f16 ? from_half_bits(bits[i]) : from_bfloat_bits(bits[i]);
-                         }
-                       }
-                       return out;
-                     }});
-});
-
-// The activation epilogue (GemmActivation) in the MLP's shapes: forward Z = X W^T with
-// the activation, backward dX = dZ W with the derivative at Y. On Hopper the first four
-// run fused in the wgmma kernel (fast tile path and ragged edges); the f32-C and the
-// split-K (small M N, deep K) cases run the unfused path.
-struct GemmActivationCase {
-  const char* name;
-  size_t M, N, K;
-  ops::DType in, out;
-  ops::GemmEpilogueKind kind;
-  Activation act;
-  double tolerance;
-};
-
+// fp32 values as the storage of type t (fp32 as two 16-bit words), and back as doubles.
 std::vector<uint16_t> pack_bits(const std::vector<float>& v, ops::DType t) {
   std::vector<uint16_t> bits(v.size() * (t == ops::DType::f32 ? 2 : 1));
   if (t == ops::DType::f32) std::memcpy(bits.data(), v.data(), v.size() * 4);
@@ -187,6 +125,50 @@ std::vector<double> unpack_bits(const std::vector<uint16_t>& bits, ops::DType t,
   }
   return out;
 }
+
+struct GemmCase {
+  const char* name;
+  size_t M, N, K;
+  ops::DType in, out;
+  bool transpose_b;
+  double tolerance;  // fp32 accumulation of fp16 inputs; rounding of the output type
+};
+
+const RegisterOpCases gemm_cases([](std::vector<OpCase>& cases) {
+  const GemmCase list[] = {
+      {"f32_130x70x201", 130, 70, 201, ops::DType::f32, ops::DType::f32, false, 1e-5},
+      {"f16_to_f32_200x150x2000_NT", 200, 150, 2000, ops::DType::f16, ops::DType::f32, true, 1e-5},
+      {"bf16_to_bf16_777x333x1999", 777, 333, 1999, ops::DType::bf16, ops::DType::bf16, false, 1e-3},  // H200: 5.3e-5
+  };
+  for (const GemmCase& g : list)
+    cases.push_back({"gemm", g.name, g.tolerance, has_op<ops::Gemm>(), [g](Backend& b, uint64_t seed) {
+                       ops::GemmDesc d;
+                       d.M = g.M, d.N = g.N, d.K = g.K;
+                       d.a = {g.in, ops::Layout::row_major, false, g.K, 0};
+                       d.b = {g.in, ops::Layout::row_major, g.transpose_b, g.transpose_b ? g.K : g.N, 0};
+                       d.c = {g.out, ops::Layout::row_major, false, g.N, 0};
+                       Buffer<uint16_t> A = upload(b, pack_bits(random_floats(g.M * g.K, -1, 1, seed), g.in));
+                       Buffer<uint16_t> B = upload(b, pack_bits(random_floats(g.K * g.N, -1, 1, seed + 1), g.in));
+                       Buffer<uint16_t> C(b.kind(), g.M * g.N * (g.out == ops::DType::f32 ? 2 : 1));
+                       ops::call<ops::Gemm>(b.default_stream(), d, TensorView::vector(A.data(), g.in, g.M * g.K),
+                                            TensorView::vector(B.data(), g.in, g.K * g.N),
+                                            TensorView::vector(C.data(), g.out, g.M * g.N));
+                       return unpack_bits(C.to_host(), g.out, g.M * g.N);
+                     }});
+});
+
+// The activation epilogue (GemmActivation) in the MLP's shapes: forward Z = X W^T with
+// the activation, backward dX = dZ W with the derivative at Y. On Hopper the first four
+// run fused in the wgmma kernel (fast tile path and ragged edges); the f32-C and the
+// split-K (small M N, deep K) cases run the unfused path.
+struct GemmActivationCase {
+  const char* name;
+  size_t M, N, K;
+  ops::DType in, out;
+  ops::GemmEpilogueKind kind;
+  Activation act;
+  double tolerance;
+};
 
 const RegisterOpCases gemm_activation_cases([](std::vector<OpCase>& cases) {
   using K = ops::GemmEpilogueKind;

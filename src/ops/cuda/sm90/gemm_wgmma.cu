@@ -184,10 +184,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const float (&ac
         consumer_barrier(named_barrier);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const int64_t offset = (dst0 - C) + 16 * i * ld + chunk * kCols;
           uint4 v = *reinterpret_cast<const uint4*>(src + 16 * i * kPitch);
           if constexpr (Epi == 2) v = derivative8<Act, OutT>(v, y_pre->v[chunk][i]);
-          *reinterpret_cast<uint4*>(C + offset) = v;
+          *reinterpret_cast<uint4*>(dst0 + 16 * i * ld + chunk * kCols) = v;
         }
         consumer_barrier(named_barrier);
       }
