@@ -89,6 +89,25 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
   }));
   const float loss = trainer->last_loss();
   TESSERA_CHECK(std::isfinite(loss), "benchmark training diverged (loss {})", loss);
+  // Where the grid runs inside the MLP kernel, the same step with the grid as separate
+  // launches (encode, MLP, scatter), for the comparison.
+  const bool grid_in_kernel = model.mlp().accepts_grid_input(*model.encoding().grid_layout(), batch, true);
+  double separate_train = 0, separate_infer = 0;
+  if (grid_in_kernel) {
+    const ops::FusedMlpOptions fused_options = model.mlp().kernel_options();
+    ops::FusedMlpOptions separate = fused_options;
+    separate.fuse_grid_input = false;
+    model.mlp().set_kernel_options(separate);
+    separate_train = median(time_runs(dev, warm, iters, [&] {
+      trainer->training_step_async(inputs[k % kSets].matrix(batch, c.dims), targets[k % kSets].matrix(batch, c.out));
+      ++k;
+    }));
+    separate_infer = median(time_runs(dev, warm, iters, [&] {
+      trainer->inference(inputs[k % kSets].matrix(batch, c.dims), output.matrix(batch, c.out));
+      ++k;
+    }));
+    model.mlp().set_kernel_options(fused_options);
+  }
   // The same model as modules (Sequential{grid, MLP}) through the general path: forward,
   // loss, backward, settle, Adam, as a composite such as the NeRF model trains.
   double general_train = 0;
@@ -125,6 +144,7 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
          {"train_ms_median", train},
          {"general_path_train_ms_median", general_train},
          {"infer_ms_median", infer},
+         {"grid_in_mlp_kernel", grid_in_kernel},
          {"encoding_forward_ms", enc_fwd},
          {"encoding_backward_ms", enc_bwd},
          {"encoding_params", enc_params},
@@ -132,6 +152,10 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
          {"scatter_GBps", scatter_bytes / (enc_bwd * 1e-3) * 1e-9},
          {"scatter_atomic_ops_per_s", double(batch) * levels * corners / (enc_bwd * 1e-3)},
          {"gather_bytes", gather_bytes}};
+  if (grid_in_kernel) {
+    r["separate_launches_train_ms_median"] = separate_train;
+    r["separate_launches_infer_ms_median"] = separate_infer;
+  }
   if (dev == DeviceKind::cuda) {
     r["gpu_bytes_total"] = double(mem_after - mem_before);
     add_tcnn_comparison(r, c.tcnn.on(o.reference), o.reference, train, infer);
@@ -163,6 +187,10 @@ void run_encoding(BenchOptions o) {
                "", r["encoding_forward_ms"].get<double>(), r["encoding_backward_ms"].get<double>(),
                r["scatter_bytes"].get<double>() / 1e6, r["scatter_GBps"].get<double>(),
                r["scatter_atomic_ops_per_s"].get<double>() / 1e9, r["encoding_params"].get<double>() / 1e6);
+    if (r["grid_in_mlp_kernel"].get<bool>())
+      fmt::print("{:<34} grid inside the MLP kernel; as separate launches (encode, MLP, scatter): train {:.4f} ms, "
+                 "infer {:.4f} ms\n", "", r["separate_launches_train_ms_median"].get<double>(),
+                 r["separate_launches_infer_ms_median"].get<double>());
     fmt::print("{:<34} general module path (Sequential{{grid, MLP}} + ModelTrainer): train {:.4f} ms = {:.2f}x the "
                "fused step\n", "", r["general_path_train_ms_median"].get<double>(),
                r["general_path_train_ms_median"].get<double>() / r["train_ms_median"].get<double>());

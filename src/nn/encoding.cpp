@@ -58,6 +58,7 @@ class GridEncodingModule final : public Encoding {
   size_t n_params() const override { return size_t(g_.n_params()); }
   Json config() const override { return config_; }
   const ops::GridLayout& layout() const { return g_; }
+  const ops::GridLayout* grid_layout() const override { return &g_; }
 
   void initialize(float* host, Pcg32& rng) override {
     for (size_t i = 0; i < n_params(); ++i) host[i] = rng.uniform(-ops::kGridInitRange, ops::kGridInitRange);

@@ -248,6 +248,29 @@ bool FullyFusedMlp::accepts_half_input(size_t batch, bool training) const {
                                                                           training, kernel_options_);
 }
 
+bool FullyFusedMlp::accepts_grid_input(const ops::GridLayout& grid, size_t batch, bool training) const {
+  return path_ == Path::fused && backend_for(device_).supports<ops::FusedMlpAcceptsGridInput>() &&
+         ops::call<ops::FusedMlpAcceptsGridInput>(device_, cfg_.shape, cfg_.activations, grid, batch, training,
+                                                  kernel_options_);
+}
+
+void FullyFusedMlp::inference_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords,
+                                         const TensorView& output) {
+  ops::call<ops::FusedMlpInferenceGridInput>(device_, cfg_.shape, cfg_.activations, p_.params_half, grid, coords,
+                                             output, kernel_options_);
+}
+
+void FullyFusedMlp::forward_backward_loss_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords,
+                                                     const TensorView& target, const LossParams& loss,
+                                                     const TensorView& output) {
+  ops::FusedMlpTrainArgs a = fused_args(coords, TensorView(), GradientMode::overwrite);
+  a.grid = grid;
+  a.target = target;
+  a.loss = loss;
+  a.output = output;
+  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
+}
+
 void FullyFusedMlp::forward_backward_loss_impl(const TensorView& input, const TensorView& target,
                                                const LossParams& loss, const TensorView& output,
                                                const TensorView& dL_dinput) {

@@ -62,6 +62,16 @@ bool NetworkWithInputEncoding::half_handover(size_t batch, bool training) const 
   return encoding_->can_encode_half() && mlp_->accepts_half_input(batch, training);
 }
 
+bool NetworkWithInputEncoding::grid_in_kernel(size_t batch, bool training) const {
+  const ops::GridLayout* g = encoding_->grid_layout();
+  return g && batch > 0 && mlp_->accepts_grid_input(*g, batch, training);
+}
+
+ops::FusedGridInputViews NetworkWithInputEncoding::grid_views() const {
+  const ParamBinding& p = encoding_->param_binding();
+  return {encoding_->grid_layout(), p.params_half, p.gradients};
+}
+
 template <typename T>
 TensorView NetworkWithInputEncoding::encoded_view(Buffer<T>& buffer, size_t batch) {
   buffer.ensure(batch * encoding_->output_width());
@@ -70,6 +80,7 @@ TensorView NetworkWithInputEncoding::encoded_view(Buffer<T>& buffer, size_t batc
 
 void NetworkWithInputEncoding::inference_impl(const TensorView& input, const TensorView& output) {
   const size_t batch = input.rows();
+  if (grid_in_kernel(batch, false)) return mlp_->inference_grid_input(grid_views(), input, output);
   if (half_handover(batch, false)) {
     const TensorView encoded = encoded_view(encoded_half_, batch);
     encoding_->encode_half(input, encoded);
@@ -121,6 +132,10 @@ void NetworkWithInputEncoding::forward_backward_loss_impl(const TensorView& inpu
                                                           const LossParams& loss, const TensorView& output,
                                                           const TensorView& dL_dinput) {
   const size_t batch = input.rows();
+  if (dL_dinput.empty() && grid_in_kernel(batch, true)) {
+    zero_view_bytes(device_, grads_.view(mlp_->n_params(), encoding_->n_params()));
+    return mlp_->forward_backward_loss_grid_input(grid_views(), input, target, loss, output);
+  }
   const bool need_encoded_grad = encoding_->n_params() > 0 || !dL_dinput.empty();
   const TensorView encoded_grad = need_encoded_grad ? encoded_view(encoded_grad_, batch) : TensorView();
   const TensorView encoded =

@@ -12,6 +12,7 @@
 #include "tessera/core/device.h"
 #include "tessera/core/rng.h"
 #include "tessera/nn/params.h"
+#include "tessera/ops/encoding_math.h"
 
 namespace tessera::nn {
 
@@ -37,6 +38,10 @@ class Encoding {
   // Adds parameter gradients into the bound gradients; writes dL_din [batch, input_width]
   // (overwrite) unless it is empty.
   virtual void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) = 0;
+  // A hash or dense grid's layout (a consumer may compute the encoding itself: the fused
+  // MLP's input stage); null for every other encoding.
+  virtual const ops::GridLayout* grid_layout() const { return nullptr; }
+  const ParamBinding& param_binding() const { return p_; }
 
  protected:
   explicit Encoding(DeviceKind device) : device_(device) {}

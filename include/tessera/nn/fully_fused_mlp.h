@@ -48,6 +48,14 @@ class FullyFusedMlp final : public Network {
   // the network's own arrays are freed).
   void bind_params(const ParamBinding& storage);
 
+  // CUDA: a grid encoding computed inside the fused kernel (its input then holds the
+  // grid's coordinates; ops::FusedMlpAcceptsGridInput says when). The training step adds
+  // the grid's gradient into grid.gradients and gives no dL/dinput.
+  bool accepts_grid_input(const ops::GridLayout& grid, size_t batch, bool training) const;
+  void inference_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords, const TensorView& output);
+  void forward_backward_loss_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords,
+                                        const TensorView& target, const LossParams& loss, const TensorView& output);
+
   // Which fused kernel variant runs (tests name each one; default: chosen per shape).
   void set_kernel_options(const ops::FusedMlpOptions& o) { kernel_options_ = o; }
   const ops::FusedMlpOptions& kernel_options() const { return kernel_options_; }

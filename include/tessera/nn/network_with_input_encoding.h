@@ -59,6 +59,10 @@ class NetworkWithInputEncoding final : public Network {
   // The encoding writes fp16 straight into the MLP's input when both sides can (CUDA,
   // grid encodings, encoding width % 8 == 0): half the bytes of the fp32 hand-over.
   bool half_handover(size_t batch, bool training) const;
+  // The grid encoding runs inside the MLP's kernel (CUDA, see FullyFusedMlp::accepts_grid_input):
+  // no encoded batch in memory, the grid's gradient scattered from the kernel.
+  bool grid_in_kernel(size_t batch, bool training) const;
+  ops::FusedGridInputViews grid_views() const;
 
   Buffer<float> encoded_, encoded_grad_;  // [batch, encoding width] scratch, grown on demand
   Buffer<uint16_t> encoded_half_;

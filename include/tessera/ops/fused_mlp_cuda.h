@@ -10,6 +10,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/tensor.h"
+#include "tessera/ops/encoding_math.h"
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/train_state.h"
@@ -28,6 +29,9 @@ enum class FusedWeightGrads { automatic, in_kernel, gemm };
 struct FusedMlpOptions {
   FusedMlpKernel kernel = FusedMlpKernel::automatic;
   FusedWeightGrads weight_grads = FusedWeightGrads::automatic;
+  // A grid encoding in front of the MLP runs inside the kernel where the kernel can take
+  // it (see fused_mlp_accepts_grid_input); false keeps it a separate launch (tests).
+  bool fuse_grid_input = true;
 };
 const char* to_string(FusedMlpKernel k);
 const char* to_string(FusedWeightGrads g);
@@ -70,6 +74,27 @@ void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, 
                                     const uint16_t* input, size_t batch, float* output,
                                     const FusedMlpOptions& options = {}, Stream* stream = nullptr);
 
+// The MLP's input as a multiresolution grid encoding computed inside the kernel: the
+// interpolated features go from registers into the first layer's operand, and in training
+// the encoding's gradient is scattered (fp32 atomics) straight from the first layer's input
+// gradient. The kernel's input is then the coordinates [batch, n_dims] (row stride
+// coord_stride); no encoded batch exists in memory.
+struct FusedGridInput {
+  const GridLayout* layout = nullptr;  // null: no grid input
+  const uint16_t* table = nullptr;     // fp16 bits of the grid's parameters
+  float* gradients = nullptr;          // training: fp32 [n_params], the gradient is added in
+  uint32_t coord_stride = 0;
+};
+// Whether the fused kernel takes this grid as its input for this network: 2 features per
+// level, 2 or 3 dims, width 64 on the mma kernel with in-kernel weight gradients, the grid's
+// table (fp32 gradient table in training) within half the L2 (the separate encoding
+// kernels split larger tables into L2-sized level groups), and options.fuse_grid_input.
+bool fused_mlp_accepts_grid_input(const MlpShape& shape, MlpActivations acts, const GridLayout& grid, size_t batch,
+                                  bool training, const FusedMlpOptions& options = {});
+void fused_mlp_inference_grid_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
+                                    const FusedGridInput& grid, const float* coords, size_t batch, float* output,
+                                    const FusedMlpOptions& options = {}, Stream* stream = nullptr);
+
 struct FusedTrainArgs {
   const uint16_t* weights = nullptr;   // fp16 bits, n_params
   const float* input = nullptr;        // [batch, input_width] ...
@@ -90,6 +115,9 @@ struct FusedTrainArgs {
   bool settle = true;
   FusedMlpOptions options;
   Stream* stream = nullptr;            // null: the CUDA backend's default stream
+  // With grid.layout set, `input` holds the grid's coordinates (see FusedGridInput);
+  // dL_dinput must then be null.
+  FusedGridInput grid;
 };
 
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& args,
@@ -123,8 +151,15 @@ struct FusedMlpInference {
 };
 // A training launch: the loss inside the kernel (target + loss) or an upstream gradient
 // (dL_doutput); output and dL_dinput are optional (empty views).
+// A grid encoding computed inside the kernel (cuda::FusedGridInput): the fp16 table and
+// the fp32 gradient it adds into; the kernel's input view then holds the coordinates.
+struct FusedGridInputViews {
+  const GridLayout* layout = nullptr;
+  TensorView table, gradients;
+};
 struct FusedMlpTrainArgs {
   TensorView weights, input, target, dL_doutput, output, dL_dinput, dL_dparams, state;
+  FusedGridInputViews grid;  // optional
   LossParams loss;
   GradientMode mode = GradientMode::overwrite;
   bool settle = true;  // see cuda::FusedTrainArgs::settle
@@ -138,6 +173,18 @@ struct FusedMlpTrain {
 struct FusedMlpAcceptsHalfInput {
   static constexpr const char* name = "fused_mlp_accepts_half_input";
   using Fn = bool(Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
+                  const FusedMlpOptions& options);
+};
+struct FusedMlpAcceptsGridInput {
+  static constexpr const char* name = "fused_mlp_accepts_grid_input";
+  using Fn = bool(Stream&, const MlpShape& shape, MlpActivations acts, const GridLayout& grid, size_t batch,
+                  bool training, const FusedMlpOptions& options);
+};
+// Inference from coordinates [batch, n_dims] through the grid into the MLP, one launch.
+struct FusedMlpInferenceGridInput {
+  static constexpr const char* name = "fused_mlp_inference_grid_input";
+  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const TensorView& weights,
+                  const FusedGridInputViews& grid, const TensorView& coords, const TensorView& output,
                   const FusedMlpOptions& options);
 };
 struct FusedMlpLaunchInfo {

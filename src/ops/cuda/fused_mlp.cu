@@ -86,13 +86,14 @@ bool wants_weight_grads_by_gemm(const MlpShape& s, size_t batch, const FusedMlpO
 // The cache is bounded: past kMaxPlans networks it starts over.
 constexpr size_t kMaxPlans = 1024;
 
+// grid_dims > 0: the mma instance with a grid input of that many dims.
 FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivations acts, size_t batch, bool training,
-                            const FusedMlpOptions& options) {
+                            const FusedMlpOptions& options, int grid_dims = 0) {
   const int dev = current_device();
   const bool gemm_dw = kernel == FusedKernel::mma && training && wants_weight_grads_by_gemm(s, batch, options);
-  using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, bool, bool>;
+  using Key = std::tuple<int, int, uint32_t, uint32_t, uint32_t, uint32_t, int, int, bool, bool, int>;
   const Key key{dev, int(kernel), s.input_width, s.width, s.n_hidden_layers, s.output_width,
-                int(acts.hidden), int(acts.output), training, gemm_dw};
+                int(acts.hidden), int(acts.output), training, gemm_dw, grid_dims};
   static std::mutex mutex;
   static std::map<Key, FusedLaunchInfo> plans;
   FusedLaunchInfo plan;
@@ -103,7 +104,8 @@ FusedLaunchInfo cached_plan(FusedKernel kernel, const MlpShape& s, MlpActivation
     if (it != plans.end()) plan = it->second, found = true;
   }
   if (!found) {
-    plan = kernel == FusedKernel::mma ? mma_plan(s, acts, 1, training, gemm_dw) : wmma_plan(s, acts, 1, training);
+    plan = kernel == FusedKernel::mma ? mma_plan(s, acts, 1, training, gemm_dw, grid_dims)
+                                      : wmma_plan(s, acts, 1, training);
     std::lock_guard<std::mutex> lock(mutex);
     if (plans.size() >= kMaxPlans) plans.clear();
     plans.emplace(key, plan);
@@ -186,8 +188,49 @@ void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, 
   detail::mma_inference(shape, acts, plan, weights, nullptr, input, batch, output, detail::native_stream(stream));
 }
 
+bool fused_mlp_accepts_grid_input(const MlpShape& shape, MlpActivations acts, const GridLayout& grid, size_t batch,
+                                  bool training, const FusedMlpOptions& options) {
+  check_shape(shape);
+  batch = std::max<size_t>(batch, 1);
+  if (!options.fuse_grid_input || options.kernel == FusedMlpKernel::wmma) return false;
+  if (grid.n_features != 2 || (grid.n_dims != 2 && grid.n_dims != 3) || shape.width != 64 ||
+      shape.input_width != grid.output_width())
+    return false;
+  if (training && detail::wants_weight_grads_by_gemm(shape, batch, options)) return false;
+  // The fp16 table (and in training the fp32 gradient table) must stay in L2: one launch
+  // touches every level (the separate grid kernels split larger tables into level groups).
+  const size_t bytes = size_t(grid.n_params()) * (training ? sizeof(uint16_t) + sizeof(float) : sizeof(uint16_t));
+  if (bytes > detail::l2_bytes() / 2) return false;
+  return detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, training, options, int(grid.n_dims)).blocks >
+         0;
+}
+
+void fused_mlp_inference_grid_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
+                                    const FusedGridInput& grid, const float* coords, size_t batch, float* output,
+                                    const FusedMlpOptions& options, Stream* stream) {
+  TESSERA_CHECK(grid.layout && grid.table, "fused_mlp_inference_grid_input: no grid given");
+  TESSERA_CHECK(fused_mlp_accepts_grid_input(shape, acts, *grid.layout, batch, false, options),
+                "FullyFusedMLP: this network does not take a grid input in its kernel; check "
+                "fused_mlp_accepts_grid_input first");
+  if (batch == 0) return;
+  TESSERA_CHECK(weights && coords && output, "fused_mlp_inference_grid_input: null pointer argument");
+  const FusedLaunchInfo plan =
+      detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, false, options, int(grid.layout->n_dims));
+  detail::mma_inference(shape, acts, plan, weights, coords, nullptr, batch, output, detail::native_stream(stream),
+                        grid);
+}
+
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& a, FusedMlpWorkspace& ws) {
   check_shape(shape);
+  const int grid_dims = a.grid.layout ? int(a.grid.layout->n_dims) : 0;
+  if (grid_dims) {
+    TESSERA_CHECK(fused_mlp_accepts_grid_input(shape, acts, *a.grid.layout, a.batch, true, a.options),
+                  "FullyFusedMLP: this network does not take a grid input in its training kernel; check "
+                  "fused_mlp_accepts_grid_input first");
+    TESSERA_CHECK(a.grid.table && a.grid.gradients && a.input && !a.input_half && !a.dL_dinput,
+                  "fused_mlp_train: a grid input needs the fp16 table, the gradient table and fp32 coordinates, and "
+                  "gives no dL/dinput");
+  }
   TESSERA_CHECK(a.weights && (a.input != nullptr) != (a.input_half != nullptr) && a.dL_dparams && a.state,
                 "fused_mlp_train: null pointer argument (or both an fp32 and an fp16 input)");
   if (a.input_half && a.batch > 0) check_half_input(shape, acts, a.batch, true, a.input_half, a.options);
@@ -199,9 +242,10 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
           cudaMemsetAsync(a.dL_dparams, 0, shape.n_params() * sizeof(float), detail::native_stream(a.stream)));
     return;
   }
-  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, a.batch, true, a.options);
+  const detail::FusedKernel kernel =
+      grid_dims ? detail::FusedKernel::mma : detail::choose_kernel(shape, acts, a.batch, true, a.options);
   const bool use_mma = kernel == detail::FusedKernel::mma;
-  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, a.batch, true, a.options);
+  const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, a.batch, true, a.options, grid_dims);
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: no kernel configuration fits this network on this device");
   const size_t n_params = shape.n_params();
   // GEMM weight gradients leave one partial; the in-kernel ones one per block.

@@ -41,11 +41,15 @@ enum class FusedKernel { mma, wmma };
 // *_plan compute a launch configuration (occupancy queries: not for every step; the
 // launcher caches them). The launch functions take a plan from the same kernel.
 // weight_grads_by_gemm (training only): plan for the mode that stores layer inputs and dZ.
+// grid_dims > 0: the instance taking a grid input of that many dims (blocks = 0 when none
+// is compiled for this network).
 FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
-                         bool weight_grads_by_gemm = false);
-// input or input_half (fp16 bits; in_w % 8 == 0, 16-byte aligned) is null.
+                         bool weight_grads_by_gemm = false, int grid_dims = 0);
+// input or input_half (fp16 bits; in_w % 8 == 0, 16-byte aligned) is null; with
+// grid.layout set, input holds the grid's coordinates.
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream);
+                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream,
+                   const FusedGridInput& grid = {});
 void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);

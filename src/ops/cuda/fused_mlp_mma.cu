@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "fused_mlp_internal.h"
+#include "grid_device.h"
 #include "ptx.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
@@ -54,6 +55,15 @@ struct MmaParams {
   // Weight gradients by GEMM: the kernel stores each layer's fp16 input and dZ here
   // (layer_input / layer_dz below) instead of accumulating dW; null otherwise.
   __half* layer_store;
+  // Grid input (the kernel instances with GD > 0, see FusedGridInput): `input` holds the
+  // coordinates, row stride coord_stride; layer 0's operand is the grid's features (2 per
+  // level) and, in training, the grid's gradient is added into grid_grad.
+  int grid_dims;  // 0: no grid input
+  GridLayout grid;
+  const __half* grid_table;
+  float* grid_grad;
+  uint32_t coord_stride;
+  bool grid_vector_atomics;
 };
 
 __host__ __device__ inline size_t align128(size_t x) { return (x + 127) / 128 * 128; }
@@ -79,7 +89,8 @@ struct MmaLayout {
   size_t weights, grads, in_stage, tg_stage, x16, y, z, dz, total;
   int ld_in_stage, ld_tg_stage, ld_x, ld_h, ld_dz;
   __host__ __device__ MmaLayout(const MmaParams& p, bool training) {
-    ld_in_stage = int(round_up(uint32_t(p.in_w), 4)) + kStagePad;
+    // A grid input stages only its coordinates (<= 4 per row).
+    ld_in_stage = p.grid_dims ? 4 : int(round_up(uint32_t(p.in_w), 4)) + kStagePad;
     ld_tg_stage = int(round_up(uint32_t(p.out_w), 4)) + kStagePad;
     ld_x = p.in_pad + kPad;
     ld_h = p.width + kPad;
@@ -199,11 +210,21 @@ __device__ __forceinline__ void stage_rows_half(const __half* src, int width, si
   }
 }
 
-// Stages a tile's input rows, fp32 or fp16.
+// Stages a tile's input rows, fp32 or fp16, or with a grid input (GD > 0) its
+// coordinates (GD floats at the start of each staging row).
+template <int GD>
 __device__ __forceinline__ void stage_input(const MmaParams& p, size_t row0, int valid_rows, float* dst, int ld,
                                             bool vec_in, int n_threads) {
-  if (p.input_h) stage_rows_half(p.input_h, p.in_w, row0, valid_rows, dst, ld, n_threads);
-  else stage_rows(p.input, p.in_w, row0, valid_rows, dst, ld, vec_in, n_threads);
+  if constexpr (GD > 0) {
+    for (int e = threadIdx.x; e < valid_rows * GD; e += n_threads) {
+      const int r = e / GD, c = e - r * GD;
+      cp_async_4(dst + r * ld + c, p.input + (row0 + r) * p.coord_stride + c);
+    }
+  } else if (p.input_h) {
+    stage_rows_half(p.input_h, p.in_w, row0, valid_rows, dst, ld, n_threads);
+  } else {
+    stage_rows(p.input, p.in_w, row0, valid_rows, dst, ld, vec_in, n_threads);
+  }
 }
 
 // One element of the thread's C fragment: (row, col) within the warp's 16 rows.
@@ -212,13 +233,54 @@ __device__ __forceinline__ int frag_col(int e) { return (((threadIdx.x & 31) & 3
 
 // Layer 0: A from the fp32 staging rows (zero outside the input / batch), C = x W0^T.
 // When `x16` is set the fp16 input is also stored there (for the weight gradient).
-template <int W>
+// With a grid input (GD > 0) A is the grid's features of the staged coordinates: each A
+// register holds two adjacent columns of one row, i.e. the 2 features of one level, so
+// every thread interpolates its own registers' (row, level) pairs and no encoded batch
+// exists anywhere.
+template <int W, int GD>
 __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout& lay, const float* stage,
                                             int valid_rows, const __half* w0, const LaneOffsets& lo,
                                             __half* x16, float (&c)[W / 8][4]) {
   const int warp_row = (threadIdx.x >> 5) * 16;
 #pragma unroll
   for (int j = 0; j < W / 8; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+  if constexpr (GD > 0) {
+    // Two k-tiles (16 levels) of features at a time: all their table loads are in flight
+    // together, one memory latency per tile instead of one per k-tile.
+    for (int kt0 = 0; kt0 < p.in_pad / 16; kt0 += 2) {
+      uint32_t a[2][4];
+#pragma unroll
+      for (int t = 0; t < 2; ++t)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int r = warp_row + frag_row((q & 1) << 1), col = (kt0 + t) * 16 + ((q >> 1) << 3) + frag_col(0);
+          float f[2] = {0.0f, 0.0f};
+          if (r < valid_rows && col < p.in_w)
+            grid::level_features<GD, 2>(p.grid, p.grid_table, col / 2, stage + r * lay.ld_in_stage, f);
+          a[t][q] = pack_half2(f[0], f[1]);
+        }
+#pragma unroll
+      for (int t = 0; t < 2; ++t) {
+        const int kt = kt0 + t;
+        if (kt >= p.in_pad / 16) break;
+        if (x16) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int r = warp_row + frag_row((q & 1) << 1), col = kt * 16 + ((q >> 1) << 3) + frag_col(0);
+            *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + col) = a[t][q];
+          }
+        }
+#pragma unroll
+        for (int np = 0; np < W / 16; ++np) {
+          uint32_t b[4];
+          ldsm_x4(b, w0 + (np * 16 + lo.fwd_row) * lay.ld_x + kt * 16 + lo.fwd_col);
+          mma16816(c[2 * np], a[t], b[0], b[1]);
+          mma16816(c[2 * np + 1], a[t], b[2], b[3]);
+        }
+      }
+    }
+    return;
+  }
   for (int kt = 0; kt < p.in_pad / 16; ++kt) {
     uint32_t a[4];
 #pragma unroll
@@ -324,8 +386,9 @@ __device__ void load_weights(const MmaParams& p, const MmaLayout& lay, __half* d
   }
 }
 
-template <int W>
-__global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
+// GD > 0: grid input of GD dims; 4 blocks per SM (the table loads' latency wants warps).
+template <int W, int GD>
+__global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const MmaLayout lay(p, false);
   __half* wts = reinterpret_cast<__half*>(smem + lay.weights);
@@ -340,7 +403,7 @@ __global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
   int buf = 0;
   if (blockIdx.x < p.n_tiles) {
     const size_t row0 = size_t(blockIdx.x) * p.rows;
-    stage_input(p, row0, int(min(size_t(p.rows), p.batch - row0)), stage0, lay.ld_in_stage, vec_in, blockDim.x);
+    stage_input<GD>(p, row0, int(min(size_t(p.rows), p.batch - row0)), stage0, lay.ld_in_stage, vec_in, blockDim.x);
   }
   cp_async_commit();
   for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
@@ -349,7 +412,7 @@ __global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
     const int next = tile + gridDim.x;
     if (next < p.n_tiles) {
       const size_t nrow0 = size_t(next) * p.rows;
-      stage_input(p, nrow0, int(min(size_t(p.rows), p.batch - nrow0)), stage0 + (buf ^ 1) * stage_size,
+      stage_input<GD>(p, nrow0, int(min(size_t(p.rows), p.batch - nrow0)), stage0 + (buf ^ 1) * stage_size,
                   lay.ld_in_stage, vec_in, blockDim.x);
     }
     cp_async_commit();
@@ -358,7 +421,7 @@ __global__ void __launch_bounds__(256) mma_inference_kernel(MmaParams p) {
 
     float c[W / 8][4];
     uint32_t a[W / 16][4];
-    first_layer<W>(p, lay, stage0 + buf * stage_size, valid_rows, wts, lo, nullptr, c);
+    first_layer<W, GD>(p, lay, stage0 + buf * stage_size, valid_rows, wts, lo, nullptr, c);
     activate_to_a<W>(p, c, a, nullptr, nullptr, 0);
     for (int l = 1; l < p.n_hidden; ++l) {
       hidden_layer<W>(a, wts + smem_layer_offset(p, l, lay), lay.ld_h, lo, c);
@@ -435,7 +498,8 @@ __device__ __forceinline__ void store_rows(const __half* src, int ld_src, int co
 constexpr int kMaxTrainWarps = 16;
 // StoreLayers: the GEMM weight-gradient mode (p.layer_store set), compiled apart so the
 // in-kernel path keeps its registers (the store code made the w64 instance spill).
-template <int W, bool StoreLayers>
+// GD > 0: grid input of GD dims (MmaParams::grid), W = 64 only.
+template <int W, bool StoreLayers, int GD>
 __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParams p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const MmaLayout lay(p, true);
@@ -482,7 +546,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   auto stage_tile = [&](int tile, int b) {
     const size_t row0 = size_t(tile) * p.rows;
     const int valid = int(min(size_t(p.rows), p.batch - row0));
-    stage_input(p, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, blockDim.x);
+    stage_input<GD>(p, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, blockDim.x);
     stage_rows(tg_src, p.out_w, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, blockDim.x);
   };
   int buf = 0;
@@ -502,7 +566,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     if (row_warp) {
       float c[W / 8][4];
       uint32_t a[W / 16][4];
-      first_layer<W>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, x16, c);
+      first_layer<W, GD>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, x16, c);
       activate_to_a<W>(p, c, a, Y(0) + warp_row * lay.ld_h, Z(0) ? Z(0) + warp_row * lay.ld_h : nullptr, lay.ld_h);
       for (int l = 1; l < p.n_hidden; ++l) {
         hidden_layer<W>(a, Wl(l), lay.ld_h, lo, c);
@@ -620,8 +684,10 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
               mma16816(dA[2 * q + 1], adz[kt], b[2], b[3]);
             }
           }
-        } else if (p.dL_din) {
-          // dL/dx = dZ_0 W_0, unscaled, straight to global memory
+        } else if (GD > 0 || p.dL_din) {
+          // dL/dx = dZ_0 W_0, unscaled, straight to global memory, or with a grid input
+          // scattered into the grid's gradient: the two columns of a C fragment row are
+          // one level's two features of one sample.
           const float scale = p.input_grad_scale / loss_scale;
           const __half* w = Wl(0);
           for (int q = 0; q < p.in_pad / 16; ++q) {
@@ -633,13 +699,28 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
               mma16816(d[0], adz[kt], b[0], b[1]);
               mma16816(d[1], adz[kt], b[2], b[3]);
             }
+            if constexpr (GD > 0) {
+              const float* coords = in_stage(buf);
 #pragma unroll
-            for (int j = 0; j < 2; ++j)
+              for (int j = 0; j < 2; ++j)
 #pragma unroll
-              for (int e = 0; e < 4; ++e) {
-                const int r = warp_row + frag_row(e), col = q * 16 + j * 8 + frag_col(e);
-                if (r < valid_rows && col < p.in_w) p.dL_din[(row0 + r) * p.in_w + col] = d[j][e] * scale;
-              }
+                for (int h = 0; h < 2; ++h) {
+                  const int r = warp_row + frag_row(2 * h), col = q * 16 + j * 8 + frag_col(0);
+                  if (r < valid_rows && col < p.in_w) {
+                    const float dout[2] = {d[j][2 * h] * scale, d[j][2 * h + 1] * scale};
+                    grid::scatter_level<GD, 2>(p.grid, p.grid_grad, col / 2, coords + r * lay.ld_in_stage, dout,
+                                               p.grid_vector_atomics);
+                  }
+                }
+            } else {
+#pragma unroll
+              for (int j = 0; j < 2; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                  const int r = warp_row + frag_row(e), col = q * 16 + j * 8 + frag_col(e);
+                  if (r < valid_rows && col < p.in_w) p.dL_din[(row0 + r) * p.in_w + col] = d[j][e] * scale;
+                }
+            }
           }
         }
       }  // row warps
@@ -749,17 +830,31 @@ void apply_plan(MmaParams& p, const FusedLaunchInfo& plan) {
 
 }  // namespace
 
+// The kernel instance for a width, mode and grid input (GD: 0 = none; grid inputs are
+// compiled for width 64 with in-kernel weight gradients only); null when not compiled.
+template <int W>
+const void* kernel_symbol(bool training, bool gemm_dw, int grid_dims) {
+  if (grid_dims == 0)
+    return !training ? as_symbol(mma_inference_kernel<W, 0>)
+           : gemm_dw ? as_symbol(mma_train_kernel<W, true, 0>)
+                     : as_symbol(mma_train_kernel<W, false, 0>);
+  if constexpr (W == 64) {
+    if (gemm_dw) return nullptr;
+    if (grid_dims == 2) return training ? as_symbol(mma_train_kernel<W, false, 2>) : as_symbol(mma_inference_kernel<W, 2>);
+    if (grid_dims == 3) return training ? as_symbol(mma_train_kernel<W, false, 3>) : as_symbol(mma_inference_kernel<W, 3>);
+  }
+  return nullptr;
+}
+
 FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
-                         bool weight_grads_by_gemm) {
+                         bool weight_grads_by_gemm, int grid_dims) {
   MmaParams p = base_params(shape, acts, std::max<size_t>(batch, 1));
+  p.grid_dims = grid_dims;
   FusedLaunchInfo info;
   dispatch_width(shape.width, [&](auto w) {
-    constexpr int W = decltype(w)::value;
     const bool gemm_dw = training && weight_grads_by_gemm;
-    const void* kernel = !training ? as_symbol(mma_inference_kernel<W>)
-                         : gemm_dw ? as_symbol(mma_train_kernel<W, true>)
-                                   : as_symbol(mma_train_kernel<W, false>);
-    info = plan_for(p, kernel, training, gemm_dw);
+    const void* kernel = kernel_symbol<decltype(w)::value>(training, gemm_dw, grid_dims);
+    if (kernel) info = plan_for(p, kernel, training, gemm_dw);
   });
   return info;
 }
@@ -786,21 +881,48 @@ void weight_grads_by_gemm(const MmaParams& p, float* grad, Stream& stream) {
 }
 }  // namespace
 
+namespace {
+void set_grid(MmaParams& p, const FusedGridInput& g) {
+  if (!g.layout) return;
+  p.grid_dims = int(g.layout->n_dims);
+  p.grid = *g.layout;
+  p.grid_table = reinterpret_cast<const __half*>(g.table);
+  p.grid_grad = g.gradients;
+  p.coord_stride = g.coord_stride;
+  // float4 atomics need 16-byte aligned levels (level offsets are multiples of 8 entries)
+  p.grid_vector_atomics = reinterpret_cast<uintptr_t>(g.gradients) % 16 == 0;
+}
+
+// Launches `kernel` (a __global__ function taking MmaParams) with the plan's configuration.
+template <typename Kernel>
+void launch_mma(Kernel kernel, const MmaParams& p, const FusedLaunchInfo& plan, cudaStream_t stream) {
+  TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(plan.shared_bytes)));
+  kernel<<<plan.blocks, p.warps * 32, plan.shared_bytes, stream>>>(p);
+  TESSERA_CUDA_CHECK_LAUNCH("fused MLP mma kernel");
+}
+}  // namespace
+
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream) {
+                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream,
+                   const FusedGridInput& grid) {
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: the mma kernel cannot hold this network's weights");
   MmaParams p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
   p.input = input;
   p.input_h = reinterpret_cast<const __half*>(input_half);
   p.output = output;
+  set_grid(p, grid);
   apply_plan(p, plan);
+  const int gd = grid.layout ? int(grid.layout->n_dims) : 0;
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
-    TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(mma_inference_kernel<W>),
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
-    mma_inference_kernel<W><<<plan.blocks, p.warps * 32, plan.shared_bytes, stream>>>(p);
-    TESSERA_CUDA_CHECK_LAUNCH("mma_inference_kernel");
+    if (gd == 0) return launch_mma(mma_inference_kernel<W, 0>, p, plan, stream);
+    if constexpr (W == 64) {
+      if (gd == 2) return launch_mma(mma_inference_kernel<W, 2>, p, plan, stream);
+      if (gd == 3) return launch_mma(mma_inference_kernel<W, 3>, p, plan, stream);
+    }
+    throw Error(format_message("FullyFusedMLP: no kernel for a {}-D grid input at width {}", gd, W));
   });
 }
 
@@ -819,21 +941,25 @@ void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo
   p.state = a.state;
   p.grad_partials = l.grad_partials;
   p.loss_partials = l.loss_partials;
+  set_grid(p, a.grid);
   apply_plan(p, plan);
   if (plan.weight_grads_by_gemm) {
     TESSERA_CHECK(l.layer_store, "fused MLP: the GEMM weight-gradient plan needs a layer store");
     p.layer_store = reinterpret_cast<__half*>(l.layer_store);
   }
+  const int gd = a.grid.layout ? int(a.grid.layout->n_dims) : 0;
+  const cudaStream_t stream = native_stream(a.stream);
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
-    auto launch = [&](auto kernel) {
-      TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              int(plan.shared_bytes)));
-      kernel<<<plan.blocks, p.warps * 32, plan.shared_bytes, native_stream(a.stream)>>>(p);
-      TESSERA_CUDA_CHECK_LAUNCH("mma_train_kernel");
-    };
-    if (plan.weight_grads_by_gemm) launch(mma_train_kernel<W, true>);
-    else launch(mma_train_kernel<W, false>);
+    if (gd == 0) {
+      if (plan.weight_grads_by_gemm) return launch_mma(mma_train_kernel<W, true, 0>, p, plan, stream);
+      return launch_mma(mma_train_kernel<W, false, 0>, p, plan, stream);
+    }
+    if constexpr (W == 64) {
+      if (!plan.weight_grads_by_gemm && gd == 2) return launch_mma(mma_train_kernel<W, false, 2>, p, plan, stream);
+      if (!plan.weight_grads_by_gemm && gd == 3) return launch_mma(mma_train_kernel<W, false, 3>, p, plan, stream);
+    }
+    throw Error(format_message("FullyFusedMLP: no training kernel for a {}-D grid input at width {}", gd, W));
   });
   if (plan.weight_grads_by_gemm) weight_grads_by_gemm(p, l.grad_partials, stream_or_default(a.stream));
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "device_attributes.h"
+#include "grid_device.h"
 #include "launch.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
@@ -18,77 +19,7 @@ namespace {
 
 constexpr uint32_t kThreads = 256;
 
-template <uint32_t F>
-__device__ __forceinline__ void load_features(const __half* __restrict__ p, float* f) {
-  if constexpr (F == 1) {
-    f[0] = __half2float(p[0]);
-  } else if constexpr (F == 2) {
-    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(p));
-    f[0] = v.x, f[1] = v.y;
-  } else {
-    // 4 or 8 halves: 8- or 16-byte loads of consecutive half2 pairs.
-    __half2 h[F / 2];
-    if constexpr (F == 4) *reinterpret_cast<uint2*>(h) = *reinterpret_cast<const uint2*>(p);
-    else *reinterpret_cast<uint4*>(h) = *reinterpret_cast<const uint4*>(p);
-#pragma unroll
-    for (uint32_t k = 0; k < F / 2; ++k) {
-      const float2 v = __half22float2(h[k]);
-      f[2 * k] = v.x, f[2 * k + 1] = v.y;
-    }
-  }
-}
-
-// Entry k of a 16-byte group of fp16 features (F = 1: 8 entries, F = 2: 4 entries).
-template <uint32_t F>
-__device__ __forceinline__ void pick_entry(uint4 u, uint32_t k, float* f) {
-  const uint32_t word = F == 2 ? k : k / 2;
-  const uint32_t w = word == 0 ? u.x : word == 1 ? u.y : word == 2 ? u.z : u.w;
-  if constexpr (F == 2) {
-    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
-    f[0] = v.x, f[1] = v.y;
-  } else {
-    const uint16_t h = (k & 1u) ? uint16_t(w >> 16) : uint16_t(w & 0xffffu);
-    f[0] = __half2float(__ushort_as_half(h));
-  }
-}
-
-template <uint32_t F>
-__device__ __forceinline__ void add_features(float* __restrict__ dst, const float* v, bool vector_ok) {
-#if __CUDA_ARCH__ >= 900
-  if constexpr (F >= 4) {
-    if (vector_ok) {
-#pragma unroll
-      for (uint32_t k = 0; k < F; k += 4)
-        atomicAdd(reinterpret_cast<float4*>(dst + k), make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]));
-      return;
-    }
-  } else if constexpr (F == 2) {
-    if (vector_ok) {
-      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(v[0], v[1]));
-      return;
-    }
-  }
-#endif
-#pragma unroll
-  for (uint32_t k = 0; k < F; ++k) atomicAdd(dst + k, v[k]);
-}
-
-// Corners c and c | 1 (the two ends of an x edge of the cell): weights and table entries.
-struct CornerPair {
-  float w0, w1;
-  uint32_t i0, i1;
-};
-template <uint32_t D>
-__device__ __forceinline__ CornerPair corner_pair(const GridLayout& g, uint32_t level, uint32_t c, const uint32_t* cell,
-                                                  const float* frac) {
-  uint32_t vertex[D];
-  CornerPair p;
-  p.w0 = grid_corner<D>(g, c, cell, frac, vertex);
-  p.i0 = grid_vertex_index<D>(g, level, vertex);
-  p.w1 = grid_corner<D>(g, c | 1u, cell, frac, vertex);
-  p.i1 = grid_vertex_index<D>(g, level, vertex);
-  return p;
-}
+using grid::load_features;
 
 // Both kernels below take a tile of kTileRows samples per block with one warp per level
 // (warp w = level w, lane = sample): lanes of a warp touch the same level's table, so the
@@ -130,34 +61,8 @@ __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ tab
   load_input_tile<D>(s_in, in, in_stride, row0, batch);
   __syncthreads();
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
-  float frac[D];
-  uint32_t cell[D];
-  grid_cell<D>(g, l, s_in + lane * D, cell, frac);
-  float acc[F] = {};
-  const __half* level_table = table + size_t(g.offset[l]) * F;
-  // Corners in x pairs: neighbouring entries (see the backward kernel) load as one.
-#pragma unroll
-  for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const auto [w0, w1, i0, i1] = corner_pair<D>(g, l, c, cell, frac);
-    float f0[F], f1[F];
-    bool paired = false;
-    if constexpr (F <= 2) {
-      // Both entries inside one 16-byte group of the fp16 table (8 / F entries): one load.
-      constexpr uint32_t group = 8 / F;
-      if ((i0 / group) == (i1 / group)) {
-        const uint4 u = *reinterpret_cast<const uint4*>(level_table + size_t(i0 / group) * group * F);
-        pick_entry<F>(u, i0 % group, f0);
-        pick_entry<F>(u, i1 % group, f1);
-        paired = true;
-      }
-    }
-    if (!paired) {
-      load_features<F>(level_table + size_t(i0) * F, f0);
-      load_features<F>(level_table + size_t(i1) * F, f1);
-    }
-#pragma unroll
-    for (uint32_t k = 0; k < F; ++k) acc[k] += w0 * f0[k] + w1 * f1[k];
-  }
+  float acc[F];
+  grid::level_features<D, F>(g, table, l, s_in + lane * D, acc);
 #pragma unroll
   for (uint32_t k = 0; k < F; ++k) s_out[lane * pitch + lw * F + k] = acc[k];
   __syncthreads();
@@ -186,40 +91,10 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
   __syncthreads();
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
   if (row0 + lane >= batch) return;
-  float frac[D], dout[F];
-  uint32_t cell[D];
+  float dout[F];
 #pragma unroll
   for (uint32_t k = 0; k < F; ++k) dout[k] = s_dout[lane * pitch + lw * F + k];
-  grid_cell<D>(g, l, s_in + lane * D, cell, frac);
-  float* level_grads = dL_dparams + size_t(g.offset[l]) * F;
-  // Corners come in pairs along x (bit 0). The x prime is 1, so for an even cell
-  // coordinate the pair's two entries are neighbours (2j, 2j+1, in either order) in the
-  // table: one 16-byte atomic then updates both (fewer atomic transactions, the scatter's
-  // bottleneck).
-#pragma unroll
-  for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const auto [w0, w1, i0, i1] = corner_pair<D>(g, l, c, cell, frac);
-    float v0[F], v1[F];
-#pragma unroll
-    for (uint32_t k = 0; k < F; ++k) v0[k] = w0 * dout[k], v1[k] = w1 * dout[k];
-#if __CUDA_ARCH__ >= 900
-    if constexpr (F <= 2) {
-      if (vector_atomics && (i0 ^ i1) == 1u) {
-        const bool swap = i0 & 1u;  // the even entry goes first
-        const uint32_t base = i0 & ~1u;
-        if constexpr (F == 2)
-          atomicAdd(reinterpret_cast<float4*>(level_grads + size_t(base) * 2),
-                    swap ? make_float4(v1[0], v1[1], v0[0], v0[1]) : make_float4(v0[0], v0[1], v1[0], v1[1]));
-        else
-          atomicAdd(reinterpret_cast<float2*>(level_grads + base),
-                    swap ? make_float2(v1[0], v0[0]) : make_float2(v0[0], v1[0]));
-        continue;
-      }
-    }
-#endif
-    add_features<F>(level_grads + size_t(i0) * F, v0, vector_atomics);
-    add_features<F>(level_grads + size_t(i1) * F, v1, vector_atomics);
-  }
+  grid::scatter_level<D, F>(g, dL_dparams, l, s_in + lane * D, dout, vector_atomics);
 }
 
 // dL/dx: one thread per sample over all levels (the sum over levels stays in registers).

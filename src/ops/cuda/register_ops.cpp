@@ -15,6 +15,18 @@ namespace tessera::ops::cuda {
 using V = const TensorView&;
 
 namespace {
+// The kernel's view of a grid input; coords: [batch, n_dims] fp32.
+FusedGridInput grid_input(const FusedGridInputViews& g, const TensorView& coords, const char* op) {
+  check_view(g.table, format_message("{}: grid table", op).c_str(), DType::f16, g.layout->n_params());
+  TESSERA_CHECK(coords.dtype == DType::f32 && coords.cols() == g.layout->n_dims,
+                "{}: grid coordinates must be fp32 [batch, {}] (got {} columns)", op, g.layout->n_dims, coords.cols());
+  FusedGridInput k;
+  k.layout = g.layout;
+  k.table = g.table.data<const uint16_t>();
+  k.coord_stride = uint32_t(coords.row_stride());
+  return k;
+}
+
 FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
   FusedTrainArgs k;
   k.weights = a.weights.data<const uint16_t>();
@@ -32,6 +44,11 @@ FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
   k.settle = a.settle;
   k.options = a.options;
   k.stream = &s;
+  if (a.grid.layout) {
+    k.grid = grid_input(a.grid, a.input, "fused_mlp_train");
+    k.grid.gradients = a.grid.gradients.data<float>();
+    check_view(a.grid.gradients, "fused_mlp_train: grid gradients", DType::f32, a.grid.layout->n_params());
+  }
   return k;
 }
 }  // namespace
@@ -132,6 +149,19 @@ void register_ops(Backend& b) {
   b.add_op<FusedMlpAcceptsHalfInput>([](Stream&, const MlpShape& shape, MlpActivations acts, size_t batch,
                                         bool training, const FusedMlpOptions& options) {
     return fused_mlp_accepts_half_input(shape, acts, batch, training, options);
+  });
+  b.add_op<FusedMlpAcceptsGridInput>([](Stream&, const MlpShape& shape, MlpActivations acts, const GridLayout& grid,
+                                        size_t batch, bool training, const FusedMlpOptions& options) {
+    return fused_mlp_accepts_grid_input(shape, acts, grid, batch, training, options);
+  });
+  b.add_op<FusedMlpInferenceGridInput>([](Stream& s, const MlpShape& shape, MlpActivations acts, V weights,
+                                          const FusedGridInputViews& grid, V coords, V output,
+                                          const FusedMlpOptions& options) {
+    const size_t batch = coords.rows();
+    check_view(output, "fused_mlp_inference_grid_input: output", DType::f32, batch * shape.output_width);
+    fused_mlp_inference_grid_input(shape, acts, weights.data<const uint16_t>(),
+                                   grid_input(grid, coords, "fused_mlp_inference_grid_input"),
+                                   coords.data<const float>(), batch, output.data<float>(), options, &s);
   });
   b.add_op<FusedMlpLaunchInfo>([](Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                                   const FusedMlpOptions& options) {

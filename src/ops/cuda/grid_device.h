@@ -1,0 +1,161 @@
+#pragma once
+// Device helpers of the grid encodings, shared by the grid kernels (grid_encoding.cu) and
+// the fused MLP, which computes the encoding in its input stage and scatters its
+// gradient from its input-gradient registers (fused_mlp_mma.cu).
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "tessera/ops/encoding_math.h"
+
+namespace tessera::ops::cuda::grid {
+
+template <uint32_t F>
+__device__ __forceinline__ void load_features(const __half* __restrict__ p, float* f) {
+  if constexpr (F == 1) {
+    f[0] = __half2float(p[0]);
+  } else if constexpr (F == 2) {
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(p));
+    f[0] = v.x, f[1] = v.y;
+  } else {
+    // 4 or 8 halves: 8- or 16-byte loads of consecutive half2 pairs.
+    __half2 h[F / 2];
+    if constexpr (F == 4) *reinterpret_cast<uint2*>(h) = *reinterpret_cast<const uint2*>(p);
+    else *reinterpret_cast<uint4*>(h) = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (uint32_t k = 0; k < F / 2; ++k) {
+      const float2 v = __half22float2(h[k]);
+      f[2 * k] = v.x, f[2 * k + 1] = v.y;
+    }
+  }
+}
+
+// Entry k of a 16-byte group of fp16 features (F = 1: 8 entries, F = 2: 4 entries).
+template <uint32_t F>
+__device__ __forceinline__ void pick_entry(uint4 u, uint32_t k, float* f) {
+  const uint32_t word = F == 2 ? k : k / 2;
+  const uint32_t w = word == 0 ? u.x : word == 1 ? u.y : word == 2 ? u.z : u.w;
+  if constexpr (F == 2) {
+    const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w));
+    f[0] = v.x, f[1] = v.y;
+  } else {
+    const uint16_t h = (k & 1u) ? uint16_t(w >> 16) : uint16_t(w & 0xffffu);
+    f[0] = __half2float(__ushort_as_half(h));
+  }
+}
+
+template <uint32_t F>
+__device__ __forceinline__ void add_features(float* __restrict__ dst, const float* v, bool vector_ok) {
+#if __CUDA_ARCH__ >= 900
+  if constexpr (F >= 4) {
+    if (vector_ok) {
+#pragma unroll
+      for (uint32_t k = 0; k < F; k += 4)
+        atomicAdd(reinterpret_cast<float4*>(dst + k), make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]));
+      return;
+    }
+  } else if constexpr (F == 2) {
+    if (vector_ok) {
+      atomicAdd(reinterpret_cast<float2*>(dst), make_float2(v[0], v[1]));
+      return;
+    }
+  }
+#endif
+#pragma unroll
+  for (uint32_t k = 0; k < F; ++k) atomicAdd(dst + k, v[k]);
+}
+
+// Corners c and c | 1 (the two ends of an x edge of the cell): weights and table entries.
+struct CornerPair {
+  float w0, w1;
+  uint32_t i0, i1;
+};
+template <uint32_t D>
+__device__ __forceinline__ CornerPair corner_pair(const GridLayout& g, uint32_t level, uint32_t c, const uint32_t* cell,
+                                                  const float* frac) {
+  uint32_t vertex[D];
+  CornerPair p;
+  p.w0 = grid_corner<D>(g, c, cell, frac, vertex);
+  p.i0 = grid_vertex_index<D>(g, level, vertex);
+  p.w1 = grid_corner<D>(g, c | 1u, cell, frac, vertex);
+  p.i1 = grid_vertex_index<D>(g, level, vertex);
+  return p;
+}
+
+// The two table entries of a corner pair (F <= 2: one 16-byte load when both lie in one
+// 16-byte group of the fp16 table, as they do for half the pairs: the x prime is 1).
+template <uint32_t F>
+__device__ __forceinline__ void load_pair(const __half* __restrict__ level_table, uint32_t i0, uint32_t i1, float* f0,
+                                          float* f1) {
+  if constexpr (F <= 2) {
+    constexpr uint32_t group = 8 / F;
+    if ((i0 / group) == (i1 / group)) {
+      const uint4 u = *reinterpret_cast<const uint4*>(level_table + size_t(i0 / group) * group * F);
+      pick_entry<F>(u, i0 % group, f0);
+      pick_entry<F>(u, i1 % group, f1);
+      return;
+    }
+  }
+  load_features<F>(level_table + size_t(i0) * F, f0);
+  load_features<F>(level_table + size_t(i1) * F, f1);
+}
+
+// The interpolated features of one sample (coordinates x) in one level.
+template <uint32_t D, uint32_t F>
+__device__ __forceinline__ void level_features(const GridLayout& g, const __half* __restrict__ table, uint32_t level,
+                                               const float* x, float* acc) {
+  float frac[D];
+  uint32_t cell[D];
+  grid_cell<D>(g, level, x, cell, frac);
+  const __half* level_table = table + size_t(g.offset[level]) * F;
+#pragma unroll
+  for (uint32_t k = 0; k < F; ++k) acc[k] = 0.0f;
+#pragma unroll
+  for (uint32_t c = 0; c < (1u << D); c += 2) {
+    const auto [w0, w1, i0, i1] = corner_pair<D>(g, level, c, cell, frac);
+    float f0[F], f1[F];
+    load_pair<F>(level_table, i0, i1, f0, f1);
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) acc[k] += w0 * f0[k] + w1 * f1[k];
+  }
+}
+
+// Adds dL/d(features of one sample in one level) into the level's fp32 gradient table.
+// Corners come in pairs along x (bit 0). The x prime is 1, so for an even cell
+// coordinate the pair's two entries are neighbours (2j, 2j+1, in either order) in the
+// table: one 16-byte atomic then updates both (fewer atomic transactions, the scatter's
+// bottleneck).
+template <uint32_t D, uint32_t F>
+__device__ __forceinline__ void scatter_level(const GridLayout& g, float* __restrict__ grads, uint32_t level,
+                                              const float* x, const float* dout, bool vector_atomics) {
+  float frac[D];
+  uint32_t cell[D];
+  grid_cell<D>(g, level, x, cell, frac);
+  float* level_grads = grads + size_t(g.offset[level]) * F;
+#pragma unroll
+  for (uint32_t c = 0; c < (1u << D); c += 2) {
+    const auto [w0, w1, i0, i1] = corner_pair<D>(g, level, c, cell, frac);
+    float v0[F], v1[F];
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) v0[k] = w0 * dout[k], v1[k] = w1 * dout[k];
+#if __CUDA_ARCH__ >= 900
+    if constexpr (F <= 2) {
+      if (vector_atomics && (i0 ^ i1) == 1u) {
+        const bool swap = i0 & 1u;  // the even entry goes first
+        const uint32_t base = i0 & ~1u;
+        if constexpr (F == 2)
+          atomicAdd(reinterpret_cast<float4*>(level_grads + size_t(base) * 2),
+                    swap ? make_float4(v1[0], v1[1], v0[0], v0[1]) : make_float4(v0[0], v0[1], v1[0], v1[1]));
+        else
+          atomicAdd(reinterpret_cast<float2*>(level_grads + base),
+                    swap ? make_float2(v1[0], v0[0]) : make_float2(v0[0], v1[0]));
+        continue;
+      }
+    }
+#endif
+    add_features<F>(level_grads + size_t(i0) * F, v0, vector_atomics);
+    add_features<F>(level_grads + size_t(i1) * F, v1, vector_atomics);
+  }
+}
+
+}  // namespace tessera::ops::cuda::grid
