@@ -86,8 +86,8 @@ __host__ __device__ inline size_t smem_grad_floats(const MmaParams& p) {
 
 // Shared-memory layout in bytes; identical on host and device.
 struct MmaLayout {
-  size_t weights, grads, in_stage, tg_stage, x16, y, z, dz, total;
-  int ld_in_stage, ld_tg_stage, ld_x, ld_h, ld_dz;
+  size_t weights, grads, in_stage, tg_stage, x16, y, z, dz, gin, total;
+  int ld_in_stage, ld_tg_stage, ld_x, ld_h, ld_dz, ld_gin;
   __host__ __device__ MmaLayout(const MmaParams& p, bool training) {
     // A grid input stages only its coordinates (<= 4 per row).
     ld_in_stage = p.grid_dims ? 4 : int(round_up(uint32_t(p.in_w), 4)) + kStagePad;
@@ -95,6 +95,9 @@ struct MmaLayout {
     ld_x = p.in_pad + kPad;
     ld_h = p.width + kPad;
     ld_dz = (p.out_pad > p.width ? p.out_pad : p.width) + kPad;
+    // Grid input, training: dL/d(features) of the tile, fp32, for the scatter (rows of
+    // in_pad + 2 floats: a half-warp's float2 reads down a column hit 32 distinct banks).
+    ld_gin = p.in_pad + 2;
     const size_t R = size_t(p.rows);
     size_t off = 0;
     weights = off;
@@ -103,7 +106,7 @@ struct MmaLayout {
     if (training && p.grads_in_smem) off = align128(off + smem_grad_floats(p) * 4);
     in_stage = off;
     off = align128(off + 2 * R * ld_in_stage * 4);
-    tg_stage = x16 = y = z = dz = off;
+    tg_stage = x16 = y = z = dz = gin = off;
     if (training) {
       tg_stage = off;
       off = align128(off + 2 * R * ld_tg_stage * 4);
@@ -117,6 +120,11 @@ struct MmaLayout {
       // the block has its dZ, while the warps already write dZ of layer l-1.
       dz = off;
       off = align128(off + 2 * R * ld_dz * 2);
+      gin = off;
+      if (p.grid_dims) off = align128(off + R * ld_gin * 4);
+    } else if (p.grid_dims) {
+      x16 = off;  // the grid's features of the tile
+      off = align128(off + R * ld_x * 2);
     }
     total = off;
   }
@@ -245,38 +253,20 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
 #pragma unroll
   for (int j = 0; j < W / 8; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
   if constexpr (GD > 0) {
-    // Two k-tiles (16 levels) of features at a time: all their table loads are in flight
-    // together, one memory latency per tile instead of one per k-tile.
-    for (int kt0 = 0; kt0 < p.in_pad / 16; kt0 += 2) {
-      uint32_t a[2][4];
+    // The tile's grid features are already in x16 (encode_tile).
+    for (int kt = 0; kt < p.in_pad / 16; ++kt) {
+      uint32_t a[4];
 #pragma unroll
-      for (int t = 0; t < 2; ++t)
+      for (int q = 0; q < 4; ++q) {
+        const int r = warp_row + frag_row((q & 1) << 1), col = kt * 16 + ((q >> 1) << 3) + frag_col(0);
+        a[q] = *reinterpret_cast<const uint32_t*>(x16 + r * lay.ld_x + col);
+      }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int r = warp_row + frag_row((q & 1) << 1), col = (kt0 + t) * 16 + ((q >> 1) << 3) + frag_col(0);
-          float f[2] = {0.0f, 0.0f};
-          if (r < valid_rows && col < p.in_w)
-            grid::level_features<GD, 2>(p.grid, p.grid_table, col / 2, stage + r * lay.ld_in_stage, f);
-          a[t][q] = pack_half2(f[0], f[1]);
-        }
-#pragma unroll
-      for (int t = 0; t < 2; ++t) {
-        const int kt = kt0 + t;
-        if (kt >= p.in_pad / 16) break;
-        if (x16) {
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int r = warp_row + frag_row((q & 1) << 1), col = kt * 16 + ((q >> 1) << 3) + frag_col(0);
-            *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + col) = a[t][q];
-          }
-        }
-#pragma unroll
-        for (int np = 0; np < W / 16; ++np) {
-          uint32_t b[4];
-          ldsm_x4(b, w0 + (np * 16 + lo.fwd_row) * lay.ld_x + kt * 16 + lo.fwd_col);
-          mma16816(c[2 * np], a[t], b[0], b[1]);
-          mma16816(c[2 * np + 1], a[t], b[2], b[3]);
-        }
+      for (int np = 0; np < W / 16; ++np) {
+        uint32_t b[4];
+        ldsm_x4(b, w0 + (np * 16 + lo.fwd_row) * lay.ld_x + kt * 16 + lo.fwd_col);
+        mma16816(c[2 * np], a, b[0], b[1]);
+        mma16816(c[2 * np + 1], a, b[2], b[3]);
       }
     }
     return;
@@ -306,6 +296,59 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
       mma16816(c[2 * np], a, b[0], b[1]);
       mma16816(c[2 * np + 1], a, b[2], b[3]);
     }
+  }
+}
+
+// Grid input: the tile's features (fp16, the layout of x16: rows of ld_x halves, zero in
+// the padding columns and rows past the batch) from its staged coordinates. Warp w takes
+// levels w, w + warps, ... over 32 rows per step, so a warp's table reads stay in one
+// level's table and the level's layout constants are one broadcast (lanes of mixed
+// levels, as the A-fragment layout would give, diverge on dense/hashed and serialize
+// the indexed constant loads).
+template <int GD>
+__device__ __forceinline__ void encode_tile(const MmaParams& p, const MmaLayout& lay, const float* stage,
+                                            int valid_rows, __half* x16) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int chunks = p.rows / 32, jobs = int(p.grid.n_levels) * chunks;
+  constexpr int kBatch = 4;  // jobs whose table loads are in flight together
+  for (int job0 = warp; job0 < jobs; job0 += warps * kBatch) {
+    float f[kBatch][2];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int job = job0 + i * warps, level = job / chunks, r = (job - level * chunks) * 32 + lane;
+      f[i][0] = f[i][1] = 0.0f;
+      if (job < jobs && r < valid_rows)
+        grid::level_features<GD, 2>(p.grid, p.grid_table, level, stage + r * lay.ld_in_stage, f[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int job = job0 + i * warps, level = job / chunks, r = (job - level * chunks) * 32 + lane;
+      if (job < jobs) *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + 2 * level) = pack_half2(f[i][0], f[i][1]);
+    }
+  }
+  // Padding columns (levels * 2 < in_pad).
+  const int pad = p.in_pad - p.in_w;
+  for (int e = threadIdx.x; e < p.rows * pad; e += blockDim.x)
+    x16[(e / pad) * lay.ld_x + p.in_w + e % pad] = __float2half(0.0f);
+}
+
+// Grid input, training: adds the tile's dL/d(features) (gin, fp32 [rows][ld_gin]) into the
+// grid's gradient, with the warp-per-level split of encode_tile. Coordinates are read
+// from global memory (L2): the staging buffer may already take the next tile's.
+template <int GD>
+__device__ __forceinline__ void scatter_tile(const MmaParams& p, const MmaLayout& lay, const float* gin, size_t row0,
+                                             int valid_rows) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  const int chunks = p.rows / 32, jobs = int(p.grid.n_levels) * chunks;
+  for (int job = warp; job < jobs; job += warps) {
+    const int level = job / chunks, r = (job - level * chunks) * 32 + lane;
+    if (r >= valid_rows) continue;
+    float x[GD];
+#pragma unroll
+    for (int d = 0; d < GD; ++d) x[d] = p.input[(row0 + r) * p.coord_stride + d];
+    const float2 g = *reinterpret_cast<const float2*>(gin + r * lay.ld_gin + 2 * level);
+    const float dout[2] = {g.x, g.y};
+    grid::scatter_level<GD, 2>(p.grid, p.grid_grad, level, x, dout, p.grid_vector_atomics);
   }
 }
 
@@ -419,9 +462,15 @@ __global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaP
     cp_async_wait_one();
     __syncthreads();
 
+    __half* x16 = nullptr;
+    if constexpr (GD > 0) {
+      x16 = reinterpret_cast<__half*>(smem + lay.x16);
+      encode_tile<GD>(p, lay, stage0 + buf * stage_size, valid_rows, x16);
+      __syncthreads();
+    }
     float c[W / 8][4];
     uint32_t a[W / 16][4];
-    first_layer<W, GD>(p, lay, stage0 + buf * stage_size, valid_rows, wts, lo, nullptr, c);
+    first_layer<W, GD>(p, lay, stage0 + buf * stage_size, valid_rows, wts, lo, x16, c);
     activate_to_a<W>(p, c, a, nullptr, nullptr, 0);
     for (int l = 1; l < p.n_hidden; ++l) {
       hidden_layer<W>(a, wts + smem_layer_offset(p, l, lay), lay.ld_h, lo, c);
@@ -515,6 +564,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   __half* ys = reinterpret_cast<__half*>(smem + lay.y);
   __half* zs = p.store_z ? reinterpret_cast<__half*>(smem + lay.z) : nullptr;
   __half* dzs = reinterpret_cast<__half*>(smem + lay.dz);
+  float* gin = reinterpret_cast<float*>(smem + lay.gin);
   const float* tg_src = p.target ? p.target : p.dL_dout;
   const bool vec_in = p.in_w % 4 == 0 && (reinterpret_cast<uintptr_t>(p.input) & 15) == 0;
   const bool vec_tg = p.out_w % 4 == 0 && (reinterpret_cast<uintptr_t>(tg_src) & 15) == 0;
@@ -561,6 +611,10 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     cp_async_wait_one();
     __syncthreads();
 
+    if constexpr (GD > 0) {
+      encode_tile<GD>(p, lay, in_stage(buf), valid_rows, x16);
+      __syncthreads();
+    }
     // ---- forward: each row warp its own 16 rows, activations in registers ----
     float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
     if (row_warp) {
@@ -686,8 +740,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
           }
         } else if (GD > 0 || p.dL_din) {
           // dL/dx = dZ_0 W_0, unscaled, straight to global memory, or with a grid input
-          // scattered into the grid's gradient: the two columns of a C fragment row are
-          // one level's two features of one sample.
+          // to shared memory for the block's scatter (scatter_tile).
           const float scale = p.input_grad_scale / loss_scale;
           const __half* w = Wl(0);
           for (int q = 0; q < p.in_pad / 16; ++q) {
@@ -700,17 +753,13 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
               mma16816(d[1], adz[kt], b[2], b[3]);
             }
             if constexpr (GD > 0) {
-              const float* coords = in_stage(buf);
 #pragma unroll
               for (int j = 0; j < 2; ++j)
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                   const int r = warp_row + frag_row(2 * h), col = q * 16 + j * 8 + frag_col(0);
-                  if (r < valid_rows && col < p.in_w) {
-                    const float dout[2] = {d[j][2 * h] * scale, d[j][2 * h + 1] * scale};
-                    grid::scatter_level<GD, 2>(p.grid, p.grid_grad, col / 2, coords + r * lay.ld_in_stage, dout,
-                                               p.grid_vector_atomics);
-                  }
+                  *reinterpret_cast<float2*>(gin + r * lay.ld_gin + col) =
+                      make_float2(d[j][2 * h] * scale, d[j][2 * h + 1] * scale);
                 }
             } else {
 #pragma unroll
@@ -725,6 +774,9 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
         }
       }  // row warps
       __syncthreads();
+      if constexpr (GD > 0) {
+        if (l == 0) scatter_tile<GD>(p, lay, gin, row0, valid_rows);
+      }
       if constexpr (StoreLayers) store_layer(l, row0, valid_rows);
       else block_weight_grad(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
     }

@@ -65,21 +65,63 @@ __device__ __forceinline__ void add_features(float* __restrict__ dst, const floa
   for (uint32_t k = 0; k < F; ++k) atomicAdd(dst + k, v[k]);
 }
 
+// A sample's cell in one level, precomputed per dimension so each corner costs a few
+// operations: the lower/upper interpolation weight and the lower/upper vertex's share of
+// the table index (dense: coordinate * stride, summed; hashed: coordinate * prime,
+// XORed). Corner weights and indices equal grid_corner / grid_vertex_index (the CPU
+// reference) bit for bit: the same products in the same order.
+template <uint32_t D>
+struct LevelCell {
+  float w[D][2];
+  uint32_t part[D][2];
+  uint32_t size;
+  bool dense;
+
+  __device__ __forceinline__ LevelCell(const GridLayout& g, uint32_t level, const float* x) {
+    const float scale = g.scale[level];
+    const uint32_t res = g.resolution[level];
+    dense = g.dense[level];
+    size = g.size[level];
+    uint32_t stride = 1;
+#pragma unroll
+    for (uint32_t d = 0; d < D; ++d) {
+      const float p = x[d] * scale + 0.5f;
+      const float f = t_floor(p);
+      const uint32_t cell = uint32_t(int32_t(f));  // negative coordinates wrap, as in the hash
+      const float wd = grid_weight(g.interpolation, p - f);
+      w[d][0] = 1.0f - wd;
+      w[d][1] = wd;
+      const uint32_t m = dense ? stride : hash_prime(d);
+      part[d][0] = cell * m;
+      part[d][1] = (cell + 1u) * m;
+      stride *= res;
+    }
+  }
+  // Weight and table entry of corner c (bit d set = upper vertex along d).
+  __device__ __forceinline__ float weight(uint32_t c) const {
+    float v = 1.0f;
+#pragma unroll
+    for (uint32_t d = 0; d < D; ++d) v *= w[d][(c >> d) & 1u];
+    return v;
+  }
+  __device__ __forceinline__ uint32_t index(uint32_t c) const {
+    uint32_t i = 0;
+#pragma unroll
+    for (uint32_t d = 0; d < D; ++d) i = dense ? i + part[d][(c >> d) & 1u] : i ^ part[d][(c >> d) & 1u];
+    // Hashed tables are powers of two (a mask); dense indices only wrap at the far edge.
+    if ((size & (size - 1)) == 0) return i & (size - 1);
+    return i < size ? i : i % size;
+  }
+};
+
 // Corners c and c | 1 (the two ends of an x edge of the cell): weights and table entries.
 struct CornerPair {
   float w0, w1;
   uint32_t i0, i1;
 };
 template <uint32_t D>
-__device__ __forceinline__ CornerPair corner_pair(const GridLayout& g, uint32_t level, uint32_t c, const uint32_t* cell,
-                                                  const float* frac) {
-  uint32_t vertex[D];
-  CornerPair p;
-  p.w0 = grid_corner<D>(g, c, cell, frac, vertex);
-  p.i0 = grid_vertex_index<D>(g, level, vertex);
-  p.w1 = grid_corner<D>(g, c | 1u, cell, frac, vertex);
-  p.i1 = grid_vertex_index<D>(g, level, vertex);
-  return p;
+__device__ __forceinline__ CornerPair corner_pair(const LevelCell<D>& cell, uint32_t c) {
+  return {cell.weight(c), cell.weight(c | 1u), cell.index(c), cell.index(c | 1u)};
 }
 
 // The two table entries of a corner pair (F <= 2: one 16-byte load when both lie in one
@@ -104,15 +146,13 @@ __device__ __forceinline__ void load_pair(const __half* __restrict__ level_table
 template <uint32_t D, uint32_t F>
 __device__ __forceinline__ void level_features(const GridLayout& g, const __half* __restrict__ table, uint32_t level,
                                                const float* x, float* acc) {
-  float frac[D];
-  uint32_t cell[D];
-  grid_cell<D>(g, level, x, cell, frac);
+  const LevelCell<D> cell(g, level, x);
   const __half* level_table = table + size_t(g.offset[level]) * F;
 #pragma unroll
   for (uint32_t k = 0; k < F; ++k) acc[k] = 0.0f;
 #pragma unroll
   for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const auto [w0, w1, i0, i1] = corner_pair<D>(g, level, c, cell, frac);
+    const auto [w0, w1, i0, i1] = corner_pair<D>(cell, c);
     float f0[F], f1[F];
     load_pair<F>(level_table, i0, i1, f0, f1);
 #pragma unroll
@@ -128,13 +168,11 @@ __device__ __forceinline__ void level_features(const GridLayout& g, const __half
 template <uint32_t D, uint32_t F>
 __device__ __forceinline__ void scatter_level(const GridLayout& g, float* __restrict__ grads, uint32_t level,
                                               const float* x, const float* dout, bool vector_atomics) {
-  float frac[D];
-  uint32_t cell[D];
-  grid_cell<D>(g, level, x, cell, frac);
+  const LevelCell<D> cell(g, level, x);
   float* level_grads = grads + size_t(g.offset[level]) * F;
 #pragma unroll
   for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const auto [w0, w1, i0, i1] = corner_pair<D>(g, level, c, cell, frac);
+    const auto [w0, w1, i0, i1] = corner_pair<D>(cell, c);
     float v0[F], v1[F];
 #pragma unroll
     for (uint32_t k = 0; k < F; ++k) v0[k] = w0 * dout[k], v1[k] = w1 * dout[k];
