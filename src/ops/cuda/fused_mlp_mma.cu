@@ -253,7 +253,7 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
 #pragma unroll
   for (int j = 0; j < W / 8; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
   if constexpr (GD > 0) {
-    // The tile's grid features are already in x16 (encode_tile).
+    // The grid features are already in x16 (encode_rows / encode_tile).
     for (int kt = 0; kt < p.in_pad / 16; ++kt) {
       uint32_t a[4];
 #pragma unroll
@@ -299,7 +299,40 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
   }
 }
 
-// Grid input: the tile's features (fp16, the layout of x16: rows of ld_x halves, zero in
+// Grid input, inference: a row warp's features (fp16, into its 16 rows of x16; zero in the padding
+// columns and rows past the batch) from its staged coordinates. Lane = row (lane & 15)
+// and level parity (lane >> 4): a warp instruction spans two levels, so the layout
+// constants are two broadcasts and the dense/hashed choice rarely splits a warp (lanes of
+// four levels, as the A-fragment layout would give, diverge and serialize the indexed
+// constant loads). Warp-local: no block barrier between the encoding and layer 0, so one
+// warp's table latency overlaps the others' MMAs.
+template <int GD>
+__device__ __forceinline__ void encode_rows(const MmaParams& p, const MmaLayout& lay, const float* stage,
+                                            int valid_rows, __half* x16) {
+  const int lane = threadIdx.x & 31, r = (threadIdx.x >> 5) * 16 + (lane & 15), parity = lane >> 4;
+  const int levels = int(p.grid.n_levels);
+  const bool row_ok = r < valid_rows;
+  constexpr int kBatch = 4;  // levels per lane whose table loads are in flight together
+  for (int l0 = 0; l0 < levels; l0 += 2 * kBatch) {
+    float f[kBatch][2];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int level = l0 + 2 * i + parity;
+      f[i][0] = f[i][1] = 0.0f;
+      if (row_ok && level < levels)
+        grid::level_features<GD, 2>(p.grid, p.grid_table, level, stage + r * lay.ld_in_stage, f[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int level = l0 + 2 * i + parity;
+      if (level < levels) *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + 2 * level) = pack_half2(f[i][0], f[i][1]);
+    }
+  }
+  for (int c = p.in_w + parity; c < p.in_pad; c += 2) x16[r * lay.ld_x + c] = __float2half(0.0f);
+  __syncwarp();
+}
+
+// Grid input, training: the tile's features (fp16, the layout of x16: rows of ld_x halves, zero in
 // the padding columns and rows past the batch) from its staged coordinates. Warp w takes
 // levels w, w + warps, ... over 32 rows per step, so a warp's table reads stay in one
 // level's table and the level's layout constants are one broadcast (lanes of mixed
@@ -333,7 +366,8 @@ __device__ __forceinline__ void encode_tile(const MmaParams& p, const MmaLayout&
 }
 
 // Grid input, training: adds the tile's dL/d(features) (gin, fp32 [rows][ld_gin]) into the
-// grid's gradient, with the warp-per-level split of encode_tile. Coordinates are read
+// grid's gradient, warp w taking levels w, w + warps, ... over 32 rows per step (a warp's
+// atomics stay in one level's table; its layout constants are one broadcast). Coordinates are read
 // from global memory (L2): the staging buffer may already take the next tile's.
 template <int GD>
 __device__ __forceinline__ void scatter_tile(const MmaParams& p, const MmaLayout& lay, const float* gin, size_t row0,
@@ -465,8 +499,7 @@ __global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaP
     __half* x16 = nullptr;
     if constexpr (GD > 0) {
       x16 = reinterpret_cast<__half*>(smem + lay.x16);
-      encode_tile<GD>(p, lay, stage0 + buf * stage_size, valid_rows, x16);
-      __syncthreads();
+      encode_rows<GD>(p, lay, stage0 + buf * stage_size, valid_rows, x16);
     }
     float c[W / 8][4];
     uint32_t a[W / 16][4];
@@ -611,12 +644,13 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     cp_async_wait_one();
     __syncthreads();
 
+    // ---- forward: each row warp its own 16 rows, activations in registers ----
+    float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
+    // Grid input: all warps encode (the dW-only warps are idle in the forward pass).
     if constexpr (GD > 0) {
       encode_tile<GD>(p, lay, in_stage(buf), valid_rows, x16);
       __syncthreads();
     }
-    // ---- forward: each row warp its own 16 rows, activations in registers ----
-    float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
     if (row_warp) {
       float c[W / 8][4];
       uint32_t a[W / 16][4];
