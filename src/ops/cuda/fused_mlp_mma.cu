@@ -299,6 +299,9 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
   }
 }
 
+// The fused kernels' tables sit in L2 (fused_mlp_accepts_grid_input): entry loads.
+constexpr grid::TableLoads kFusedTableLoads = grid::TableLoads::entries;
+
 // Grid input, inference: a row warp's features (fp16, into its 16 rows of x16; zero in the padding
 // columns and rows past the batch) from its staged coordinates. Lane = row (lane & 15)
 // and level parity (lane >> 4): a warp instruction spans two levels, so the layout
@@ -320,7 +323,7 @@ __device__ __forceinline__ void encode_rows(const MmaParams& p, const MmaLayout&
       const int level = l0 + 2 * i + parity;
       f[i][0] = f[i][1] = 0.0f;
       if (row_ok && level < levels)
-        grid::level_features<GD, 2>(p.grid, p.grid_table, level, stage + r * lay.ld_in_stage, f[i]);
+        grid::level_features<GD, 2, kFusedTableLoads>(p.grid, p.grid_table, level, stage + r * lay.ld_in_stage, f[i]);
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
@@ -351,7 +354,7 @@ __device__ __forceinline__ void encode_tile(const MmaParams& p, const MmaLayout&
       const int job = job0 + i * warps, level = job / chunks, r = (job - level * chunks) * 32 + lane;
       f[i][0] = f[i][1] = 0.0f;
       if (job < jobs && r < valid_rows)
-        grid::level_features<GD, 2>(p.grid, p.grid_table, level, stage + r * lay.ld_in_stage, f[i]);
+        grid::level_features<GD, 2, kFusedTableLoads>(p.grid, p.grid_table, level, stage + r * lay.ld_in_stage, f[i]);
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {

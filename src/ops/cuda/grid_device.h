@@ -124,12 +124,22 @@ __device__ __forceinline__ CornerPair corner_pair(const LevelCell<D>& cell, uint
   return {cell.weight(c), cell.weight(c | 1u), cell.index(c), cell.index(c | 1u)};
 }
 
-// The two table entries of a corner pair (F <= 2: one 16-byte load when both lie in one
-// 16-byte group of the fp16 table, as they do for half the pairs: the x prime is 1).
-template <uint32_t F>
+// The two table entries of a corner pair, loaded one of two ways:
+//  * groups (F <= 2): the 16-byte group of the fp16 table holding both, one load, when they
+//    share one (3 of 4 pairs: the x prime is 1, so the entries are neighbours or nearly);
+//    else one load each. Fewest loads and bytes: best where the table is read from HBM
+//    (3D T2^19 benchmark grid, H200: forward 0.148 ms; entries 0.156, groups with a
+//    predicated second load 0.161).
+//  * entries: each entry its own 4-byte load, one register each, so more loads stay in
+//    flight per register: best where the table sits in L2 and registers cap the loads a
+//    thread keeps in flight (2D T2^15 grid fused into the MLP, H200: inference 0.072 ms;
+//    groups 0.080).
+enum class TableLoads { groups, entries };
+
+template <uint32_t F, TableLoads L>
 __device__ __forceinline__ void load_pair(const __half* __restrict__ level_table, uint32_t i0, uint32_t i1, float* f0,
                                           float* f1) {
-  if constexpr (F <= 2) {
+  if constexpr (F <= 2 && L == TableLoads::groups) {
     constexpr uint32_t group = 8 / F;
     if ((i0 / group) == (i1 / group)) {
       const uint4 u = *reinterpret_cast<const uint4*>(level_table + size_t(i0 / group) * group * F);
@@ -143,7 +153,7 @@ __device__ __forceinline__ void load_pair(const __half* __restrict__ level_table
 }
 
 // The interpolated features of one sample (coordinates x) in one level.
-template <uint32_t D, uint32_t F>
+template <uint32_t D, uint32_t F, TableLoads L>
 __device__ __forceinline__ void level_features(const GridLayout& g, const __half* __restrict__ table, uint32_t level,
                                                const float* x, float* acc) {
   const LevelCell<D> cell(g, level, x);
@@ -154,7 +164,7 @@ __device__ __forceinline__ void level_features(const GridLayout& g, const __half
   for (uint32_t c = 0; c < (1u << D); c += 2) {
     const auto [w0, w1, i0, i1] = corner_pair<D>(cell, c);
     float f0[F], f1[F];
-    load_pair<F>(level_table, i0, i1, f0, f1);
+    load_pair<F, L>(level_table, i0, i1, f0, f1);
 #pragma unroll
     for (uint32_t k = 0; k < F; ++k) acc[k] += w0 * f0[k] + w1 * f1[k];
   }

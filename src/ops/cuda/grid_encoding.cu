@@ -46,8 +46,10 @@ __device__ __forceinline__ void load_input_tile(float* s_in, const float* __rest
 __device__ __forceinline__ void store_out(float* p, float v) { *p = v; }
 __device__ __forceinline__ void store_out(__half* p, float v) { *p = __float2half_rn(v); }
 
-// OutT: float, or __half when the consumer (the fused MLP) reads fp16 directly.
-template <uint32_t D, uint32_t F, typename OutT>
+// OutT: float, or __half when the consumer (the fused MLP) reads fp16 directly. L: how the
+// table is read (grid::TableLoads: per entry where it sits in L2, in 16-byte groups where
+// it comes from HBM).
+template <uint32_t D, uint32_t F, typename OutT, grid::TableLoads L>
 __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ table,  // [n_params]
                                     const float* __restrict__ in, uint32_t in_stride,  // [batch, >= D]
                                     uint64_t batch, OutT* __restrict__ out, uint32_t out_stride,  // [batch, L*F]
@@ -62,7 +64,7 @@ __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ tab
   __syncthreads();
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
   float acc[F];
-  grid::level_features<D, F>(g, table, l, s_in + lane * D, acc);
+  grid::level_features<D, F, L>(g, table, l, s_in + lane * D, acc);
 #pragma unroll
   for (uint32_t k = 0; k < F; ++k) s_out[lane * pitch + lw * F + k] = acc[k];
   __syncthreads();
@@ -181,11 +183,19 @@ void launch_grid_forward(const GridLayout& g, const uint16_t* params_half, const
                          size_t batch, OutT* out, uint32_t out_stride, cudaStream_t cs) {
   if (batch == 0) return;
   TESSERA_CHECK(params_half && in && out, "grid_encode: null pointer argument");
+  const bool table_in_l2 = size_t(g.n_params()) * sizeof(__half) <= detail::l2_bytes() / 2;
   with_grid_dims(g, [&](auto d, auto f) {
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     for_level_groups<F>(g, sizeof(__half), [&](uint32_t l0, uint32_t l1) {
-      grid_forward_kernel<D, F, OutT><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g), cs>>>(
-          g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, out, out_stride, l0);
+      const dim3 grid(tiles_for(batch)), block(kTileRows * (l1 - l0));
+      const size_t smem = tile_shared_bytes<D>(g);
+      const auto* table = reinterpret_cast<const __half*>(params_half);
+      if (F > 2 || table_in_l2)  // (F > 2 reads whole entries either way)
+        grid_forward_kernel<D, F, OutT, grid::TableLoads::entries><<<grid, block, smem, cs>>>(
+            g, table, in, in_stride, batch, out, out_stride, l0);
+      else
+        grid_forward_kernel<D, F, OutT, grid::TableLoads::groups><<<grid, block, smem, cs>>>(
+            g, table, in, in_stride, batch, out, out_stride, l0);
     });
   });
   TESSERA_CUDA_CHECK_LAUNCH("grid_forward_kernel");
