@@ -315,6 +315,9 @@ __device__ __forceinline__ void encode_rows(const MmaParams& p, const MmaLayout&
   const int lane = threadIdx.x & 31, r = (threadIdx.x >> 5) * 16 + (lane & 15), parity = lane >> 4;
   const int levels = int(p.grid.n_levels);
   const bool row_ok = r < valid_rows;
+  float x[GD];  // the row's coordinates, once (the x16 stores below would force re-reads)
+#pragma unroll
+  for (int d = 0; d < GD; ++d) x[d] = stage[r * lay.ld_in_stage + d];
   constexpr int kBatch = 4;  // levels per lane whose table loads are in flight together
   for (int l0 = 0; l0 < levels; l0 += 2 * kBatch) {
     float f[kBatch][2];
@@ -323,7 +326,7 @@ __device__ __forceinline__ void encode_rows(const MmaParams& p, const MmaLayout&
       const int level = l0 + 2 * i + parity;
       f[i][0] = f[i][1] = 0.0f;
       if (row_ok && level < levels)
-        grid::level_features<GD, 2, kFusedTableLoads>(p.grid, p.grid_table, level, stage + r * lay.ld_in_stage, f[i]);
+        grid::level_features<GD, 2, kFusedTableLoads>(p.grid, p.grid_table, level, x, f[i]);
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
