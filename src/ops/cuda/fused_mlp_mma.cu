@@ -568,7 +568,14 @@ __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaL
   const int k_tiles = K / 16, units = (M / 16) * k_tiles;
   float* dw = dW + (p.grads_in_smem ? smem_grad_offset(p, l) : global_layer_offset(p, l));
   const int ldw = p.grads_in_smem ? K + kGradPad : K;
-  for (int u = threadIdx.x >> 5; u < units; u += p.warps)
+  // With dW-only warps (p.warps > p.row_warps) they take every unit and the row warps go
+  // straight on to the next layer's backward: layer l's weight gradient overlaps layer
+  // l-1's input gradient. The per-layer barriers and the dZ double buffer keep the order
+  // (dZ_l is overwritten by dZ_{l-2} only after the barrier the dW-only warps reach once
+  // they are done with dZ_l).
+  const bool split = p.warps > p.row_warps;
+  const int first = (threadIdx.x >> 5) - (split ? p.row_warps : 0), step = split ? p.warps - p.row_warps : p.warps;
+  for (int u = first; u >= 0 && u < units; u += step)
     weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
 }
 
