@@ -573,7 +573,8 @@ __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaL
   // l-1's input gradient. The per-layer barriers and the dZ double buffer keep the order
   // (dZ_l is overwritten by dZ_{l-2} only after the barrier the dW-only warps reach once
   // they are done with dZ_l).
-  const bool split = p.warps > p.row_warps;
+  // Layer 0 comes last in a tile: the row warps have nothing else to do, so all warps share it.
+  const bool split = p.warps > p.row_warps && l > 0;
   const int first = (threadIdx.x >> 5) - (split ? p.row_warps : 0), step = split ? p.warps - p.row_warps : p.warps;
   for (int u = first; u >= 0 && u < units; u += step)
     weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
