@@ -241,10 +241,8 @@ __device__ __forceinline__ int frag_col(int e) { return (((threadIdx.x & 31) & 3
 
 // Layer 0: A from the fp32 staging rows (zero outside the input / batch), C = x W0^T.
 // When `x16` is set the fp16 input is also stored there (for the weight gradient).
-// With a grid input (GD > 0) A is the grid's features of the staged coordinates: each A
-// register holds two adjacent columns of one row, i.e. the 2 features of one level, so
-// every thread interpolates its own registers' (row, level) pairs and no encoded batch
-// exists anywhere.
+// With a grid input (GD > 0) A comes from x16, where encode_rows / encode_tile put the
+// tile's grid features (no encoded batch exists in global memory).
 template <int W, int GD>
 __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout& lay, const float* stage,
                                             int valid_rows, const __half* w0, const LaneOffsets& lo,
@@ -252,42 +250,27 @@ __device__ __forceinline__ void first_layer(const MmaParams& p, const MmaLayout&
   const int warp_row = (threadIdx.x >> 5) * 16;
 #pragma unroll
   for (int j = 0; j < W / 8; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
-  if constexpr (GD > 0) {
-    // The grid features are already in x16 (encode_rows / encode_tile).
-    for (int kt = 0; kt < p.in_pad / 16; ++kt) {
-      uint32_t a[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int r = warp_row + frag_row((q & 1) << 1), col = kt * 16 + ((q >> 1) << 3) + frag_col(0);
-        a[q] = *reinterpret_cast<const uint32_t*>(x16 + r * lay.ld_x + col);
-      }
-#pragma unroll
-      for (int np = 0; np < W / 16; ++np) {
-        uint32_t b[4];
-        ldsm_x4(b, w0 + (np * 16 + lo.fwd_row) * lay.ld_x + kt * 16 + lo.fwd_col);
-        mma16816(c[2 * np], a, b[0], b[1]);
-        mma16816(c[2 * np + 1], a, b[2], b[3]);
-      }
-    }
-    return;
-  }
   for (int kt = 0; kt < p.in_pad / 16; ++kt) {
     uint32_t a[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {  // q: (row +0/+8) x (col +0/+8)
       const int r = warp_row + frag_row((q & 1) << 1), col = kt * 16 + ((q >> 1) << 3) + frag_col(0);
-      const bool row_ok = r < valid_rows;
-      if (p.input_h) {  // in_w % 8 == 0: col and col + 1 are both in or both out
-        a[q] = row_ok && col < p.in_w
-                   ? *reinterpret_cast<const uint32_t*>(reinterpret_cast<const __half*>(stage) +
-                                                        r * 2 * lay.ld_in_stage + col)
-                   : 0u;
+      if constexpr (GD > 0) {  // the grid's features are already in x16 (encode_rows / encode_tile)
+        a[q] = *reinterpret_cast<const uint32_t*>(x16 + r * lay.ld_x + col);
       } else {
-        const float v0 = row_ok && col < p.in_w ? stage[r * lay.ld_in_stage + col] : 0.0f;
-        const float v1 = row_ok && col + 1 < p.in_w ? stage[r * lay.ld_in_stage + col + 1] : 0.0f;
-        a[q] = pack_half2(v0, v1);
+        const bool row_ok = r < valid_rows;
+        if (p.input_h) {  // in_w % 8 == 0: col and col + 1 are both in or both out
+          a[q] = row_ok && col < p.in_w
+                     ? *reinterpret_cast<const uint32_t*>(reinterpret_cast<const __half*>(stage) +
+                                                          r * 2 * lay.ld_in_stage + col)
+                     : 0u;
+        } else {
+          const float v0 = row_ok && col < p.in_w ? stage[r * lay.ld_in_stage + col] : 0.0f;
+          const float v1 = row_ok && col + 1 < p.in_w ? stage[r * lay.ld_in_stage + col + 1] : 0.0f;
+          a[q] = pack_half2(v0, v1);
+        }
+        if (x16) *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + col) = a[q];
       }
-      if (x16) *reinterpret_cast<uint32_t*>(x16 + r * lay.ld_x + col) = a[q];
     }
 #pragma unroll
     for (int np = 0; np < W / 16; ++np) {
