@@ -923,23 +923,28 @@ const void* kernel_symbol(bool training, bool gemm_dw, int grid_dims) {
                      : as_symbol(mma_train_kernel<W, false, 0>);
   if constexpr (W == 64) {
     if (gemm_dw) return nullptr;
-    if (grid_dims == 2) return training ? as_symbol(mma_train_kernel<W, false, 2>) : as_symbol(mma_inference_kernel<W, 2>);
-    if (grid_dims == 3) return training ? as_symbol(mma_train_kernel<W, false, 3>) : as_symbol(mma_inference_kernel<W, 3>);
+    if (grid_dims == 2)
+      return training ? as_symbol(mma_train_kernel<W, false, 2>) : as_symbol(mma_inference_kernel<W, 2>);
+    if (grid_dims == 3)
+      return training ? as_symbol(mma_train_kernel<W, false, 3>) : as_symbol(mma_inference_kernel<W, 3>);
   }
   return nullptr;
+}
+
+// kernel_symbol for a run-time width.
+const void* mma_kernel(uint32_t width, bool training, bool gemm_dw, int grid_dims) {
+  const void* kernel = nullptr;
+  dispatch_width(width, [&](auto w) { kernel = kernel_symbol<decltype(w)::value>(training, gemm_dw, grid_dims); });
+  return kernel;
 }
 
 FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                          bool weight_grads_by_gemm, int grid_dims) {
   MmaParams p = base_params(shape, acts, std::max<size_t>(batch, 1));
   p.grid_dims = grid_dims;
-  FusedLaunchInfo info;
-  dispatch_width(shape.width, [&](auto w) {
-    const bool gemm_dw = training && weight_grads_by_gemm;
-    const void* kernel = kernel_symbol<decltype(w)::value>(training, gemm_dw, grid_dims);
-    if (kernel) info = plan_for(p, kernel, training, gemm_dw);
-  });
-  return info;
+  const bool gemm_dw = training && weight_grads_by_gemm;
+  const void* kernel = mma_kernel(shape.width, training, gemm_dw, grid_dims);
+  return kernel ? plan_for(p, kernel, training, gemm_dw) : FusedLaunchInfo{};
 }
 
 size_t layer_store_halves(const MlpShape& shape, size_t batch) {
@@ -976,13 +981,17 @@ void set_grid(MmaParams& p, const FusedGridInput& g) {
   p.grid_vector_atomics = reinterpret_cast<uintptr_t>(g.gradients) % 16 == 0;
 }
 
-// Launches `kernel` (a __global__ function taking MmaParams) with the plan's configuration.
-template <typename Kernel>
-void launch_mma(Kernel kernel, const MmaParams& p, const FusedLaunchInfo& plan, cudaStream_t stream) {
-  TESSERA_CUDA_CHECK(cudaFuncSetAttribute(as_symbol(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(plan.shared_bytes)));
-  kernel<<<plan.blocks, p.warps * 32, plan.shared_bytes, stream>>>(p);
-  TESSERA_CUDA_CHECK_LAUNCH("fused MLP mma kernel");
+// Launches the instance kernel_symbol picks for p (a __global__ function taking MmaParams)
+// with the plan's configuration.
+void launch_mma(MmaParams p, const FusedLaunchInfo& plan, bool training, cudaStream_t stream) {
+  const bool gemm_dw = training && plan.weight_grads_by_gemm;
+  const void* kernel = mma_kernel(uint32_t(p.width), training, gemm_dw, p.grid_dims);
+  TESSERA_CHECK(kernel, "FullyFusedMLP: no {} kernel for a {}-D grid input at width {}",
+                training ? "training" : "inference", p.grid_dims, p.width);
+  TESSERA_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.shared_bytes)));
+  void* args[] = {&p};
+  TESSERA_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(plan.blocks), dim3(p.warps * 32), args, plan.shared_bytes, stream));
 }
 }  // namespace
 
@@ -997,16 +1006,7 @@ void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunch
   p.output = output;
   set_grid(p, grid);
   apply_plan(p, plan);
-  const int gd = grid.layout ? int(grid.layout->n_dims) : 0;
-  dispatch_width(shape.width, [&](auto w) {
-    constexpr int W = decltype(w)::value;
-    if (gd == 0) return launch_mma(mma_inference_kernel<W, 0>, p, plan, stream);
-    if constexpr (W == 64) {
-      if (gd == 2) return launch_mma(mma_inference_kernel<W, 2>, p, plan, stream);
-      if (gd == 3) return launch_mma(mma_inference_kernel<W, 3>, p, plan, stream);
-    }
-    throw Error(format_message("FullyFusedMLP: no kernel for a {}-D grid input at width {}", gd, W));
-  });
+  launch_mma(p, plan, false, stream);
 }
 
 void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& l) {
@@ -1030,20 +1030,7 @@ void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo
     TESSERA_CHECK(l.layer_store, "fused MLP: the GEMM weight-gradient plan needs a layer store");
     p.layer_store = reinterpret_cast<__half*>(l.layer_store);
   }
-  const int gd = a.grid.layout ? int(a.grid.layout->n_dims) : 0;
-  const cudaStream_t stream = native_stream(a.stream);
-  dispatch_width(shape.width, [&](auto w) {
-    constexpr int W = decltype(w)::value;
-    if (gd == 0) {
-      if (plan.weight_grads_by_gemm) return launch_mma(mma_train_kernel<W, true, 0>, p, plan, stream);
-      return launch_mma(mma_train_kernel<W, false, 0>, p, plan, stream);
-    }
-    if constexpr (W == 64) {
-      if (!plan.weight_grads_by_gemm && gd == 2) return launch_mma(mma_train_kernel<W, false, 2>, p, plan, stream);
-      if (!plan.weight_grads_by_gemm && gd == 3) return launch_mma(mma_train_kernel<W, false, 3>, p, plan, stream);
-    }
-    throw Error(format_message("FullyFusedMLP: no training kernel for a {}-D grid input at width {}", gd, W));
-  });
+  launch_mma(p, plan, true, native_stream(a.stream));
   if (plan.weight_grads_by_gemm) weight_grads_by_gemm(p, l.grad_partials, stream_or_default(a.stream));
 }
 
