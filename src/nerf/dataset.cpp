@@ -91,7 +91,8 @@ Transforms parse_transforms(const Json& json, const std::string& folder, const s
     TESSERA_CHECK(o.is_array() && o.size() == 3, "{}: offset must be [x, y, z]", name);
     float v[3];
     for (int i = 0; i < 3; ++i) {
-      TESSERA_CHECK(o[i].is_number() && std::isfinite(o[i].get<double>()), "{}: offset must be 3 finite numbers", name);
+      TESSERA_CHECK(o[i].is_number() && std::isfinite(o[i].get<double>()) && std::fabs(o[i].get<double>()) < 1e30,
+                    "{}: offset must be 3 finite numbers", name);
       v[i] = o[i].get<float>();
     }
     t.offset = {v[0], v[1], v[2]};
@@ -128,6 +129,11 @@ Transforms parse_transforms(const Json& json, const std::string& folder, const s
     TESSERA_CHECK(std::fabs(det) > 1e-6, "{}: transform_matrix is singular (its rotation has determinant {:.2g})",
                   where, det);
     to_ngp(c2w, t.scale, t.offset, f.c2w);
+    // Finite doubles can still overflow float (1e300, or a large position times "scale").
+    for (const auto& row : f.c2w)
+      for (float v : row)
+        TESSERA_CHECK(std::isfinite(v), "{}: transform_matrix (times \"scale\", plus \"offset\") is out of float range",
+                      where);
     TESSERA_CHECK(f.camera.fl_x > 0 || f.camera_angle_x > 0,
                   "{}: no focal length (camera_angle_x or fl_x, in the file or the frame)", where);
     TESSERA_CHECK(f.camera_angle_x >= 0 && f.camera_angle_x < 3.14159f && f.camera_angle_y >= 0 &&

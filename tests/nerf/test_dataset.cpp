@@ -148,6 +148,16 @@ TEST(NerfDataset, BadScenesAreClearErrors) {
   EXPECT_NE(load({{"camera_angle_x", 0.7}, {"aabb_scale", 3}, {"frames", {ok_frame}}}).find("power of two"),
             std::string::npos);
   EXPECT_NE(load({{"frames", {ok_frame}}}).find("no focal length"), std::string::npos);
+  // Finite in double, infinite in float (the fuzzer's find): a clear error, not an inf pose.
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {{{"file_path", "a.png"},
+                                                         {"transform_matrix", Json::array({Json::array({1, 0, 0, 1e300}),
+                                                                                           Json::array({0, 1, 0, 0}),
+                                                                                           Json::array({0, 0, 1, 0}),
+                                                                                           Json::array({0, 0, 0, 1})})}}}}})
+                .find("out of float range"),
+            std::string::npos);
+  EXPECT_NE(load({{"camera_angle_x", 0.7}, {"offset", {0, 1e300, 0}}, {"frames", {ok_frame}}}).find("offset"),
+            std::string::npos);
   EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {{{"file_path", "a.png"}}}}}).find("transform_matrix"),
             std::string::npos);
   EXPECT_NE(load({{"camera_angle_x", 0.7}, {"frames", {{{"file_path", "missing.png"}, {"transform_matrix", kIdentityPose}}}}})
