@@ -1,10 +1,55 @@
 // ConvDesc arithmetic and the checks every backend's conv ops run first.
+#include <utility>
+
 #include "tessera/core/error.h"
 #include "tessera/ops/conv.h"
 
 namespace tessera::ops {
 
 const char* to_string(ConvLayout l) { return l == ConvLayout::nchw ? "NCHW" : "NHWC"; }
+
+namespace {
+constexpr std::pair<ConvAlgo, const char*> kAlgoNames[] = {
+    {ConvAlgo::automatic, "auto"},           {ConvAlgo::direct, "direct"},
+    {ConvAlgo::im2col_gemm, "im2col_gemm"},  {ConvAlgo::implicit_gemm, "implicit_gemm"},
+    {ConvAlgo::winograd_2x2, "winograd_2x2"}, {ConvAlgo::winograd_4x4, "winograd_4x4"}};
+}  // namespace
+
+const char* to_string(ConvAlgo a) {
+  for (const auto& [algo, name] : kAlgoNames)
+    if (algo == a) return name;
+  return "?";
+}
+
+ConvAlgo conv_algo_from_string(const std::string& name) {
+  std::string valid;
+  for (const auto& [algo, n] : kAlgoNames) {
+    if (name == n) return algo;
+    valid += std::string(valid.empty() ? "" : ", ") + n;
+  }
+  throw Error(format_message("conv algorithm '{}' unknown; valid: {}", name, valid));
+}
+
+const char* to_string(ConvOp op) {
+  switch (op) {
+    case ConvOp::forward: return "conv2d_forward";
+    case ConvOp::backward_data: return "conv2d_backward_data";
+    default: return "conv2d_backward_weight";
+  }
+}
+
+std::string conv_algo_rejects(ConvAlgo a, ConvOp op, const ConvDesc& d) {
+  if (a != ConvAlgo::winograd_2x2 && a != ConvAlgo::winograd_4x4) return "";
+  if (op == ConvOp::backward_weight) return "Winograd computes forward and backward-data only";
+  if (d.R != 3 || d.S != 3 || d.stride_h != 1 || d.stride_w != 1 || d.dilation_h != 1 || d.dilation_w != 1 ||
+      d.groups != 1)
+    return fmt::format("Winograd needs a 3x3 kernel, stride 1, dilation 1 and groups 1 (got {}x{}, stride {}x{}, "
+                       "dilation {}x{}, groups {})",
+                       d.R, d.S, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w, d.groups);
+  if (op == ConvOp::backward_data && (d.pad_h > 2 || d.pad_w > 2))
+    return fmt::format("Winograd backward-data needs padding of at most 2 (got {}x{})", d.pad_h, d.pad_w);
+  return "";
+}
 
 namespace {
 // Output extent of one axis; 0 when the dilated kernel does not fit the padded input.
@@ -35,6 +80,20 @@ void check_conv(const ConvDesc& d) {
                 "conv: the {}x{} kernel (dilation {}x{}) does not fit the {}x{} input padded by {}x{}", d.R, d.S,
                 d.dilation_h, d.dilation_w, d.H, d.W, d.pad_h, d.pad_w);
   TESSERA_CHECK(d.input_elements() < (1ull << 40) && d.output_elements() < (1ull << 40), "conv: tensors too large");
+}
+
+void check_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo, const char* backend,
+                     std::initializer_list<ConvAlgo> available) {
+  std::string valid;
+  bool found = false;
+  for (ConvAlgo a : available) {
+    valid += std::string(valid.empty() ? "" : ", ") + to_string(a);
+    found = found || a == algo;
+  }
+  TESSERA_CHECK(found, "{}: algorithm {} is not available on the {} backend; valid: {}", to_string(op),
+                to_string(algo), backend, valid);
+  const std::string why = conv_algo_rejects(algo, op, d);
+  TESSERA_CHECK(why.empty(), "{}: algorithm {} does not apply: {}", to_string(op), to_string(algo), why);
 }
 
 namespace {

@@ -4,7 +4,9 @@
 // activation derivative against applying it separately, fp16 storage, and bad shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -83,6 +85,7 @@ std::vector<ConvDesc> odd_shapes() {
     d.N = N, d.C = C, d.H = H, d.W = W, d.K = K, d.R = R, d.S = S;
     d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad, d.dilation_h = d.dilation_w = dilation;
     d.groups = groups;
+    d.algo = ops::ConvAlgo::direct;  // the reference; the other algorithms are tested against it below
     shapes.push_back(d);
   };
   add(2, 3, 7, 5, 5, 3, 3, 1, 1, 1, 1);   // odd everything
@@ -191,6 +194,110 @@ TEST(ConvCpu, HalfStorageAgreesWithFloatWithinItsPrecision) {
   ops::call<ops::Conv2dForward>(DeviceKind::cpu, d, Activation::None, half(xh), half(wh), TensorView(), half(yh));
   // Inputs rounded to fp16 (2^-11 relative) over 27 products, the output rounded again.
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(float(yh[i]), y[i], 0.02f + 2e-3f * std::fabs(y[i])) << i;
+}
+
+// Every algorithm of the CPU backend against the direct double reference, forward and both
+// backward ops, both layouts, on the odd shapes (Winograd on those it applies to) and a few
+// 3x3 ones, fresh random data. Tolerances: measured worst errors relative to the largest
+// reference value, with 4-20x headroom (printed as "measured").
+TEST(ConvCpu, EveryAlgorithmMatchesTheDirectReference) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 gen(seed);
+  std::vector<ConvDesc> shapes = odd_shapes();
+  auto add3x3 = [&](uint32_t N, uint32_t C, uint32_t H, uint32_t W, uint32_t K, uint32_t pad) {
+    ConvDesc d = shapes[0];
+    d.N = N, d.C = C, d.H = H, d.W = W, d.K = K, d.R = d.S = 3, d.pad_h = d.pad_w = pad;
+    d.stride_h = d.stride_w = d.dilation_h = d.dilation_w = d.groups = 1;
+    shapes.push_back(d);
+  };
+  add3x3(2, 16, 13, 11, 24, 1);  // tiles cut by the edge (13 and 11 not multiples of 2 or 4)
+  add3x3(1, 33, 9, 17, 7, 0);
+  add3x3(1, 5, 6, 6, 9, 2);
+  add3x3(3, 1, 1, 1, 2, 1);      // a 1x1 image
+  struct Case {
+    ops::ConvAlgo algo;
+    double tolerance;  // of |error| / (1 + max |reference|)
+  };
+  const Case cases[] = {{ops::ConvAlgo::im2col_gemm, 2e-6},
+                        {ops::ConvAlgo::winograd_2x2, 5e-6},
+                        {ops::ConvAlgo::winograd_4x4, 4e-5}};
+  double worst[3][3] = {{-1, -1, -1}, {-1, -1, -1}, {-1, -1, -1}};  // -1: not applicable
+  for (ConvDesc d : shapes)
+    for (ConvLayout layout : {ConvLayout::nchw, ConvLayout::nhwc}) {
+      d.layout = layout;
+      SCOPED_TRACE(testing::Message() << to_string(layout) << " N" << d.N << " C" << d.C << " " << d.H << "x" << d.W
+                                      << " K" << d.K << " " << d.R << "x" << d.S << " stride " << d.stride_h << " pad "
+                                      << d.pad_h << " dilation " << d.dilation_h << " groups " << d.groups);
+      std::vector<float> x = random_vector(gen, d.input_elements()), w = random_vector(gen, d.filter_elements());
+      std::vector<float> bias = random_vector(gen, d.K), g = random_vector(gen, d.output_elements());
+      for (float& v : x) v = std::fabs(v);  // a ReLU's output: the fused derivative zeroes some, keeps others
+      for (size_t i = 0; i < x.size(); i += 3) x[i] = 0.0f;
+      auto run = [&](ops::ConvAlgo algo, ops::ConvOp op, std::vector<float>& out, std::vector<float>& dbias) {
+        ConvDesc e = d;
+        e.algo = algo;
+        if (op == ops::ConvOp::forward)
+          ops::call<ops::Conv2dForward>(DeviceKind::cpu, e, Activation::ReLU, f32(x), f32(w), f32(bias), f32(out));
+        else if (op == ops::ConvOp::backward_data)
+          ops::call<ops::Conv2dBackwardData>(DeviceKind::cpu, e, Activation::ReLU, f32(g), f32(w), f32(x), f32(out));
+        else
+          ops::call<ops::Conv2dBackwardWeight>(DeviceKind::cpu, e, f32(x), f32(g), f32(out), f32(dbias));
+      };
+      for (ops::ConvOp op : {ops::ConvOp::forward, ops::ConvOp::backward_data, ops::ConvOp::backward_weight}) {
+        const size_t n = op == ops::ConvOp::forward ? d.output_elements()
+                         : op == ops::ConvOp::backward_data ? d.input_elements() : d.filter_elements();
+        std::vector<float> ref(n), ref_bias(d.K);
+        run(ops::ConvAlgo::direct, op, ref, ref_bias);
+        double scale = 1;
+        for (float v : ref) scale = std::max(scale, 1.0 + std::fabs(v));
+        for (int c = 0; c < 3; ++c) {
+          if (!ops::conv_algo_rejects(cases[c].algo, op, d).empty()) continue;
+          SCOPED_TRACE(std::string(to_string(op)) + " " + to_string(cases[c].algo));
+          std::vector<float> out(n, -7.0f), out_bias(d.K, -7.0f);
+          run(cases[c].algo, op, out, out_bias);
+          for (size_t i = 0; i < n; ++i) {
+            const double err = std::fabs(double(out[i]) - ref[i]) / scale;
+            worst[c][int(op)] = std::max(worst[c][int(op)], err);
+            ASSERT_LE(err, cases[c].tolerance) << i << ": " << out[i] << " vs " << ref[i];
+          }
+          if (op == ops::ConvOp::backward_weight)
+            for (uint32_t k = 0; k < d.K; ++k)
+              ASSERT_NEAR(out_bias[k], ref_bias[k], 1e-5 * (1 + std::fabs(ref_bias[k]))) << "dbias " << k;
+        }
+      }
+    }
+  for (int c = 0; c < 3; ++c) {
+    std::printf("[ measured ] %s worst error / (1 + max |ref|):", to_string(cases[c].algo));
+    for (int op = 0; op < 3; ++op)
+      if (worst[c][op] >= 0) std::printf(" %s %.2e", to_string(ops::ConvOp(op)), worst[c][op]);
+    std::printf("\n");
+  }
+}
+
+TEST(ConvCpu, AlgorithmsThatDoNotApplyAreClearErrors) {
+  ConvDesc d;
+  d.C = 3, d.K = 4, d.H = d.W = 8, d.R = d.S = 5, d.pad_h = d.pad_w = 2;
+  std::vector<float> buf(4096);
+  d.algo = ops::ConvAlgo::winograd_4x4;
+  const std::string msg = test::error_of([&] {
+    ops::call<ops::Conv2dForward>(DeviceKind::cpu, d, Activation::None, f32(buf), f32(buf), TensorView(), f32(buf));
+  });
+  EXPECT_NE(msg.find("winograd_4x4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("3x3 kernel"), std::string::npos) << msg;
+  d.R = d.S = 3, d.pad_h = d.pad_w = 3;
+  EXPECT_NE(test::error_of([&] {
+              ops::call<ops::Conv2dBackwardData>(DeviceKind::cpu, d, Activation::None, f32(buf), f32(buf),
+                                                 TensorView(), f32(buf));
+            }).find("padding of at most 2"),
+            std::string::npos);
+  d.algo = ops::ConvAlgo::implicit_gemm;  // a GPU algorithm
+  const std::string cpu_msg = test::error_of([&] {
+    ops::call<ops::Conv2dBackwardWeight>(DeviceKind::cpu, d, f32(buf), f32(buf), f32(buf), TensorView());
+  });
+  EXPECT_NE(cpu_msg.find("not available on the cpu backend"), std::string::npos) << cpu_msg;
+  EXPECT_NE(cpu_msg.find("im2col_gemm"), std::string::npos) << cpu_msg;
+  EXPECT_NE(test::error_of([] { ops::conv_algo_from_string("fft"); }).find("winograd_4x4"), std::string::npos);
+  EXPECT_EQ(ops::conv_algo_from_string("winograd_2x2"), ops::ConvAlgo::winograd_2x2);
 }
 
 TEST(ConvCpu, BadShapesAreClearErrors) {

@@ -1,8 +1,9 @@
 #pragma once
 // 2-D convolution (cross-correlation, as cuDNN and PyTorch) and its backprop. Each op takes
-// a ConvDesc and views of its tensors; the backend picks the algorithm. So far only the CPU
-// reference (direct, accumulating in double) exists; Winograd, implicit GEMM and the CUDA
-// kernels are to come (issue 12).
+// a ConvDesc and views of its tensors; desc.algo picks the algorithm (or lets the backend
+// pick). The CPU backend has the reference (direct, accumulating in double), im2col + an
+// fp32 GEMM (its fast path) and Winograd F(2x2,3x3) / F(4x4,3x3) in fp32 (the reference
+// for the GPU transforms).
 //
 // Shapes: input x [N, C, H, W] (NCHW) or [N, H, W, C] (NHWC); filters w [K, C/groups, R, S]
 // (NCHW) or [K, R, S, C/groups] (NHWC); output [N, K, P, Q] or [N, P, Q, K] with
@@ -11,6 +12,8 @@
 // Storage fp32, fp16 or bf16 (x, w, the output and the gradients all of desc.type); bias
 // and its gradient fp32.
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 #include "tessera/core/tensor.h"
 #include "tessera/ops/activation.h"
@@ -24,6 +27,19 @@ namespace tessera::ops {
 enum class ConvLayout { nchw, nhwc };
 const char* to_string(ConvLayout l);
 
+// How a conv op computes (as GemmKernel for GEMM). automatic: the backend's choice for the
+// shape. direct: one output (or gradient) element at a time, every shape. im2col_gemm: the
+// receptive fields as columns times the filters as a matrix product. implicit_gemm: the
+// same product without the columns in memory (tensor cores on CUDA). winograd_2x2 /
+// winograd_4x4: F(2x2,3x3) / F(4x4,3x3), 3x3 stride 1 dilation 1 groups 1 only (forward;
+// backward-data as the forward of the flipped filters, padding at most 2).
+enum class ConvAlgo { automatic, direct, im2col_gemm, implicit_gemm, winograd_2x2, winograd_4x4 };
+const char* to_string(ConvAlgo a);
+// Parses a name of to_string(ConvAlgo) ("auto" for automatic); throws listing the choices.
+ConvAlgo conv_algo_from_string(const std::string& name);
+enum class ConvOp { forward, backward_data, backward_weight };
+const char* to_string(ConvOp op);
+
 struct ConvDesc {
   uint32_t N = 1, C = 1, H = 1, W = 1;  // input
   uint32_t K = 1, R = 3, S = 3;         // output channels, kernel height and width
@@ -31,6 +47,7 @@ struct ConvDesc {
   uint32_t groups = 1;
   ConvLayout layout = ConvLayout::nchw;
   DType type = DType::f32;
+  ConvAlgo algo = ConvAlgo::automatic;
   uint32_t P() const;  // output height
   uint32_t Q() const;  // output width
   size_t input_elements() const { return size_t(N) * C * H * W; }
@@ -41,6 +58,15 @@ struct ConvDesc {
 // Throws tessera::Error naming the argument that is wrong (zero sizes, a kernel larger than
 // the padded input, groups other than 1 or C, K not a multiple of groups, ...).
 void check_conv(const ConvDesc& d);
+
+// Whether the algorithm's math applies to the op and shape (on any backend): "" when it
+// does, else why not (e.g. "Winograd needs a 3x3 kernel, stride 1, dilation 1, groups 1").
+std::string conv_algo_rejects(ConvAlgo a, ConvOp op, const ConvDesc& d);
+// For backends: throws unless `algo` is among those the backend has for the op
+// (`available`) and its math applies to the shape; the message names the op, the backend,
+// the algorithm and the choices.
+void check_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo, const char* backend,
+                     std::initializer_list<ConvAlgo> available);
 
 // y = activation(conv(x, w) + bias); bias may be an empty view (none).
 struct Conv2dForward {
@@ -76,9 +102,21 @@ void check_conv_backward_weight_views(const ConvDesc& d, const TensorView& x, co
                                       const TensorView& dw, const TensorView& dbias);
 
 namespace cpu {
+// The reference (direct, double accumulation; desc.algo is not read).
 void conv2d_forward(const ConvDesc& d, Activation activation, const void* x, const void* w, const float* bias, void* y);
 void conv2d_backward_data(const ConvDesc& d, Activation below, const void* dz, const void* w, const void* x, void* dx);
 void conv2d_backward_weight(const ConvDesc& d, const void* x, const void* dz, void* dw, float* dbias);
+// im2col + fp32 matrix products, tiled over output pixels (every shape the descriptor allows).
+void conv2d_forward_im2col(const ConvDesc& d, Activation activation, const void* x, const void* w, const float* bias,
+                           void* y);
+void conv2d_backward_data_im2col(const ConvDesc& d, Activation below, const void* dz, const void* w, const void* x,
+                                 void* dx);
+void conv2d_backward_weight_im2col(const ConvDesc& d, const void* x, const void* dz, void* dw, float* dbias);
+// Winograd F(m x m, 3x3), m = 2 or 4, in fp32 (conv_algo_rejects must say "" first).
+void conv2d_forward_winograd(const ConvDesc& d, int m, Activation activation, const void* x, const void* w,
+                             const float* bias, void* y);
+void conv2d_backward_data_winograd(const ConvDesc& d, int m, Activation below, const void* dz, const void* w,
+                                   const void* x, void* dx);
 }  // namespace cpu
 
 }  // namespace tessera::ops

@@ -2,40 +2,11 @@
 // stride, padding, dilation and group count the descriptor allows. The other algorithms and
 // backends are tested against these.
 #include "tessera/ops/conv.h"
+#include "conv_index.h"
 #include "typed_storage.h"
 
 namespace tessera::ops::cpu {
 
-namespace {
-
-// Element offsets of the three tensors of a descriptor, in its layout.
-struct ConvIndex {
-  const ConvDesc& d;
-  uint32_t P, Q, Cg, Kg;
-  explicit ConvIndex(const ConvDesc& desc)
-      : d(desc), P(desc.P()), Q(desc.Q()), Cg(desc.C / desc.groups), Kg(desc.K / desc.groups) {}
-  size_t x(uint32_t n, uint32_t c, uint32_t h, uint32_t w) const {
-    return d.layout == ConvLayout::nchw ? ((size_t(n) * d.C + c) * d.H + h) * d.W + w
-                                        : ((size_t(n) * d.H + h) * d.W + w) * d.C + c;
-  }
-  size_t w(uint32_t k, uint32_t cg, uint32_t r, uint32_t s) const {
-    return d.layout == ConvLayout::nchw ? ((size_t(k) * Cg + cg) * d.R + r) * d.S + s
-                                        : ((size_t(k) * d.R + r) * d.S + s) * Cg + cg;
-  }
-  size_t y(uint32_t n, uint32_t k, uint32_t p, uint32_t q) const {
-    return d.layout == ConvLayout::nchw ? ((size_t(n) * d.K + k) * P + p) * Q + q
-                                        : ((size_t(n) * P + p) * Q + q) * d.K + k;
-  }
-  // The input row/column step r of output row p reads (negative or past the end: padding).
-  int64_t in_h(uint32_t p, uint32_t r) const {
-    return int64_t(p) * d.stride_h - int64_t(d.pad_h) + int64_t(r) * d.dilation_h;
-  }
-  int64_t in_w(uint32_t q, uint32_t s) const {
-    return int64_t(q) * d.stride_w - int64_t(d.pad_w) + int64_t(s) * d.dilation_w;
-  }
-};
-
-}  // namespace
 
 void conv2d_forward(const ConvDesc& d, Activation activation, const void* x, const void* w, const float* bias,
                     void* y) {

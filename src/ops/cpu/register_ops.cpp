@@ -19,17 +19,38 @@ namespace tessera::ops::cpu {
 using V = const TensorView&;
 
 void register_ops(Backend& b) {
+  // Convolution: automatic takes im2col + fp32 GEMM (the fast path); direct is the double
+  // reference; Winograd in fp32 where its math applies.
   b.add_op<Conv2dForward>([](Stream&, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
     check_conv_forward_views(d, x, w, bias, y);
-    conv2d_forward(d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::im2col_gemm : d.algo;
+    check_conv_algo(ConvOp::forward, d, algo, "cpu",
+                    {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+    const float* b = bias.data<const float>();
+    if (algo == ConvAlgo::direct) conv2d_forward(d, activation, x.address(), w.address(), b, y.address());
+    else if (algo == ConvAlgo::im2col_gemm) conv2d_forward_im2col(d, activation, x.address(), w.address(), b, y.address());
+    else
+      conv2d_forward_winograd(d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, activation, x.address(), w.address(), b,
+                              y.address());
   });
   b.add_op<Conv2dBackwardData>([](Stream&, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
     check_conv_backward_data_views(d, below, dz, w, x, dx);
-    conv2d_backward_data(d, below, dz.address(), w.address(), x.address(), dx.address());
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::im2col_gemm : d.algo;
+    check_conv_algo(ConvOp::backward_data, d, algo, "cpu",
+                    {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+    if (algo == ConvAlgo::direct) conv2d_backward_data(d, below, dz.address(), w.address(), x.address(), dx.address());
+    else if (algo == ConvAlgo::im2col_gemm)
+      conv2d_backward_data_im2col(d, below, dz.address(), w.address(), x.address(), dx.address());
+    else
+      conv2d_backward_data_winograd(d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, below, dz.address(), w.address(),
+                                    x.address(), dx.address());
   });
   b.add_op<Conv2dBackwardWeight>([](Stream&, const ConvDesc& d, V x, V dz, V dw, V dbias) {
     check_conv_backward_weight_views(d, x, dz, dw, dbias);
-    conv2d_backward_weight(d, x.address(), dz.address(), dw.address(), dbias.data<float>());
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::im2col_gemm : d.algo;
+    check_conv_algo(ConvOp::backward_weight, d, algo, "cpu", {ConvAlgo::direct, ConvAlgo::im2col_gemm});
+    if (algo == ConvAlgo::direct) conv2d_backward_weight(d, x.address(), dz.address(), dw.address(), dbias.data<float>());
+    else conv2d_backward_weight_im2col(d, x.address(), dz.address(), dw.address(), dbias.data<float>());
   });
   b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v, V state) {
     const size_t n = params.numel();
