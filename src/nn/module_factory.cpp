@@ -1,4 +1,6 @@
 // create_module: composite models from tiny-cuda-nn style configs (module.h).
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "tessera/core/error.h"
@@ -15,11 +17,46 @@ bool is_network(const std::string& otype) {
   return otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP";
 }
 
+Conv2dConfig parse_conv2d(const Json& c, uint32_t input_width, const std::string& where) {
+  const std::string at = where + " (Conv2d)";
+  check_known_keys(c, at,
+                   {"otype", "n_input_channels", "n_output_channels", "kernel_size", "stride", "padding", "dilation",
+                    "groups", "activation", "height", "width", "algo"});
+  TESSERA_CHECK(c.contains("n_input_channels") && c.contains("n_output_channels"),
+                "{}: needs \"n_input_channels\" and \"n_output_channels\"", at);
+  Conv2dConfig conv;
+  conv.in_channels = json_get<uint32_t>(c, "n_input_channels", 1);
+  conv.out_channels = json_get<uint32_t>(c, "n_output_channels", 1);
+  conv.kernel_size = json_get<uint32_t>(c, "kernel_size", 3);
+  conv.stride = json_get<uint32_t>(c, "stride", 1);
+  conv.padding = json_get<uint32_t>(c, "padding", 0);
+  conv.dilation = json_get<uint32_t>(c, "dilation", 1);
+  conv.groups = json_get<uint32_t>(c, "groups", 1);
+  conv.activation = parse_activation(json_get<std::string>(c, "activation", "None"));
+  conv.algo = ops::conv_algo_from_string(json_get<std::string>(c, "algo", "auto"));
+  TESSERA_CHECK(conv.in_channels >= 1 && input_width % conv.in_channels == 0,
+                "{}: {} input columns are not whole images of {} channels", at, input_width, conv.in_channels);
+  const uint32_t pixels = input_width / std::max(conv.in_channels, 1u);
+  if (c.contains("height") || c.contains("width")) {
+    conv.height = json_get<uint32_t>(c, "height", 0);
+    conv.width = json_get<uint32_t>(c, "width", conv.height ? pixels / conv.height : 0);
+    if (!c.contains("height")) conv.height = conv.width ? pixels / conv.width : 0;
+  } else {
+    conv.height = conv.width = uint32_t(std::lround(std::sqrt(double(pixels))));
+    TESSERA_CHECK(uint64_t(conv.height) * conv.width == pixels,
+                  "{}: {} pixels per channel is not a square image; give \"height\" and \"width\"", at, pixels);
+  }
+  TESSERA_CHECK(conv.height >= 1 && conv.width >= 1 && uint64_t(conv.height) * conv.width * conv.in_channels == input_width,
+                "{}: {} channels of {}x{} pixels do not make the {} input columns", at, conv.in_channels, conv.height,
+                conv.width, input_width);
+  return conv;
+}
+
 std::unique_ptr<Module> build(const Json& c, uint32_t input_width, DeviceKind device, const std::string& where,
                               int depth) {
   TESSERA_CHECK(depth <= kMaxDepth, "{}: modules nested deeper than {}", where, kMaxDepth);
   TESSERA_CHECK(c.is_object() && c.contains("otype") && c.at("otype").is_string(),
-                "{}: a module config needs an \"otype\" (Sequential, Parallel, an encoding or a network)", where);
+                "{}: a module config needs an \"otype\" (Sequential, Parallel, Conv2d, an encoding or a network)", where);
   TESSERA_CHECK(input_width >= 1, "{}: the module gets no input columns", where);
   const std::string otype = json_get<std::string>(c, "otype", "");
   if (otype == "Sequential") {
@@ -57,6 +94,7 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, DeviceKind de
     }
     return make_parallel(input_width, std::move(branches));
   }
+  if (otype == "Conv2d") return make_conv2d(parse_conv2d(c, input_width, where), device);
   if (is_network(otype)) {
     TESSERA_CHECK(c.contains("n_output_dims"), "{}: a network module needs \"n_output_dims\"", where);
     const uint32_t out = json_get<uint32_t>(c, "n_output_dims", 0);
@@ -67,7 +105,7 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, DeviceKind de
   try {
     return make_module(create_encoding(c, input_width, device));
   } catch (const Error& e) {
-    throw Error(format_message("{}: {} (modules: Sequential, Parallel, FullyFusedMLP, MLP, CutlassMLP or an encoding)",
+    throw Error(format_message("{}: {} (modules: Sequential, Parallel, Conv2d, FullyFusedMLP, MLP, CutlassMLP or an encoding)",
                                where, e.message()));
   }
 }

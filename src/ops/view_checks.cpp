@@ -88,6 +88,16 @@ void check_matrix_axpby(const char* op, const TensorView& src, const TensorView&
                 src.rows(), src.cols(), dst.rows(), dst.cols());
 }
 
+void check_activation_backward(Activation act, const TensorView& y, const TensorView& g, const TensorView& dz) {
+  TESSERA_CHECK(!activation_needs_input(act),
+                "activation_backward: {}'s derivative needs its input, not its output", to_string(act));
+  const size_t n = dz.numel();
+  check_view(dz, "activation_backward: dz", DType::f32, n);
+  check_view(y, "activation_backward: y", DType::f32, n);
+  check_view(g, "activation_backward: g", DType::f32, n);
+  TESSERA_CHECK(dz.contiguous() && y.contiguous() && g.contiguous(), "activation_backward: views must be contiguous");
+}
+
 void check_nerf_march_views(const NerfRaySelection& rays, const TensorView& ray_out, const TensorView& samples,
                             const TensorView& dt, const TensorView& counters) {
   check_view(ray_out, "nerf_march_rays: rays", DType::u8, size_t(rays.n_rays) * sizeof(NerfRay));

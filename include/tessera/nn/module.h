@@ -19,6 +19,7 @@
 #include "tessera/core/device.h"
 #include "tessera/core/tensor.h"
 #include "tessera/nn/params.h"
+#include "tessera/ops/conv.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/train_state.h"
 
@@ -106,10 +107,25 @@ std::unique_ptr<Module> make_parallel(uint32_t input_width, std::vector<Branch> 
 // Pass-through of `width` columns (routes a value around a branch, e.g. NeRF's density).
 std::unique_ptr<Module> make_identity(uint32_t width, DeviceKind device);
 
+// A 2-D convolution layer over rows that are images: input [batch, C * H * W] (each row an
+// image [C, H, W], so the batch is NCHW), output [batch, K * P * Q]; the layer's activation
+// fused into the forward. Parameters (matrix region): filters [K, C/groups, R, S], bias [K].
+// Config {"otype": "Conv2d", "n_input_channels", "n_output_channels", "kernel_size",
+// "stride", "padding", "dilation", "groups", "activation", "height", "width", "algo"}:
+// height and width default to the square image the input width holds; padding defaults to 0
+// as in PyTorch; algo ("auto") picks the backend's convolution algorithm (ops/conv.h).
+struct Conv2dConfig {
+  uint32_t in_channels = 1, out_channels = 1, height = 1, width = 1;
+  uint32_t kernel_size = 3, stride = 1, padding = 0, dilation = 1, groups = 1;
+  Activation activation = Activation::None;
+  ops::ConvAlgo algo = ops::ConvAlgo::automatic;
+};
+std::unique_ptr<Module> make_conv2d(const Conv2dConfig& config, DeviceKind device);
+
 // Builds a module from a config, tiny-cuda-nn style: {"otype": "Sequential", "modules":
 // [...]}, {"otype": "Parallel", "branches": [{"first_input": 0, "n_input_dims": 3,
 // "module": {...}}, ...]}, any encoding otype (HashGrid, SphericalHarmonics, Identity, ...)
-// and any network otype (FullyFusedMLP, MLP, CutlassMLP) with "n_output_dims". Widths flow
+// any network otype (FullyFusedMLP, MLP, CutlassMLP) with "n_output_dims", and Conv2d. Widths flow
 // from `input_width`; config() of the result builds it again. Unknown otypes and keys,
 // missing widths and mismatches are errors that say where.
 std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, DeviceKind device);

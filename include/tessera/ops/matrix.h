@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tessera/core/tensor.h"
+#include "tessera/ops/activation.h"
 
 namespace tessera {
 class Stream;
@@ -22,12 +23,23 @@ struct MatrixAxpby {
 // Checks: dst an fp32 matrix view, src empty or one of the same shape, rows contiguous.
 void check_matrix_axpby(const char* op, const TensorView& src, const TensorView& dst);
 
+// dz = g * act'(y) elementwise over contiguous fp32 vectors of one length (a layer's output
+// gradient to its pre-activation gradient; y is the layer's output, so act must be one whose
+// derivative follows from its output: not SiLU or Sine). dz may alias g.
+struct ActivationBackward {
+  static constexpr const char* name = "activation_backward";
+  using Fn = void(Stream&, Activation act, const TensorView& y, const TensorView& g, const TensorView& dz);
+};
+void check_activation_backward(Activation act, const TensorView& y, const TensorView& g, const TensorView& dz);
+
 namespace cpu {
+void activation_backward(Activation act, size_t n, const float* y, const float* g, float* dz);
 void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
                   float* dst, uint32_t dst_stride);
 }  // namespace cpu
 
 namespace cuda {
+void activation_backward(Activation act, size_t n, const float* y, const float* g, float* dz, Stream* stream = nullptr);
 void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
                   float* dst, uint32_t dst_stride, Stream* stream = nullptr);
 }  // namespace cuda

@@ -2,6 +2,11 @@
 
 namespace tessera::ops::cpu {
 
+void activation_backward(Activation act, size_t n, const float* y, const float* g, float* dz) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (long long i = 0; i < static_cast<long long>(n); ++i) dz[i] = g[i] * activation_derivative<float>(act, y[i], y[i]);
+}
+
 void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
                   float* dst, uint32_t dst_stride) {
 #pragma omp parallel for schedule(static) if (rows * cols > 65536)

@@ -118,6 +118,10 @@ void register_ops(Backend& b) {
     check_gemm_activation_views(d, e, A, B, C, Y);
     gemm_activation(d, e, A.address(), B.address(), C.address(), Y.empty() ? nullptr : Y.address());
   });
+  b.add_op<ActivationBackward>([](Stream&, Activation act, V y, V g, V dz) {
+    check_activation_backward(act, y, g, dz);
+    activation_backward(act, dz.numel(), y.data<const float>(), g.data<const float>(), dz.data<float>());
+  });
   b.add_op<MatrixAxpby>([](Stream&, float alpha, V src, float beta, V dst) {
     check_matrix_axpby("matrix_axpby", src, dst);
     matrix_axpby(dst.rows(), uint32_t(dst.cols()), alpha, src.data<const float>(), uint32_t(src.row_stride()), beta,

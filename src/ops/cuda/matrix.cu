@@ -22,7 +22,21 @@ __global__ void axpby_kernel(Index n, uint32_t cols, float alpha, const float* _
   }
 }
 
+__global__ void activation_backward_kernel(Activation act, size_t n, const float* __restrict__ y,
+                                           const float* g, float* dz) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dz[i] = g[i] * activation_derivative<float>(act, y[i], y[i]);
+}
+
 }  // namespace
+
+void activation_backward(Activation act, size_t n, const float* y, const float* g, float* dz, Stream* stream) {
+  if (n == 0) return;
+  constexpr unsigned kThreads = 256;
+  const unsigned blocks = unsigned(std::min<size_t>((n + kThreads - 1) / kThreads, 1u << 16));
+  activation_backward_kernel<<<blocks, kThreads, 0, detail::native_stream(stream)>>>(act, n, y, g, dz);
+  TESSERA_CUDA_CHECK_LAUNCH("activation_backward_kernel");
+}
 
 void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
                   float* dst, uint32_t dst_stride, Stream* stream) {
