@@ -11,6 +11,7 @@ namespace tessera::app {
 void register_info(CLI::App& root);
 void register_fit_function(CLI::App& fit);
 void register_fit_image(CLI::App& fit);
+void register_fit_denoise(CLI::App& fit);
 void register_bench(CLI::App& root);
 void register_nerf(CLI::App& root);
 void register_bench_encoding(CLI::App& bench);
