@@ -3,7 +3,7 @@
 // a ConvDesc and views of its tensors; desc.algo picks the algorithm (or lets the backend
 // pick). The CPU backend has the reference (direct, accumulating in double), im2col + an
 // fp32 GEMM (its fast path) and Winograd F(2x2,3x3) / F(4x4,3x3) in fp32 (the reference
-// for the GPU transforms).
+// for the GPU transforms). The CUDA backend so far has the direct kernels (every shape).
 //
 // Shapes: input x [N, C, H, W] (NCHW) or [N, H, W, C] (NHWC); filters w [K, C/groups, R, S]
 // (NCHW) or [K, R, S, C/groups] (NHWC); output [N, K, P, Q] or [N, P, Q, K] with
@@ -118,5 +118,15 @@ void conv2d_forward_winograd(const ConvDesc& d, int m, Activation activation, co
 void conv2d_backward_data_winograd(const ConvDesc& d, int m, Activation below, const void* dz, const void* w,
                                    const void* x, void* dx);
 }  // namespace cpu
+
+namespace cuda {
+// Direct: every shape, one thread per output (input) element; the baseline (not tuned).
+void conv2d_forward_direct(const ConvDesc& d, Activation activation, const void* x, const void* w, const float* bias,
+                           void* y, Stream* stream);
+void conv2d_backward_data_direct(const ConvDesc& d, Activation below, const void* dz, const void* w, const void* x,
+                                 void* dx, Stream* stream);
+void conv2d_backward_weight_direct(const ConvDesc& d, const void* x, const void* dz, void* dw, float* dbias,
+                                   Stream* stream);
+}  // namespace cuda
 
 }  // namespace tessera::ops

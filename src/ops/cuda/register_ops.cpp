@@ -1,5 +1,6 @@
 // The CUDA backend's op table: every op runs on the stream it is given.
 #include "../register_ops.h"
+#include "tessera/ops/conv.h"
 #include "tessera/ops/encodings.h"
 #include "tessera/ops/fused_mlp_cuda.h"
 #include "tessera/ops/gemm.h"
@@ -54,6 +55,25 @@ FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
 }  // namespace
 
 void register_ops(Backend& b) {
+  // Convolution: so far the direct kernels only (automatic takes them).
+  b.add_op<Conv2dForward>([](Stream& s, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
+    check_conv_forward_views(d, x, w, bias, y);
+    check_conv_algo(ConvOp::forward, d, d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo, "cuda",
+                    {ConvAlgo::direct});
+    conv2d_forward_direct(d, activation, x.address(), w.address(), bias.data<const float>(), y.address(), &s);
+  });
+  b.add_op<Conv2dBackwardData>([](Stream& s, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
+    check_conv_backward_data_views(d, below, dz, w, x, dx);
+    check_conv_algo(ConvOp::backward_data, d, d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo, "cuda",
+                    {ConvAlgo::direct});
+    conv2d_backward_data_direct(d, below, dz.address(), w.address(), x.address(), dx.address(), &s);
+  });
+  b.add_op<Conv2dBackwardWeight>([](Stream& s, const ConvDesc& d, V x, V dz, V dw, V dbias) {
+    check_conv_backward_weight_views(d, x, dz, dw, dbias);
+    check_conv_algo(ConvOp::backward_weight, d, d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo, "cuda",
+                    {ConvAlgo::direct});
+    conv2d_backward_weight_direct(d, x.address(), dz.address(), dw.address(), dbias.data<float>(), &s);
+  });
   b.add_op<AdamStep>([](Stream& s, const AdamHyper& h, size_t n_matrix, V grad, V params, V params_half, V m, V v,
                         V state) {
     const size_t n = params.numel();

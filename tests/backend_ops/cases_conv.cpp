@@ -1,0 +1,122 @@
+// Convolution forward, backward-data and backward-weight through the dispatch (the
+// backend's automatic choice; the CPU side runs the direct double reference): odd shapes
+// (C, K, H, W not multiples of anything, a 1x1 image, padding larger than the kernel,
+// stride 2 and 3, dilation 2, depthwise), both layouts, fp32 and fp16 storage, fused
+// activation / derivative, and the bias gradient.
+#include <string>
+
+#include "harness.h"
+#include "support/half.h"
+#include "support/random.h"
+#include "tessera/ops/conv.h"
+#include "tessera/ops/dispatch.h"
+
+namespace tessera::test {
+namespace {
+
+using ops::ConvDesc;
+using ops::ConvLayout;
+using ops::ConvOp;
+
+// Relative L2 tolerances: fp32 accumulation order (fp32), inputs and outputs rounded to
+// fp16 (f16; the CPU rounds its double result once, the GPU its fp32 one).
+constexpr double kTolF32 = 1e-5, kTolF16 = 2e-3;
+
+struct ConvCase {
+  std::string name;
+  ConvDesc d;
+};
+
+std::vector<ConvCase> shapes() {
+  std::vector<ConvCase> v;
+  auto add = [&](const std::string& name, uint32_t N, uint32_t C, uint32_t H, uint32_t W, uint32_t K, uint32_t R,
+                 uint32_t S, uint32_t stride, uint32_t pad, uint32_t dilation, uint32_t groups) {
+    ConvDesc d;
+    d.N = N, d.C = C, d.H = H, d.W = W, d.K = K, d.R = R, d.S = S;
+    d.stride_h = d.stride_w = stride, d.pad_h = d.pad_w = pad, d.dilation_h = d.dilation_w = dilation;
+    d.groups = groups;
+    v.push_back({name, d});
+  };
+  add("odd_N2_C3_7x5_K5_3x3", 2, 3, 7, 5, 5, 3, 3, 1, 1, 1, 1);
+  add("image_1x1_kernel_1x1", 3, 4, 1, 1, 3, 1, 1, 1, 0, 1, 1);
+  add("pad_4_past_kernel", 1, 2, 1, 1, 2, 3, 3, 1, 4, 1, 1);
+  add("stride2_C13_17x15_K11", 2, 13, 17, 15, 11, 3, 3, 2, 1, 1, 1);
+  add("stride3_5x3_kernel", 1, 5, 11, 10, 3, 5, 3, 3, 2, 1, 1);
+  add("dilation2", 1, 3, 9, 9, 2, 3, 3, 1, 2, 2, 1);
+  add("depthwise_2_per_channel", 2, 4, 6, 7, 8, 3, 3, 1, 1, 1, 4);
+  add("depthwise_7x7_stride2", 1, 3, 13, 12, 3, 7, 7, 2, 3, 1, 3);
+  add("N4_C32_20x20_K24", 4, 32, 20, 20, 24, 3, 3, 1, 1, 1, 1);
+  return v;
+}
+
+template <typename T>
+std::vector<T> typed(const std::vector<float>& v) {
+  std::vector<T> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_same_v<T, float>) out[i] = v[i];
+    else out[i] = half_bits(v[i]);
+  }
+  return out;
+}
+
+template <typename T>
+void append_typed(std::vector<double>& out, const std::vector<T>& v) {
+  for (T e : v) {
+    if constexpr (std::is_same_v<T, float>) out.push_back(e);
+    else out.push_back(from_half_bits(e));
+  }
+}
+
+template <typename T>
+std::vector<double> run_conv(Backend& b, ConvOp op, ConvDesc d, uint64_t seed) {
+  d.type = std::is_same_v<T, float> ? DType::f32 : DType::f16;
+  d.algo = b.kind() == DeviceKind::cpu ? ops::ConvAlgo::direct : ops::ConvAlgo::automatic;
+  auto x_host = random_floats(d.input_elements(), -1, 1, seed);
+  for (size_t i = 0; i < x_host.size(); i += 3) x_host[i] = 0.0f;  // a ReLU's output: the derivative is 0 there
+  for (float& e : x_host) e = e < 0 ? -e : e;
+  Buffer<T> x = upload(b, typed<T>(x_host));
+  Buffer<T> w = upload(b, typed<T>(random_floats(d.filter_elements(), -1, 1, seed + 1)));
+  Buffer<T> dz = upload(b, typed<T>(random_floats(d.output_elements(), -1, 1, seed + 2)));
+  Buffer<float> bias = upload(b, random_floats(d.K, -1, 1, seed + 3));
+  Stream& s = b.default_stream();
+  std::vector<double> out;
+  if (op == ConvOp::forward) {
+    Buffer<T> y(b.kind(), d.output_elements());
+    ops::call<ops::Conv2dForward>(s, d, Activation::Tanh, x.view(), w.view(), bias.view(), y.view());
+    append_typed(out, y.to_host());
+  } else if (op == ConvOp::backward_data) {
+    Buffer<T> dx(b.kind(), d.input_elements());
+    ops::call<ops::Conv2dBackwardData>(s, d, Activation::ReLU, dz.view(), w.view(), x.view(), dx.view());
+    append_typed(out, dx.to_host());
+  } else {
+    Buffer<T> dw(b.kind(), d.filter_elements());
+    Buffer<float> dbias(b.kind(), d.K);
+    ops::call<ops::Conv2dBackwardWeight>(s, d, x.view(), dz.view(), dw.view(), dbias.view());
+    append_typed(out, dw.to_host());
+    append(out, dbias.to_host());
+  }
+  return out;
+}
+
+const RegisterOpCases conv_cases([](std::vector<OpCase>& cases) {
+  for (ConvOp op : {ConvOp::forward, ConvOp::backward_data, ConvOp::backward_weight})
+    for (const ConvCase& c : shapes())
+      for (ConvLayout layout : {ConvLayout::nchw, ConvLayout::nhwc})
+        for (bool half : {false, true}) {
+          ConvDesc d = c.d;
+          d.layout = layout;
+          const std::string name = std::string(half ? "f16_" : "f32_") + (layout == ConvLayout::nchw ? "nchw_" : "nhwc_") + c.name;
+          auto supported = [op](const Backend& be) {
+            return op == ConvOp::forward         ? be.supports<ops::Conv2dForward>()
+                   : op == ConvOp::backward_data ? be.supports<ops::Conv2dBackwardData>()
+                                                 : be.supports<ops::Conv2dBackwardWeight>();
+          };
+          cases.push_back({ops::to_string(op), name, half ? kTolF16 : kTolF32, supported,
+                           [op, d, half](Backend& b, uint64_t seed) {
+                             return half ? run_conv<uint16_t>(b, op, d, seed) : run_conv<float>(b, op, d, seed);
+                           }});
+        }
+});
+
+}  // namespace
+}  // namespace tessera::test
