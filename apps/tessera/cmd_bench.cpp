@@ -172,6 +172,7 @@ void register_bench(CLI::App& root) {
   register_bench_encoding(*bench);
   register_bench_gemv(*bench);
   register_bench_gemm(*bench);
+  register_bench_conv(*bench);
 }
 
 }  // namespace tessera::app

@@ -17,6 +17,7 @@ void register_nerf(CLI::App& root);
 void register_bench_encoding(CLI::App& bench);
 void register_bench_gemv(CLI::App& bench);
 void register_bench_gemm(CLI::App& bench);
+void register_bench_conv(CLI::App& bench);
 
 // Number checks for options: finite and above 0 (or at least 0). CLI11's PositiveNumber
 // lets NaN and inf through.

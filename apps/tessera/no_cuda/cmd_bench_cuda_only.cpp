@@ -1,4 +1,4 @@
-// `tessera bench gemm|gemv` in a build without the CUDA backend: the subcommands exist (so
+// `tessera bench gemm|gemv|conv` in a build without the CUDA backend: the subcommands exist (so
 // --help lists them) and say why they cannot run. CUDA builds compile apps/tessera/cuda/.
 #include "../commands.h"
 #include "tessera/core/error.h"
@@ -18,6 +18,9 @@ void register_cuda_only(CLI::App& bench, const char* name, const char* descripti
 }  // namespace
 
 void register_bench_gemm(CLI::App& bench) { register_cuda_only(bench, "gemm", "tensor-core and fp32 GEMM vs cuBLAS"); }
+void register_bench_conv(CLI::App& bench) {
+  register_cuda_only(bench, "conv", "3x3 convolution forward and backward vs cuDNN");
+}
 void register_bench_gemv(CLI::App& bench) {
   register_cuda_only(bench, "gemv", "matrix-vector products (fp32, fp16; both ops) vs cuBLAS and device copy");
 }

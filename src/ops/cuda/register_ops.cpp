@@ -55,18 +55,28 @@ FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
 }  // namespace
 
 void register_ops(Backend& b) {
-  // Convolution: so far the direct kernels only (automatic takes them).
+  // Convolution: automatic takes the direct kernels until the measured choice lands; the
+  // Winograd kernels when asked for.
   b.add_op<Conv2dForward>([](Stream& s, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
     check_conv_forward_views(d, x, w, bias, y);
-    check_conv_algo(ConvOp::forward, d, d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo, "cuda",
-                    {ConvAlgo::direct});
-    conv2d_forward_direct(d, activation, x.address(), w.address(), bias.data<const float>(), y.address(), &s);
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo;
+    check_conv_algo(ConvOp::forward, d, algo, "cuda", {ConvAlgo::direct, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+    if (algo == ConvAlgo::direct)
+      conv2d_forward_direct(d, activation, x.address(), w.address(), bias.data<const float>(), y.address(), &s);
+    else
+      conv2d_forward_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, activation, x.data<const float>(),
+                              w.data<const float>(), bias.data<const float>(), y.data<float>());
   });
   b.add_op<Conv2dBackwardData>([](Stream& s, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
     check_conv_backward_data_views(d, below, dz, w, x, dx);
-    check_conv_algo(ConvOp::backward_data, d, d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo, "cuda",
-                    {ConvAlgo::direct});
-    conv2d_backward_data_direct(d, below, dz.address(), w.address(), x.address(), dx.address(), &s);
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo;
+    check_conv_algo(ConvOp::backward_data, d, algo, "cuda",
+                    {ConvAlgo::direct, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+    if (algo == ConvAlgo::direct)
+      conv2d_backward_data_direct(d, below, dz.address(), w.address(), x.address(), dx.address(), &s);
+    else
+      conv2d_backward_data_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, below, dz.data<const float>(),
+                                    w.data<const float>(), x.data<const float>(), dx.data<float>());
   });
   b.add_op<Conv2dBackwardWeight>([](Stream& s, const ConvDesc& d, V x, V dz, V dw, V dbias) {
     check_conv_backward_weight_views(d, x, dz, dw, dbias);
