@@ -104,6 +104,9 @@ Json bench_shape(const Shape& s, ops::ConvOp op, const ConvBenchOptions& o, cons
   d.type = half ? DType::f16 : DType::f32;
   d.layout = half ? ops::ConvLayout::nhwc : ops::ConvLayout::nchw;
   d.algo = ops::conv_algo_from_string(o.algo);
+  // An algorithm that does not apply to this op (Winograd's backward-weight): the automatic choice.
+  const std::string why_not = ops::conv_algo_rejects(d.algo, op, d);
+  if (!why_not.empty()) d.algo = ops::ConvAlgo::automatic;
   Pcg32 rng(7);
   auto random = [&](size_t n) {
     std::vector<T> v(n);
@@ -130,7 +133,7 @@ Json bench_shape(const Shape& s, ops::ConvOp op, const ConvBenchOptions& o, cons
   const double ms = median(time_runs(DeviceKind::cuda, o.warmup, o.iterations, ours));
   Json r{{"case", case_name(half, op, s)},
          {"op", kOpNames[int(op)]},
-         {"algo", o.algo},
+         {"algo", why_not.empty() ? o.algo : "auto"},
          {"ms", ms},
          {"tflops", flops / (ms * 1e-3) * 1e-12},
          {"cudnn_h100_reference_tflops", (half ? s.h100_fp16 : s.h100_fp32)[int(op)]}};

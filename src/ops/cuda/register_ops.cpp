@@ -52,37 +52,58 @@ FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
   }
   return k;
 }
+// The CUDA conv algorithms of each op, plus the CUDA kernels' own limits.
+void check_cuda_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo) {
+  if (op == ConvOp::backward_weight) check_conv_algo(op, d, algo, "cuda", {ConvAlgo::direct, ConvAlgo::im2col_gemm});
+  else
+    check_conv_algo(op, d, algo, "cuda",
+                    {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+  TESSERA_CHECK(algo != ConvAlgo::im2col_gemm || d.groups == 1,
+                "{}: the CUDA im2col_gemm takes groups = 1 (got {}); use direct", to_string(op), d.groups);
+}
 }  // namespace
 
+ConvAlgo automatic_conv_algo(ConvOp op, const ConvDesc& d) {
+  // Measured on the H200 (BENCHMARKS.md, issue 12): Winograd F(4x4) fp32 beats im2col and
+  // direct where it applies; im2col + GEMM beats direct by 10-100x elsewhere with groups 1.
+  if (d.type == DType::f32 && conv_algo_rejects(ConvAlgo::winograd_4x4, op, d).empty()) return ConvAlgo::winograd_4x4;
+  return d.groups == 1 ? ConvAlgo::im2col_gemm : ConvAlgo::direct;
+}
+
 void register_ops(Backend& b) {
-  // Convolution: automatic takes the direct kernels until the measured choice lands; the
-  // Winograd kernels when asked for.
+  // Convolution: each op runs the algorithm asked for, or automatic_conv_algo's choice.
   b.add_op<Conv2dForward>([](Stream& s, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
     check_conv_forward_views(d, x, w, bias, y);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo;
-    check_conv_algo(ConvOp::forward, d, algo, "cuda", {ConvAlgo::direct, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? automatic_conv_algo(ConvOp::forward, d) : d.algo;
+    check_cuda_conv_algo(ConvOp::forward, d, algo);
     if (algo == ConvAlgo::direct)
       conv2d_forward_direct(d, activation, x.address(), w.address(), bias.data<const float>(), y.address(), &s);
+    else if (algo == ConvAlgo::im2col_gemm)
+      conv2d_forward_im2col(s, d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
     else
       conv2d_forward_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, activation, x.data<const float>(),
                               w.data<const float>(), bias.data<const float>(), y.data<float>());
   });
   b.add_op<Conv2dBackwardData>([](Stream& s, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
     check_conv_backward_data_views(d, below, dz, w, x, dx);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo;
-    check_conv_algo(ConvOp::backward_data, d, algo, "cuda",
-                    {ConvAlgo::direct, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? automatic_conv_algo(ConvOp::backward_data, d) : d.algo;
+    check_cuda_conv_algo(ConvOp::backward_data, d, algo);
     if (algo == ConvAlgo::direct)
       conv2d_backward_data_direct(d, below, dz.address(), w.address(), x.address(), dx.address(), &s);
+    else if (algo == ConvAlgo::im2col_gemm)
+      conv2d_backward_data_im2col(s, d, below, dz.address(), w.address(), x.address(), dx.address());
     else
       conv2d_backward_data_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, below, dz.data<const float>(),
                                     w.data<const float>(), x.data<const float>(), dx.data<float>());
   });
   b.add_op<Conv2dBackwardWeight>([](Stream& s, const ConvDesc& d, V x, V dz, V dw, V dbias) {
     check_conv_backward_weight_views(d, x, dz, dw, dbias);
-    check_conv_algo(ConvOp::backward_weight, d, d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo, "cuda",
-                    {ConvAlgo::direct});
-    conv2d_backward_weight_direct(d, x.address(), dz.address(), dw.address(), dbias.data<float>(), &s);
+    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? automatic_conv_algo(ConvOp::backward_weight, d) : d.algo;
+    check_cuda_conv_algo(ConvOp::backward_weight, d, algo);
+    if (algo == ConvAlgo::direct)
+      conv2d_backward_weight_direct(d, x.address(), dz.address(), dw.address(), dbias.data<float>(), &s);
+    else
+      conv2d_backward_weight_im2col(s, d, x.address(), dz.address(), dw.address(), dbias.data<float>());
   });
   b.add_op<AdamStep>([](Stream& s, const AdamHyper& h, size_t n_matrix, V grad, V params, V params_half, V m, V v,
                         V state) {
