@@ -195,7 +195,8 @@ void conv2d_forward_im2col(Stream& stream, const ConvDesc& d, Activation activat
       m.b = operand(d.type, false, g.pq(), int64_t(g.crs() * g.pq()));
       m.c = operand(DType::f32, false, g.pq(), int64_t(size_t(g.K) * g.pq()));
     }
-    gemm(stream, m, w, col, acc);
+    if (g.nhwc) gemm(stream, m, col, w, acc);
+    else gemm(stream, m, w, col, acc);
     forward_epilogue_kernel<T><<<blocks(out_n), kThreads, 0, detail::native_stream(&stream)>>>(
         g, acc, bias, activation, static_cast<T*>(y), out_n);
     TESSERA_CUDA_CHECK_LAUNCH("conv forward_epilogue_kernel");
