@@ -45,6 +45,12 @@ class Conv2dModule final : public Module {
     } catch (const Error& e) {
       throw Error(format_message("Conv2d: {}", e.message()));
     }
+    // Widths are uint32 columns and parameters one array: keep each far from overflowing.
+    const uint64_t in = uint64_t(c.in_channels) * c.height * c.width,
+                   out = uint64_t(c.out_channels) * desc_.P() * desc_.Q();
+    TESSERA_CHECK(in < (1ull << 31) && out < (1ull << 31) && desc_.filter_elements() < (1ull << 31),
+                  "Conv2d: {} input, {} output columns and {} filter weights; each must stay below 2^31", in, out,
+                  desc_.filter_elements());
   }
   uint32_t input_width() const override { return c_.in_channels * c_.height * c_.width; }
   uint32_t output_width() const override { return c_.out_channels * desc_.P() * desc_.Q(); }
