@@ -18,7 +18,7 @@ void register_info(CLI::App& root) {
     fmt::print("tessera {}\n", TESSERA_VERSION);
     fmt::print("backends: cpu (reference, OpenMP)");
     if (built_with_cuda()) fmt::print(", cuda (sm_{})", TESSERA_CUDA_ARCHS_STRING);
-    if (built_with_opencl()) fmt::print(", opencl (no ops yet)");
+    if (built_with_opencl()) fmt::print(", opencl (first ops: gemv)");
     fmt::print("\n");
     Json devices = Json::array();
     const auto gpus = cuda_devices();
@@ -32,6 +32,23 @@ void register_info(CLI::App& root) {
                          {"memory_bytes", d.total_memory}, {"compute_capability", fmt::format("{}.{}", d.compute_major, d.compute_minor)}});
     }
     j["cuda_devices"] = devices;
+    Json cl = Json::array();
+    const auto cl_devices = opencl_devices();
+    if (!built_with_opencl()) fmt::print("opencl devices: none (built without the OpenCL backend)\n");
+    else if (cl_devices.empty()) fmt::print("opencl devices: none found (no OpenCL platform; Debian: pocl-opencl-icd)\n");
+    for (const auto& d : cl_devices) {
+      fmt::print("opencl:{}: {} ({}) | platform {} | {} | {} compute units | {:.1f} GiB, max buffer {:.1f} GiB | "
+                 "{} KiB local | work-group <= {} | {} | driver {}\n",
+                 d.index, d.name, d.type, d.platform, d.version, d.compute_units, double(d.global_memory) / (1 << 30),
+                 double(d.max_allocation) / (1 << 30), d.local_memory / 1024, d.max_work_group_size,
+                 d.fp16 ? "fp16 (cl_khr_fp16) and fp32" : "fp32 only (no cl_khr_fp16)", d.driver);
+      cl.push_back({{"index", d.index}, {"name", d.name}, {"type", d.type}, {"platform", d.platform},
+                    {"version", d.version}, {"driver", d.driver}, {"compute_units", d.compute_units},
+                    {"global_memory_bytes", d.global_memory}, {"local_memory_bytes", d.local_memory},
+                    {"max_allocation_bytes", d.max_allocation}, {"max_work_group_size", d.max_work_group_size},
+                    {"fp16", d.fp16}, {"fp64", d.fp64}, {"extensions", d.extensions}});
+    }
+    j["opencl_devices"] = cl;
     fmt::print("default device: {}\n", to_string(select_device("auto")));
     write_json_result(json_path, j);
   });

@@ -58,8 +58,15 @@ CLI::Validator finite_positive() { return finite_number_check(false); }
 CLI::Validator finite_non_negative() { return finite_number_check(true); }
 
 void add_device_option(CLI::App& cmd, std::string& device) {
-  cmd.add_option("--device", device, "where to run: auto (CUDA when a GPU is present), cpu, cuda")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+  cmd.add_option("--device", device,
+                 "where to run: auto (CUDA when a GPU is present), cpu, cuda, opencl or opencl:N (tessera info lists "
+                 "the OpenCL devices)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            const bool known = v == "auto" || v == "cpu" || v == "cuda" || v == "opencl" || v.rfind("opencl:", 0) == 0;
+            return known ? std::string() : v + " is not one of auto, cpu, cuda, opencl, opencl:N";
+          },
+          "auto|cpu|cuda|opencl[:N]"))
       ->capture_default_str();
 }
 

@@ -12,5 +12,8 @@ std::unique_ptr<Backend> make_cpu_backend();
 // CUDA builds only (src/core/cuda/cuda_backend.cpp).
 std::unique_ptr<Backend> make_cuda_backend(int device);
 std::vector<DeviceAttributes> list_cuda_devices();
+// OpenCL builds only (src/core/opencl/opencl_backend.cpp).
+std::unique_ptr<Backend> make_opencl_backend(int device);
+std::vector<OpenClDeviceInfo> list_opencl_devices();
 
 }  // namespace tessera::detail

@@ -6,15 +6,28 @@
 
 namespace tessera {
 
-const char* to_string(DeviceKind kind) { return kind == DeviceKind::cuda ? "cuda" : "cpu"; }
+const char* to_string(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::cuda: return "cuda";
+    case DeviceKind::opencl: return "opencl";
+    default: return "cpu";
+  }
+}
 
 bool cuda_available() {
   static const bool available = !cuda_devices().empty();
   return available;
 }
 
+bool opencl_available() {
+  static const bool available = !opencl_devices().empty();
+  return available;
+}
+
 DeviceKind select_device(const std::string& name) {
   if (name == "cpu") return DeviceKind::cpu;
+  // auto: CUDA, else the CPU. An OpenCL GPU joins the order (before the CPU) once the
+  // OpenCL backend runs the commands end to end (issue 13); until then it is asked for.
   if (name == "auto") return cuda_available() ? DeviceKind::cuda : DeviceKind::cpu;
   if (name == "cuda") {
     TESSERA_CHECK(built_with_cuda(),
@@ -23,7 +36,29 @@ DeviceKind select_device(const std::string& name) {
     TESSERA_CHECK(cuda_available(), "--device cuda: no usable CUDA device was found");
     return DeviceKind::cuda;
   }
-  throw Error(fmt::format("unknown device '{}'; valid choices: auto, cpu, cuda", name));
+  if (name == "opencl" || name.rfind("opencl:", 0) == 0) {
+    TESSERA_CHECK(built_with_opencl(),
+                  "--device {}: this build has no OpenCL backend (install an OpenCL ICD loader and headers: "
+                  "scripts/bootstrap.sh)",
+                  name);
+    const auto devices = opencl_devices();
+    TESSERA_CHECK(!devices.empty(),
+                  "--device {}: no OpenCL platform or device was found (install a driver or PoCL: Debian "
+                  "pocl-opencl-icd)",
+                  name);
+    int index = 0;
+    if (name != "opencl") {
+      const std::string n = name.substr(7);
+      TESSERA_CHECK(!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos &&
+                        std::stoi(n) < int(devices.size()),
+                    "--device {}: valid OpenCL devices are opencl:0 to opencl:{} (tessera info lists them)", name,
+                    devices.size() - 1);
+      index = std::stoi(n);
+    }
+    set_opencl_device(index);
+    return DeviceKind::opencl;
+  }
+  throw Error(fmt::format("unknown device '{}'; valid choices: auto, cpu, cuda, opencl, opencl:N", name));
 }
 
 void synchronize(DeviceKind kind) {

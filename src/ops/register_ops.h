@@ -9,4 +9,7 @@ void register_ops(Backend& backend);
 namespace cuda {
 void register_ops(Backend& backend);  // CUDA builds only
 }
+namespace opencl {
+void register_ops(Backend& backend);  // OpenCL builds only
+}
 }  // namespace tessera::ops

@@ -34,6 +34,27 @@ std::vector<CudaDeviceInfo> cuda_devices() {
 #endif
 }
 
+std::vector<OpenClDeviceInfo> opencl_devices() {
+#ifdef TESSERA_HAS_OPENCL
+  return detail::list_opencl_devices();
+#else
+  return {};
+#endif
+}
+
+namespace {
+int chosen_opencl_device = 0;
+bool opencl_backend_made = false;
+}  // namespace
+
+void set_opencl_device(int index) {
+  TESSERA_CHECK(!opencl_backend_made || index == chosen_opencl_device,
+                "the OpenCL backend already runs on device {}; it cannot switch to {} in this process",
+                chosen_opencl_device, index);
+  chosen_opencl_device = index;
+}
+int opencl_device_index() { return chosen_opencl_device; }
+
 namespace {
 
 // Backends live for the whole process and are never destroyed: buffers in static storage
@@ -56,6 +77,18 @@ Backend* make_backend(DeviceKind kind) {
                   "machine with nvcc)");
 #endif
     }
+    case DeviceKind::opencl: {
+#ifdef TESSERA_HAS_OPENCL
+      TESSERA_CHECK(opencl_available(), "the OpenCL backend was asked for but no OpenCL device was found");
+      auto b = detail::make_opencl_backend(chosen_opencl_device);
+      ops::opencl::register_ops(*b);
+      opencl_backend_made = true;
+      return b.release();
+#else
+      throw Error("the OpenCL backend was asked for but this build has none (install an OpenCL ICD loader and "
+                  "headers: scripts/bootstrap.sh)");
+#endif
+    }
   }
   throw Error("unknown backend kind");
 }
@@ -64,13 +97,19 @@ Backend* make_backend(DeviceKind kind) {
 
 Backend& backend_for(DeviceKind kind) {
   static std::mutex mutex;
-  static std::array<Backend*, 2> made{};
+  static std::array<Backend*, 3> made{};
   std::lock_guard<std::mutex> lock(mutex);
   Backend*& b = made.at(size_t(kind));
   if (!b) b = make_backend(kind);
   return *b;
 }
 
-bool backend_available(DeviceKind kind) { return kind == DeviceKind::cpu || cuda_available(); }
+bool backend_available(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::cuda: return cuda_available();
+    case DeviceKind::opencl: return opencl_available();
+    default: return true;
+  }
+}
 
 }  // namespace tessera

@@ -81,7 +81,9 @@ const RegisterOpCases gemv_cases([](std::vector<OpCase>& cases) {
     }
   for (const GemvCase& c : v) {
     if (c.half)
-      cases.push_back({"gemv_half", gemv_name(c), kGemvTolF16, has_op<ops::Gemv>(),
+      // fp16 GEMV is not on OpenCL yet (it needs cl_khr_fp16, which PoCL lacks).
+      cases.push_back({"gemv_half", gemv_name(c), kGemvTolF16,
+                       [](const Backend& b) { return b.supports<ops::Gemv>() && b.kind() != DeviceKind::opencl; },
                        [c](Backend& b, uint64_t seed) { return run_gemv<uint16_t>(b, c, seed); }});
     else
       cases.push_back({"gemv", gemv_name(c), kGemvTolF32, has_op<ops::Gemv>(),

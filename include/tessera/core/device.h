@@ -6,7 +6,7 @@
 
 namespace tessera {
 
-enum class DeviceKind { cpu, cuda };
+enum class DeviceKind { cpu, cuda, opencl };
 
 const char* to_string(DeviceKind kind);
 
@@ -30,8 +30,26 @@ std::vector<CudaDeviceInfo> cuda_devices();
 bool built_with_cuda();
 bool built_with_opencl();
 
-// Parses "auto" | "cpu" | "cuda". "auto" picks CUDA when a device is present.
-// Asking for "cuda" where none is usable is an error that says why.
+// An OpenCL device as `tessera info` lists it; index = its place in opencl_devices() (GPUs
+// first, then the others, each in platform order), as --device opencl:N takes it.
+struct OpenClDeviceInfo {
+  int index = 0;
+  std::string platform, name, vendor, version, driver, type;
+  unsigned compute_units = 0;
+  size_t global_memory = 0, local_memory = 0, max_allocation = 0, max_work_group_size = 0;
+  bool fp16 = false, fp64 = false;
+  std::string extensions;
+};
+// Every OpenCL device of every platform; empty without the backend or a platform.
+std::vector<OpenClDeviceInfo> opencl_devices();
+bool opencl_available();
+// The device the OpenCL backend uses (default 0); before the backend is first used.
+void set_opencl_device(int index);
+int opencl_device_index();
+
+// Parses "auto" | "cpu" | "cuda" | "opencl" | "opencl:N". "auto" picks CUDA when a device
+// is present, else the CPU (OpenCL only when asked for, until its op set is complete).
+// Asking for a backend that is not usable is an error that says why.
 DeviceKind select_device(const std::string& name);
 
 // Waits for all queued work of the `kind` backend (no-op on the CPU).
