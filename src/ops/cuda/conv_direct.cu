@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "launch.h"
+#include "storage_types.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
 #include "tessera/core/error.h"
@@ -40,12 +41,9 @@ ConvGeom geometry(const ConvDesc& d) {
           int(d.dilation_h), int(d.dilation_w), d.layout == ConvLayout::nhwc};
 }
 
-__device__ __forceinline__ float load(const float* p, size_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __half* p, size_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ void store(float* p, size_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(__half* p, size_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using detail::load;
+using detail::store;
+using detail::with_storage;
 
 template <class T>
 __global__ void forward_kernel(ConvGeom g, Activation act, const T* __restrict__ x, const T* __restrict__ w,
@@ -172,13 +170,6 @@ __global__ void __launch_bounds__(kReduceThreads)
   if (threadIdx.x == 0) store(dw, b, acc);
 }
 
-// Runs f with the storage type of `type` as a typed null pointer.
-template <class F>
-void with_storage(DType type, F&& f) {
-  if (type == DType::f16) f(static_cast<__half*>(nullptr));
-  else if (type == DType::bf16) f(static_cast<__nv_bfloat16*>(nullptr));
-  else f(static_cast<float*>(nullptr));
-}
 
 constexpr unsigned kThreads = 256;
 

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "launch.h"
+#include "storage_types.h"
 #include "stream.h"
 #include "tessera/core/backend.h"
 #include "tessera/core/cuda_check.h"
@@ -50,12 +51,9 @@ Geom geometry(const ConvDesc& d) {
           d.layout == ConvLayout::nhwc};
 }
 
-__device__ __forceinline__ float load(const float* p, size_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __half* p, size_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, size_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ void store(float* p, size_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(__half* p, size_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16* p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+using detail::load;
+using detail::store;
+using detail::with_storage;
 
 // One thread per col element, in col's memory order.
 template <class T>
@@ -148,12 +146,6 @@ __global__ void bias_grad_kernel(Geom g, const T* __restrict__ dz, float* __rest
   }
 }
 
-template <class F>
-void with_storage(DType type, F&& f) {
-  if (type == DType::f16) f(static_cast<__half*>(nullptr));
-  else if (type == DType::bf16) f(static_cast<__nv_bfloat16*>(nullptr));
-  else f(static_cast<float*>(nullptr));
-}
 
 constexpr unsigned kThreads = 256;
 unsigned blocks(size_t n) { return detail::blocks_for(n, kThreads, 1u << 20); }
