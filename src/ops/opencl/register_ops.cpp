@@ -5,12 +5,14 @@
 
 #include "../../core/opencl/opencl_runtime.h"
 #include "../register_ops.h"
+#include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 
 namespace tessera::ops::opencl {
 
 namespace sources {
 extern const char* const kGemv;
+extern const char* const kGemm;
 }
 
 namespace {
@@ -54,8 +56,35 @@ void gemv(Stream& stream, GemvOp op, float alpha, V A, V x, float beta, V y, Act
            "clEnqueueNDRangeKernel(gemv)");
 }
 
+void gemm(Stream& stream, const GemmDesc& d, V A, V B, V C) {
+  check_gemm_views(d, A, B, C);
+  TESSERA_CHECK(d.a.type == DType::f32 && d.c.type == DType::f32,
+                "gemm on OpenCL: fp32 only so far (got {} inputs, {} output)", to_string(d.a.type), to_string(d.c.type));
+  if (d.M == 0 || d.N == 0) return;
+  auto& rt = detail::opencl_runtime(stream.backend());
+  // 32 x 32 tiles with 8 outputs per item (128 items) where the device allows, else 16 x 16 / 4.
+  const size_t ts = rt.max_work_group_size() >= 128 ? 32 : 16, wpt = ts == 32 ? 8 : 4;
+  const std::string options = "-DTS=" + std::to_string(ts) + " -DWPT=" + std::to_string(wpt);
+  cl_kernel k = rt.kernel("gemm.cl", sources::kGemm, options, "gemm_f32");
+  const OperandStrides sa = operand_strides(d.a), sb = operand_strides(d.b);
+  const OperandStrides sc = d.c.layout == Layout::row_major ? OperandStrides{d.c.ld, 1} : OperandStrides{1, d.c.ld};
+  const detail::ClAddress a = rt.resolve(A.data<const float>()), b = rt.resolve(B.data<const float>()),
+                          c = rt.resolve(C.data<float>());
+  Args{k}(cl_uint(d.M))(cl_uint(d.N))(cl_uint(d.K))(d.alpha)(d.beta)(a.mem)(cl_ulong(a.offset / 4))(cl_ulong(sa.row))(
+      cl_ulong(sa.col))(cl_ulong(d.a.batch_stride))(b.mem)(cl_ulong(b.offset / 4))(cl_ulong(sb.row))(cl_ulong(sb.col))(
+      cl_ulong(d.b.batch_stride))(c.mem)(cl_ulong(c.offset / 4))(cl_ulong(sc.row))(cl_ulong(sc.col))(
+      cl_ulong(d.c.batch_stride));
+  const size_t local[3] = {ts, ts / wpt, 1};
+  const size_t global[3] = {(d.N + ts - 1) / ts * ts, (d.M + ts - 1) / ts * (ts / wpt), d.batch};
+  check_cl(clEnqueueNDRangeKernel(rt.queue(stream), k, 3, nullptr, global, local, 0, nullptr, nullptr),
+           "clEnqueueNDRangeKernel(gemm)");
+}
+
 }  // namespace
 
-void register_ops(Backend& b) { b.add_op<Gemv>(gemv); }
+void register_ops(Backend& b) {
+  b.add_op<Gemv>(gemv);
+  b.add_op<Gemm>(gemm);
+}
 
 }  // namespace tessera::ops::opencl
