@@ -3,12 +3,19 @@
 // device list and selection errors. Skips visibly where no OpenCL platform is found.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <vector>
 
+#include <filesystem>
+
+#include "../../src/core/opencl/opencl_runtime.h"
 #include "support/errors.h"
 #include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/gemv.h"
 
 namespace tessera {
 namespace {
@@ -46,6 +53,25 @@ TEST(OpenClBackend, BuffersCopyFillAndOffsetViews) {
   c.zero();
   e1->record(b.default_stream());
   EXPECT_GE(e1->elapsed_since(*e0), 0.0f);
+}
+
+// A built program is written to the disk cache (the next process loads it from there).
+TEST(OpenClBackend, BuiltProgramsGoToTheDiskCache) {
+  REQUIRE_OPENCL();
+  Backend& b = backend_for(DeviceKind::opencl);
+  const auto& cache = detail::opencl_runtime(b).program_cache();
+  if (cache.folder().empty()) GTEST_SKIP() << "no cache folder (no HOME, XDG_CACHE_HOME or TESSERA_CACHE_DIR)";
+  Buffer<float> A = make_buffer(DeviceKind::opencl, std::vector<float>(6, 1.0f)),
+                x = make_buffer(DeviceKind::opencl, std::vector<float>(3, 2.0f)), y(DeviceKind::opencl, 2);
+  // An activation no other test uses, so this process compiles (or loads) the program now.
+  ops::call<ops::Gemv>(b.default_stream(), ops::GemvOp::N, 1.0f, TensorView::of_matrix(A.data(), 2, 3, 3), x.view(),
+                       0.0f, y.view(), Activation::Exponential);
+  EXPECT_NEAR(y.to_host()[0], std::exp(6.0f), 1e-2f);
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(cache.folder())) entries += e.path().extension() == ".bin";
+  EXPECT_GT(entries, 0u) << cache.folder();
+  std::printf("[ measured ] %d programs of this process came from the disk cache %s\n",
+              detail::opencl_runtime(b).programs_from_cache(), cache.folder().c_str());
 }
 
 TEST(OpenClBackend, DeviceListAndSelection) {

@@ -13,6 +13,7 @@
 #include "../backend_factories.h"
 #include "opencl_runtime.h"
 #include "tessera/core/error.h"
+#include "tessera/core/program_cache.h"
 
 namespace tessera::detail {
 
@@ -215,19 +216,7 @@ class OpenClBackend final : public Backend, public OpenClRuntime {
     cl_program program = nullptr;
     if (auto it = programs_.find(program_key); it != programs_.end()) program = it->second;
     else {
-      cl_int err = CL_SUCCESS;
-      program = clCreateProgramWithSource(context_, 1, &source, nullptr, &err);
-      check_cl(err, "clCreateProgramWithSource");
-      const std::string opts = options + " -cl-std=CL1.2";
-      if (clBuildProgram(program, 1, &device_, opts.c_str(), nullptr, nullptr) != CL_SUCCESS) {
-        size_t n = 0;
-        clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
-        std::string log(n, '\0');
-        clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
-        clReleaseProgram(program);
-        throw Error(format_message("OpenCL: building {} ({}) for {} failed:\n{}", source_name, options, info_.name,
-                                   log));
-      }
+      program = build_program(source_name, source, options);
       programs_[program_key] = program;
     }
     cl_int err = CL_SUCCESS;
@@ -237,6 +226,8 @@ class OpenClBackend final : public Backend, public OpenClRuntime {
     return k;
   }
   bool has_fp16() const override { return info_.fp16; }
+  const ProgramCache& program_cache() const override { return cache_; }
+  int programs_from_cache() const override { return from_cache_; }
   size_t max_work_group_size() const override { return info_.max_work_group_size; }
 
  private:
@@ -245,6 +236,44 @@ class OpenClBackend final : public Backend, public OpenClRuntime {
     TESSERA_CHECK(a.offset + bytes <= a.buffer_bytes, "OpenCL: {} bytes at offset {} overrun a buffer of {}", bytes,
                   a.offset, a.buffer_bytes);
     return a;
+  }
+  // A program from the disk cache when a valid entry exists for this device, driver,
+  // options and source; else built from source (and stored). A cached binary that fails to
+  // load or build is rebuilt from source, never trusted.
+  cl_program build_program(const std::string& source_name, const char* source, const std::string& options) {
+    const std::string opts = options + " -cl-std=CL1.2";
+    const std::string key = info_.name + '\n' + info_.driver + '\n' + info_.version + '\n' + opts + '\n' + source;
+    if (const auto binary = cache_.load(key)) {
+      const unsigned char* bytes = binary->data();
+      const size_t size = binary->size();
+      cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+      cl_program p = clCreateProgramWithBinary(context_, 1, &device_, &size, &bytes, &status, &err);
+      if (err == CL_SUCCESS && status == CL_SUCCESS &&
+          clBuildProgram(p, 1, &device_, opts.c_str(), nullptr, nullptr) == CL_SUCCESS) {
+        ++from_cache_;
+        return p;
+      }
+      if (p) clReleaseProgram(p);
+    }
+    cl_int err = CL_SUCCESS;
+    cl_program program = clCreateProgramWithSource(context_, 1, &source, nullptr, &err);
+    check_cl(err, "clCreateProgramWithSource");
+    if (clBuildProgram(program, 1, &device_, opts.c_str(), nullptr, nullptr) != CL_SUCCESS) {
+      size_t n = 0;
+      clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &n);
+      std::string log(n, '\0');
+      clGetProgramBuildInfo(program, device_, CL_PROGRAM_BUILD_LOG, n, log.data(), nullptr);
+      clReleaseProgram(program);
+      throw Error(format_message("OpenCL: building {} ({}) for {} failed:\n{}", source_name, options, info_.name, log));
+    }
+    size_t size = 0;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr) == CL_SUCCESS && size > 0) {
+      std::vector<uint8_t> binary(size);
+      unsigned char* ptr = binary.data();
+      if (clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof(ptr), &ptr, nullptr) == CL_SUCCESS)
+        cache_.store(key, binary);
+    }
+    return program;
   }
   struct Allocation {
     cl_mem mem;
@@ -261,6 +290,8 @@ class OpenClBackend final : public Backend, public OpenClRuntime {
   std::vector<cl_command_queue> queues_;
   std::map<std::string, cl_program> programs_;
   std::map<std::string, cl_kernel> kernels_;
+  ProgramCache cache_{ProgramCache::default_folder()};
+  int from_cache_ = 0;
 };
 
 }  // namespace

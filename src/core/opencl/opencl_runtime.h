@@ -2,7 +2,7 @@
 // The OpenCL backend's pieces that its op table needs (not public API): the device's
 // context and queue, the mapping from a buffer handle (a virtual address this backend hands
 // out; never dereferenced) back to its (cl_mem, byte offset), and programs built at run time
-// from embedded .cl sources with -D specializations, kept in a cache per device.
+// from embedded .cl sources with -D specializations, kept per device in memory and on disk.
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "tessera/core/backend.h"
+#include "tessera/core/program_cache.h"
 
 namespace tessera::detail {
 
@@ -40,6 +41,10 @@ class OpenClRuntime {
   virtual cl_kernel kernel(const std::string& source_name, const char* source, const std::string& options,
                            const char* name) = 0;
   virtual bool has_fp16() const = 0;
+  // Compiled programs on disk (ProgramCache::default_folder()), and how many programs this
+  // process took from it rather than compiling.
+  virtual const ProgramCache& program_cache() const = 0;
+  virtual int programs_from_cache() const = 0;
   virtual size_t max_work_group_size() const = 0;
 };
 
