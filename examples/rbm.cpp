@@ -1,6 +1,6 @@
 // A Restricted Boltzmann Machine learning 4x4 bars-and-stripes with contrastive divergence
 // (CD-1), its visible/hidden updates on tessera's GEMV (fused sigmoid) and rank-1 update
-// ops, on the CPU or CUDA:   example_rbm [cpu|cuda|auto] [epochs]
+// ops, on the CPU, CUDA or OpenCL:   example_rbm [cpu|cuda|opencl[:N]|auto] [epochs]
 // Biases ride along as an always-on unit on each side (row/column n of W), so one GEMV
 // computes sigmoid(W^T v + c) and one rank-1 update also trains the biases.
 // Prints the mean reconstruction error per epoch; exits 1 if it did not fall below a
@@ -81,6 +81,10 @@ int main(int argc, char** argv) {
     const std::string which = argc > 1 ? argv[1] : "auto";
     if (which == "cuda" && !cuda_available()) {
       std::printf("example_rbm: no CUDA device, skipped\n");
+      return 77;
+    }
+    if (which.rfind("opencl", 0) == 0 && !opencl_available()) {
+      std::printf("example_rbm: no OpenCL device, skipped\n");
       return 77;
     }
     const DeviceKind dev = select_device(which);

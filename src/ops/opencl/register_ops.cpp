@@ -7,12 +7,14 @@
 #include "../register_ops.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
+#include "tessera/ops/ger.h"
 
 namespace tessera::ops::opencl {
 
 namespace sources {
 extern const char* const kGemv;
 extern const char* const kGemm;
+extern const char* const kGer;
 }
 
 namespace {
@@ -80,11 +82,30 @@ void gemm(Stream& stream, const GemmDesc& d, V A, V B, V C) {
            "clEnqueueNDRangeKernel(gemm)");
 }
 
+void ger(Stream& stream, float alpha, V x, V y, V A) {
+  check_view(A, "ger: A", DType::f32, A.rows() * A.cols());
+  check_view(x, "ger: x", DType::f32, A.rows());
+  check_view(y, "ger: y", DType::f32, A.cols());
+  if (A.rows() == 0 || A.cols() == 0) return;
+  auto& rt = detail::opencl_runtime(stream.backend());
+  cl_kernel k = rt.kernel("ger.cl", sources::kGer, "", "ger_f32");
+  const detail::ClAddress xa = rt.resolve(x.data<const float>()), ya = rt.resolve(y.data<const float>()),
+                          a = rt.resolve(A.data<float>());
+  Args{k}(cl_uint(A.rows()))(cl_uint(A.cols()))(cl_ulong(A.row_stride()))(alpha)(xa.mem)(cl_ulong(xa.offset / 4))(
+      ya.mem)(cl_ulong(ya.offset / 4))(a.mem)(cl_ulong(a.offset / 4));
+  const size_t wx = work_group(rt, 64), wy = std::max<size_t>(1, work_group(rt, 256) / wx);
+  const size_t local[2] = {wx, wy};
+  const size_t global[2] = {(A.cols() + wx - 1) / wx * wx, (A.rows() + wy - 1) / wy * wy};
+  check_cl(clEnqueueNDRangeKernel(rt.queue(stream), k, 2, nullptr, global, local, 0, nullptr, nullptr),
+           "clEnqueueNDRangeKernel(ger)");
+}
+
 }  // namespace
 
 void register_ops(Backend& b) {
   b.add_op<Gemv>(gemv);
   b.add_op<Gemm>(gemm);
+  b.add_op<Ger>(ger);
 }
 
 }  // namespace tessera::ops::opencl
