@@ -107,11 +107,9 @@ class Conv2dModule final : public Module {
     d.N = uint32_t(batch);
     // dz = dL/dy * act'(y), contiguous [batch, K * P * Q].
     const View dz = detail::scratch_view(dz_, batch, output_width());
-    if (c_.activation == Activation::None) detail::copy_view(device_, dL_dout, dz, 0.0f);
-    else {
-      detail::copy_view(device_, dL_dout, dz, 0.0f);
+    detail::copy_view(device_, dL_dout, dz, 0.0f);
+    if (c_.activation != Activation::None)
       ops::call<ops::ActivationBackward>(device_, c_.activation, y_.view(0, dz.numel()), flat(dz), flat(dz));
-    }
     const ConstView x = contiguous_input(in);
     const TensorView dw = p_.gradients.slice(0, 0, n_filter_params()),
                      dbias = p_.gradients.slice(0, n_filter_params(), c_.out_channels);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "support/paths.h"
 #include "support/cli.h"
 #include "tessera/core/config.h"
 #include "tessera/core/image_io.h"
@@ -16,13 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 const auto run = tessera::test::run_cli;
-
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 // 128x128: colour ramps, a sine pattern, discs with sharp edges in the training rows and in
 // the held-back bottom quarter, diagonal bars in the top half.
@@ -43,7 +37,7 @@ void write_card(const fs::path& path) {
 }
 
 TEST(FitDenoise, BeatsTheNoisyImageOnHeldBackRowsOnCpu) {
-  const auto dir = fresh_dir("tessera_fit_denoise_test");
+  const auto dir = tessera::test::fresh_dir("tessera_fit_denoise_test");
   write_card(dir / "card.png");
   const std::string json = (dir / "result.json").string();
   const auto r = run("fit denoise " + (dir / "card.png").string() + " --device cpu --steps 150 --eval-every 50" +
@@ -63,7 +57,7 @@ TEST(FitDenoise, BeatsTheNoisyImageOnHeldBackRowsOnCpu) {
 }
 
 TEST(FitDenoise, BadArgumentsAreClearErrors) {
-  const auto dir = fresh_dir("tessera_fit_denoise_errors");
+  const auto dir = tessera::test::fresh_dir("tessera_fit_denoise_errors");
   auto r = run("fit denoise " + (dir / "missing.png").string() + " --device cpu --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("no such file"), std::string::npos) << r.output;

@@ -2,6 +2,7 @@
 // clear errors.
 #include <gtest/gtest.h>
 
+#include "support/paths.h"
 #include "support/cli.h"
 
 #include <array>
@@ -23,13 +24,6 @@ const auto run = tessera::test::run_cli;
 namespace fs = std::filesystem;
 
 
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
 // A 64x64 test card: smooth colour ramps, a disc with a sharp edge, and stripes.
 void write_test_card(const fs::path& path) {
   const int n = 64;
@@ -47,7 +41,7 @@ void write_test_card(const fs::path& path) {
 }
 
 TEST(FitImage, LearnsAGeneratedImageOnCpu) {
-  const auto dir = fresh_dir("tessera_fit_image_test");
+  const auto dir = tessera::test::fresh_dir("tessera_fit_image_test");
   write_test_card(dir / "card.png");
   const std::string json = (dir / "result.json").string();
   const Result r = run("fit image " + (dir / "card.png").string() + " --device cpu --steps 300 --log2-batch 12" +
@@ -67,7 +61,7 @@ TEST(FitImage, LearnsAGeneratedImageOnCpu) {
 }
 
 TEST(FitImage, BadImagesAreClearErrors) {
-  const auto dir = fresh_dir("tessera_fit_image_errors");
+  const auto dir = tessera::test::fresh_dir("tessera_fit_image_errors");
   Result r = run("fit image " + (dir / "missing.png").string() + " --device cpu --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("no such file"), std::string::npos) << r.output;

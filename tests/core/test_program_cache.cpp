@@ -2,6 +2,8 @@
 // miss (and removed), never a wrong program; a disabled or unwritable cache is not an error.
 #include <gtest/gtest.h>
 
+#include "support/paths.h"
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,12 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  return dir;
-}
-
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream ss;
@@ -27,7 +23,7 @@ std::string read_file(const std::string& path) {
 }
 
 TEST(ProgramCache, RoundTripsAndRefusesWhatItDidNotWrite) {
-  const ProgramCache cache(fresh_dir("tessera_program_cache").string());
+  const ProgramCache cache(test::fresh_dir("tessera_program_cache").string());
   const std::vector<uint8_t> binary = {1, 2, 3, 250, 0, 7};
   EXPECT_FALSE(cache.load("key A").has_value());
   ASSERT_TRUE(cache.store("key A", binary));

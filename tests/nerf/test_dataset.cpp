@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/paths.h"
 #include "support/errors.h"
 #include "support/procedural_scene.h"
 #include "tessera/core/image_io.h"
@@ -16,13 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using test::error_of;
-
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void write_image(const fs::path& path, int w, int h, uint8_t value = 100) {
   fs::create_directories(path.parent_path());
@@ -36,7 +30,7 @@ const Json kIdentityPose = Json::array({Json::array({1, 0, 0, 0.5}), Json::array
                                         Json::array({0, 0, 1, 2.0}), Json::array({0, 0, 0, 1})});
 
 TEST(NerfDataset, BlenderFolderWithCameraAngle) {
-  const auto dir = fresh_dir("tessera_dataset_blender");
+  const auto dir = test::fresh_dir("tessera_dataset_blender");
   test::write_procedural_scene(dir, 3, 2, 32);
   const nerf::Dataset d = nerf::load_dataset(dir.string(), {.split = "train"});
   ASSERT_EQ(d.frames.size(), 3u);
@@ -55,7 +49,7 @@ TEST(NerfDataset, BlenderFolderWithCameraAngle) {
 }
 
 TEST(NerfDataset, InstantNgpTransformsWithEveryField) {
-  const auto dir = fresh_dir("tessera_dataset_ngp");
+  const auto dir = test::fresh_dir("tessera_dataset_ngp");
   // images/a.jpg does not exist (skipped and counted)
   write_image(dir / "images" / "b.png", 8, 6);
   write_image(dir / "images" / "c.png", 8, 6);
@@ -126,7 +120,7 @@ TEST(NerfDataset, DistortionRoundTripsAndBendsRays) {
 }
 
 TEST(NerfDataset, BadScenesAreClearErrors) {
-  const auto dir = fresh_dir("tessera_dataset_bad");
+  const auto dir = test::fresh_dir("tessera_dataset_bad");
   write_image(dir / "a.png", 8, 8);
   write_image(dir / "b.png", 6, 6);
   auto load = [&](const Json& j) {

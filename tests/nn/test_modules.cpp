@@ -35,13 +35,7 @@ Bound bind_random(nn::Module& m, uint64_t seed) {
   return b;
 }
 
-double weighted_sum(nn::Module& m, const std::vector<float>& x, size_t batch, const std::vector<float>& w) {
-  std::vector<float> y(batch * m.output_width());
-  m.inference(test::ptr_view(x.data(), batch, m.input_width()), test::ptr_view(y.data(), batch, m.output_width()));
-  double s = 0;
-  for (size_t i = 0; i < y.size(); ++i) s += double(w[i]) * y[i];
-  return s;
-}
+using test::weighted_sum;
 
 double rel_l2(const std::vector<double>& got, const std::vector<double>& want) {
   double num = 0, den = 0;

@@ -17,4 +17,12 @@ inline std::string source_path(const std::string& relative) {
   return relative;
 }
 
+// An empty folder `name` under the system's temporary folder (emptied if it exists).
+inline std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
 }  // namespace tessera::test

@@ -42,3 +42,16 @@ TensorView in_view(Net&, std::nullptr_t, size_t) { return TensorView(); }
 template <typename Net>
 TensorView out_view(Net&, std::nullptr_t, size_t) { return TensorView(); }
 }  // namespace tessera::test
+
+namespace tessera::test {
+// sum_i w_i * y_i for y = m.inference(x) on the CPU, batch rows: a scalar loss whose
+// gradient with respect to the output is w (the finite-difference checks' probe).
+template <typename M>
+double weighted_sum(M& m, const std::vector<float>& x, size_t batch, const std::vector<float>& w) {
+  std::vector<float> y(batch * m.output_width());
+  m.inference(ptr_view(x.data(), batch, m.input_width()), ptr_view(y.data(), batch, m.output_width()));
+  double s = 0;
+  for (size_t i = 0; i < y.size(); ++i) s += double(w[i]) * y[i];
+  return s;
+}
+}  // namespace tessera::test

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "launch.h"
+#include "conv_geometry.h"
 #include "storage_types.h"
 #include "stream.h"
 #include "tessera/core/cuda_check.h"
@@ -19,28 +20,7 @@
 namespace tessera::ops::cuda {
 namespace {
 
-// The descriptor as the kernels see it (plain integers; element offsets in its layout).
-struct ConvGeom {
-  int N, C, H, W, K, R, S, P, Q, Cg, Kg;
-  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  bool nhwc;
-  __device__ size_t x(int n, int c, int h, int w) const {
-    return nhwc ? ((size_t(n) * H + h) * W + w) * C + c : ((size_t(n) * C + c) * H + h) * W + w;
-  }
-  __device__ size_t wt(int k, int cg, int r, int s) const {
-    return nhwc ? ((size_t(k) * R + r) * S + s) * Cg + cg : ((size_t(k) * Cg + cg) * R + r) * S + s;
-  }
-  __device__ size_t y(int n, int k, int p, int q) const {
-    return nhwc ? ((size_t(n) * P + p) * Q + q) * K + k : ((size_t(n) * K + k) * P + p) * Q + q;
-  }
-};
-
-ConvGeom geometry(const ConvDesc& d) {
-  return {int(d.N), int(d.C), int(d.H), int(d.W), int(d.K), int(d.R), int(d.S), int(d.P()), int(d.Q()),
-          int(d.C / d.groups), int(d.K / d.groups), int(d.stride_h), int(d.stride_w), int(d.pad_h), int(d.pad_w),
-          int(d.dilation_h), int(d.dilation_w), d.layout == ConvLayout::nhwc};
-}
-
+using detail::ConvGeom;
 using detail::load;
 using detail::store;
 using detail::with_storage;
@@ -93,20 +73,9 @@ __global__ void backward_data_kernel(ConvGeom g, Activation below, const T* __re
     }
     const int group = c / g.Cg, cg = c % g.Cg;
     float acc = 0.0f;
-    for (int r = 0; r < g.R; ++r) {
-      // Output rows p with p * stride - pad + r * dilation == h.
-      const int ph = h + g.pad_h - r * g.dil_h;
-      if (ph < 0 || ph % g.stride_h) continue;
-      const int p = ph / g.stride_h;
-      if (p >= g.P) continue;
-      for (int s = 0; s < g.S; ++s) {
-        const int qw = wi + g.pad_w - s * g.dil_w;
-        if (qw < 0 || qw % g.stride_w) continue;
-        const int q = qw / g.stride_w;
-        if (q >= g.Q) continue;
-        for (int k = group * g.Kg; k < (group + 1) * g.Kg; ++k) acc += load(dz, g.y(n, k, p, q)) * load(w, g.wt(k, cg, r, s));
-      }
-    }
+    g.for_each_reader(h, wi, [&](int r, int s, int p, int q) {
+      for (int k = group * g.Kg; k < (group + 1) * g.Kg; ++k) acc += load(dz, g.y(n, k, p, q)) * load(w, g.wt(k, cg, r, s));
+    });
     if (below != Activation::None) {
       const float y_below = load(x, e);
       acc *= activation_derivative<float>(below, y_below, y_below);
@@ -149,17 +118,9 @@ __global__ void __launch_bounds__(kReduceThreads)
     if (threadIdx.x == 0) dbias[k] = acc;
     return;
   }
-  int k, cg, r, s;
-  size_t rest = b;
-  if (g.nhwc) {
-    cg = int(rest % g.Cg), rest /= g.Cg;
-    s = int(rest % g.S), rest /= g.S;
-    r = int(rest % g.R), k = int(rest / g.R);
-  } else {
-    s = int(rest % g.S), rest /= g.S;
-    r = int(rest % g.R), rest /= g.R;
-    cg = int(rest % g.Cg), k = int(rest / g.Cg);
-  }
+  const int k = int(b / g.crs());
+  int cg, r, s;
+  g.tap(int(b % g.crs()), cg, r, s);
   const int c = k / g.Kg * g.Cg + cg;
   for (size_t i = threadIdx.x; i < pixels; i += blockDim.x) {
     const int q = int(i % g.Q), p = int(i / g.Q % g.P), n = int(i / g.Q / g.P);
@@ -179,7 +140,7 @@ void conv2d_forward_direct(const ConvDesc& d, Activation activation, const void*
                            void* y, Stream* stream) {
   const size_t total = d.output_elements();
   if (total == 0) return;
-  const ConvGeom g = geometry(d);
+  const ConvGeom g = detail::conv_geometry(d);
   with_storage(d.type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     forward_kernel<T><<<detail::blocks_for(total, kThreads, 1u << 20), kThreads, 0, detail::native_stream(stream)>>>(
@@ -192,7 +153,7 @@ void conv2d_backward_data_direct(const ConvDesc& d, Activation below, const void
                                  void* dx, Stream* stream) {
   const size_t total = d.input_elements();
   if (total == 0) return;
-  const ConvGeom g = geometry(d);
+  const ConvGeom g = detail::conv_geometry(d);
   with_storage(d.type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     backward_data_kernel<T><<<detail::blocks_for(total, kThreads, 1u << 20), kThreads, 0,
@@ -208,7 +169,7 @@ void conv2d_backward_weight_direct(const ConvDesc& d, const void* x, const void*
   const size_t filters = d.filter_elements();
   const size_t blocks = filters + (dbias ? d.K : 0);
   TESSERA_CHECK(blocks < (1ull << 31), "conv2d_backward_weight: {} filter elements; at most 2^31", filters);
-  const ConvGeom g = geometry(d);
+  const ConvGeom g = detail::conv_geometry(d);
   with_storage(d.type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     backward_weight_kernel<T><<<unsigned(blocks), kReduceThreads, 0, detail::native_stream(stream)>>>(

@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "launch.h"
+#include "conv_geometry.h"
 #include "storage_types.h"
 #include "stream.h"
 #include "tessera/core/backend.h"
@@ -22,34 +23,15 @@
 namespace tessera::ops::cuda {
 namespace {
 
-struct Geom {
-  int N, C, H, W, K, R, S, P, Q;
-  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  bool nhwc;
-  __host__ __device__ size_t crs() const { return size_t(C) * R * S; }
-  __host__ __device__ size_t pq() const { return size_t(P) * Q; }
-  __device__ size_t x(int n, int c, int h, int w) const {
-    return nhwc ? ((size_t(n) * H + h) * W + w) * C + c : ((size_t(n) * C + c) * H + h) * W + w;
-  }
-  __device__ size_t y(int n, int k, int p, int q) const {
-    return nhwc ? ((size_t(n) * P + p) * Q + q) * K + k : ((size_t(n) * K + k) * P + p) * Q + q;
-  }
-  // Tap j of the filters' inner order -> (c, r, s).
-  __device__ void tap(int j, int& c, int& r, int& s) const {
-    if (nhwc) c = j % C, s = j / C % S, r = j / C / S;
-    else s = j % S, r = j / S % R, c = j / S / R;
-  }
-  // Element of col for image n, tap j, output pixel pq.
+// Groups = 1 here (Cg = C), so a filter's taps are all C R S; col's element of image n,
+// tap j and output pixel pq:
+struct Geom : detail::ConvGeom {
   __device__ size_t col(int n, size_t j, size_t pq_) const {
     return nhwc ? (size_t(n) * pq() + pq_) * crs() + j : (size_t(n) * crs() + j) * pq() + pq_;
   }
 };
 
-Geom geometry(const ConvDesc& d) {
-  return {int(d.N), int(d.C), int(d.H), int(d.W), int(d.K), int(d.R), int(d.S), int(d.P()), int(d.Q()),
-          int(d.stride_h), int(d.stride_w), int(d.pad_h), int(d.pad_w), int(d.dilation_h), int(d.dilation_w),
-          d.layout == ConvLayout::nhwc};
-}
+Geom geometry(const ConvDesc& d) { return {detail::conv_geometry(d)}; }
 
 using detail::load;
 using detail::store;
@@ -92,20 +74,10 @@ __global__ void col2im_kernel(Geom g, const float* __restrict__ dcol, Activation
     if (g.nhwc) c = int(rest % g.C), rest /= g.C, w = int(rest % g.W), rest /= g.W, h = int(rest % g.H), n = int(rest / g.H);
     else w = int(rest % g.W), rest /= g.W, h = int(rest % g.H), rest /= g.H, c = int(rest % g.C), n = int(rest / g.C);
     float acc = 0.0f;
-    for (int r = 0; r < g.R; ++r) {
-      const int ph = h + g.pad_h - r * g.dil_h;
-      if (ph < 0 || ph % g.stride_h) continue;
-      const int p = ph / g.stride_h;
-      if (p >= g.P) continue;
-      for (int s = 0; s < g.S; ++s) {
-        const int qw = w + g.pad_w - s * g.dil_w;
-        if (qw < 0 || qw % g.stride_w) continue;
-        const int q = qw / g.stride_w;
-        if (q >= g.Q) continue;
-        const size_t j = g.nhwc ? (size_t(r) * g.S + s) * g.C + c : (size_t(c) * g.R + r) * g.S + s;
-        acc += dcol[g.col(n, j, size_t(p) * g.Q + q)];
-      }
-    }
+    g.for_each_reader(h, w, [&](int r, int s, int p, int q) {
+      const size_t j = g.nhwc ? (size_t(r) * g.S + s) * g.C + c : (size_t(c) * g.R + r) * g.S + s;
+      acc += dcol[g.col(n, j, size_t(p) * g.Q + q)];
+    });
     if (below != Activation::None) {
       const float yb = load(x, e);
       acc *= activation_derivative<float>(below, yb, yb);
@@ -155,12 +127,11 @@ GemmOperand operand(DType t, bool transpose, size_t ld, int64_t batch_stride) {
 }
 
 template <class T>
-T* im2col(Stream& stream, const Geom& g, DType type, const void* x) {
+T* im2col(Stream& stream, const Geom& g, const void* x) {
   const size_t n = size_t(g.N) * g.pq() * g.crs();
   T* col = static_cast<T*>(stream.workspace().get("conv.im2col.col", n * sizeof(T)));
   im2col_kernel<T><<<blocks(n), kThreads, 0, detail::native_stream(&stream)>>>(g, static_cast<const T*>(x), col, n);
   TESSERA_CUDA_CHECK_LAUNCH("conv im2col_kernel");
-  (void)type;
   return col;
 }
 
@@ -174,7 +145,7 @@ void conv2d_forward_im2col(Stream& stream, const ConvDesc& d, Activation activat
   float* acc = static_cast<float*>(stream.workspace().get("conv.im2col.acc", out_n * sizeof(float)));
   with_storage(d.type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
-    const T* col = im2col<T>(stream, g, d.type, x);
+    const T* col = im2col<T>(stream, g, x);
     GemmDesc m;
     if (g.nhwc) {  // y [NPQ, K] = col [NPQ, RSC] w^T
       m.M = size_t(g.N) * g.pq(), m.N = size_t(g.K), m.K = g.crs();
@@ -230,7 +201,7 @@ void conv2d_backward_weight_im2col(Stream& stream, const ConvDesc& d, const void
   float* partial = static_cast<float*>(stream.workspace().get("conv.im2col.dw", size_t(parts) * w_n * sizeof(float)));
   with_storage(d.type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
-    const T* col = im2col<T>(stream, g, d.type, x);
+    const T* col = im2col<T>(stream, g, x);
     GemmDesc m;
     m.M = size_t(g.K), m.N = g.crs();
     if (g.nhwc) {  // dw [K, RSC] = dz^T [K, NPQ] col [NPQ, RSC]
