@@ -126,6 +126,22 @@ std::vector<double> run_axpby(Backend& b, uint64_t seed, float alpha, float beta
   return out;
 }
 
+// dz = g * act'(y) for each activation whose derivative follows from its output, and in
+// place (dz aliasing g, as Conv2d's backward runs it).
+std::vector<double> run_activation_backward(Backend& b, uint64_t seed, Activation act) {
+  const size_t n = 30011;
+  auto y = random_floats(n, -1.5f, 1.5f, seed);
+  if (act == Activation::Sigmoid || act == Activation::Softplus || act == Activation::Exponential)
+    for (float& v : y) v = std::abs(v);  // outputs these activations can produce
+  Buffer<float> dy = upload(b, y), g = upload(b, random_floats(n, -1, 1, seed + 1)), dz(b.kind(), n);
+  ops::call<ops::ActivationBackward>(b.default_stream(), act, dy.view(), g.view(), dz.view());
+  std::vector<double> out;
+  append(out, dz.to_host());
+  ops::call<ops::ActivationBackward>(b.default_stream(), act, dy.view(), g.view(), g.view());
+  append(out, g.to_host());
+  return out;
+}
+
 const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
   cases.push_back({"adam_sgd", "100003_half_tables", 1e-6, has_op<ops::AdamStep>(), run_optimizers});
   cases.push_back({"convert_to_half", "range_and_subnormals", 1e-12, has_op<ops::ConvertToHalf>(), run_convert});
@@ -141,6 +157,10 @@ const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
                    [](Backend& b, uint64_t s) { return run_axpby(b, s, 1.0f, 0.0f, true); }});
   cases.push_back({"matrix_axpby", "accumulate", 1e-6, has_op<ops::MatrixAxpby>(),
                    [](Backend& b, uint64_t s) { return run_axpby(b, s, 0.5f, 1.0f, true); }});
+  for (Activation act : {Activation::None, Activation::ReLU, Activation::LeakyReLU, Activation::Sigmoid,
+                         Activation::Tanh, Activation::Softplus, Activation::Exponential})
+    cases.push_back({"activation_backward", to_string(act), 1e-6, has_op<ops::ActivationBackward>(),
+                     [act](Backend& b, uint64_t s) { return run_activation_backward(b, s, act); }});
   cases.push_back({"matrix_axpby", "zero", 1e-12, has_op<ops::MatrixAxpby>(),
                    [](Backend& b, uint64_t s) { return run_axpby(b, s, 0.0f, 0.0f, false); }});
 });

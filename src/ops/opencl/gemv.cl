@@ -1,31 +1,10 @@
 // GEMV on OpenCL, fp32: y = act(alpha * op(A) x + beta * y), A row-major with leading
 // dimension lda. Specialized at build time: ACT (the Activation enum's value), WG (the
-// work-group size, a power of two from the device's limits). Offsets are in elements.
+// work-group size, a power of two from the device's limits). Offsets are in elements;
+// activate() comes from common.cl.
 //   gemv_n: one work-group per row; its items stride over the columns and meet in a
 //           local-memory tree reduction (seed 003's reduction).
 //   gemv_t: one item per output column (neighbouring items read neighbouring columns).
-
-float activate(float z) {
-#if ACT == 1
-  return z > 0.0f ? z : 0.0f;
-#elif ACT == 2
-  return z > 0.0f ? z : 0.01f * z;
-#elif ACT == 3
-  return 1.0f / (1.0f + exp(-z));
-#elif ACT == 4
-  return tanh(z);
-#elif ACT == 5
-  return z > 15.0f ? z : log1p(exp(z));
-#elif ACT == 6
-  return exp(z);
-#elif ACT == 7
-  return z / (1.0f + exp(-z));
-#elif ACT == 8
-  return sin(z);
-#else
-  return z;
-#endif
-}
 
 __kernel void gemv_n(const uint rows, const uint cols, const uint lda, const float alpha, __global const float* A,
                      const ulong a_off, __global const float* x, const ulong x_off, const float beta,

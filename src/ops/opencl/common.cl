@@ -1,0 +1,88 @@
+// Prepended to every OpenCL program of the op table (opencl_ops.h: program_source):
+// the activations (the Activation enum's values, chosen at build time by -DACT) and the
+// TrainState with its settle step, both mirroring the C++ definitions
+// (tessera/ops/activation.h, tessera/ops/train_state.h) so every backend computes the same.
+#ifndef ACT
+#define ACT 0
+#endif
+
+float activate(float z) {
+#if ACT == 1
+  return z > 0.0f ? z : 0.0f;
+#elif ACT == 2
+  return z > 0.0f ? z : 0.01f * z;
+#elif ACT == 3
+  return 1.0f / (1.0f + exp(-z));
+#elif ACT == 4
+  return tanh(z);
+#elif ACT == 5
+  return z > 15.0f ? z : log1p(exp(z));
+#elif ACT == 6
+  return exp(z);
+#elif ACT == 7
+  return z / (1.0f + exp(-z));
+#elif ACT == 8
+  return sin(z);
+#else
+  return z;
+#endif
+}
+
+// dy/dz from the output y (and the input z for SiLU and Sine).
+float activation_derivative(float y, float z) {
+#if ACT == 1
+  return y > 0.0f ? 1.0f : 0.0f;
+#elif ACT == 2
+  return y > 0.0f ? 1.0f : 0.01f;
+#elif ACT == 3
+  return y * (1.0f - y);
+#elif ACT == 4
+  return 1.0f - y * y;
+#elif ACT == 5
+  return 1.0f - exp(-y);
+#elif ACT == 6
+  return y;
+#elif ACT == 7
+  const float s = 1.0f / (1.0f + exp(-z));
+  return s * (1.0f + z * (1.0f - s));
+#elif ACT == 8
+  return cos(z);
+#else
+  return 1.0f;
+#endif
+}
+
+typedef struct {
+  float loss_scale;
+  float applied_loss_scale;
+  uint good_steps;
+  uint skipped_steps;
+  uint skip_this_step;
+  uint optimizer_steps;
+  float last_loss;
+  uint nonfinite_flag;
+  uint blocks_done;
+} TrainState;
+
+// The TrainState at a byte offset of a buffer (views of its bytes may start anywhere 4-aligned).
+__global TrainState* train_state(__global uchar* base, ulong offset) { return (__global TrainState*)(base + offset); }
+
+#define MIN_LOSS_SCALE (1.0f / 1024.0f)
+#define MAX_LOSS_SCALE 32768.0f
+#define LOSS_SCALE_GROWTH_INTERVAL 1000u
+
+void finish_step(__global TrainState* s, bool finite) {
+  s->applied_loss_scale = s->loss_scale;
+  s->skip_this_step = finite ? 0u : 1u;
+  if (!finite) {
+    ++s->skipped_steps;
+    s->good_steps = 0;
+    s->loss_scale = fmax(s->loss_scale * 0.5f, MIN_LOSS_SCALE);
+  } else {
+    ++s->optimizer_steps;
+    if (++s->good_steps >= LOSS_SCALE_GROWTH_INTERVAL) {
+      s->good_steps = 0;
+      s->loss_scale = fmin(s->loss_scale * 2.0f, MAX_LOSS_SCALE);
+    }
+  }
+}

@@ -1,0 +1,39 @@
+// Optimizer steps on OpenCL over flat fp32 parameters, one item per parameter (grid
+// stride). Each reads the step's TrainState: a step flagged skip_this_step changes
+// nothing. Adam mirrors tessera/ops/adam_math.h: the first n_matrix parameters are
+// network weights (L2 term, the base learning rate); the rest (encoding tables) take
+// their own rate factor and keep their moments where the gradient is zero.
+
+__kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, const float beta1, const float beta2,
+                        const float epsilon, const float l2_reg, const float non_matrix_factor,
+                        const uint optimize_matrix, const uint optimize_non_matrix, __global const float* grad,
+                        const ulong g_off, __global float* params, const ulong p_off, __global float* m,
+                        const ulong m_off, __global float* v, const ulong v_off, __global uchar* state_base,
+                        const ulong state_off) {
+  __global const TrainState* s = train_state(state_base, state_off);
+  if (s->skip_this_step) return;
+  const float t = (float)s->optimizer_steps;
+  const float bias1 = 1.0f - pow(beta1, t), bias2 = 1.0f - pow(beta2, t);
+  for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
+    const bool matrix = i < n_matrix;
+    float g = grad[g_off + i];
+    if (matrix ? !optimize_matrix : (!optimize_non_matrix || g == 0.0f)) continue;
+    float p = params[p_off + i];
+    if (matrix) g += l2_reg * p;
+    const float rate = matrix ? lr : lr * non_matrix_factor;
+    const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * g * g;
+    m[m_off + i] = mi;
+    v[v_off + i] = vi;
+    params[p_off + i] = p - rate * (mi / bias1) / (sqrt(vi / bias2) + epsilon);
+  }
+}
+
+__kernel void sgd_step(const ulong n, const float lr, const float l2_reg, __global const float* grad, const ulong g_off,
+                       __global float* params, const ulong p_off, __global uchar* state_base, const ulong state_off) {
+  if (train_state(state_base, state_off)->skip_this_step) return;
+  for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
+    const float p = params[p_off + i];
+    params[p_off + i] = p - lr * (grad[g_off + i] + l2_reg * p);
+  }
+}

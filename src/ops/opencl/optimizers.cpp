@@ -1,0 +1,37 @@
+// Adam and SGD on OpenCL (optimizers.cl). There is no fp16 parameter copy on this backend
+// (Backend::uses_half_params is false), so params_half is ignored.
+#include "opencl_ops.h"
+
+namespace tessera::ops::opencl {
+
+void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v, V state) {
+  const size_t n = params.numel();
+  check_view(grad, "adam_step: grad", DType::f32, n);
+  check_view(m, "adam_step: m", DType::f32, n);
+  check_view(v, "adam_step: v", DType::f32, n);
+  TESSERA_CHECK(state.bytes() >= sizeof(TrainState), "adam_step: the state view holds no TrainState");
+  if (n == 0) return;
+  auto& rt = detail::opencl_runtime(stream.backend());
+  cl_kernel k = program_kernel(rt, "optimizers.cl", sources::kOptimizers, "", "adam_step");
+  Args{k}(cl_ulong(n))(cl_ulong(n_matrix))(h.learning_rate)(h.beta1)(h.beta2)(h.epsilon)(h.l2_reg)(
+      h.non_matrix_learning_rate_factor)(cl_uint(h.optimize_matrix))(cl_uint(h.optimize_non_matrix))
+      .view(rt, grad, 4)
+      .view(rt, params, 4)
+      .view(rt, m, 4)
+      .view(rt, v, 4)
+      .view(rt, state, 1);
+  launch_1d(rt, stream, k, n, "adam_step");
+}
+
+void sgd_step(Stream& stream, float lr, float l2_reg, V grad, V params, V, V state) {
+  const size_t n = params.numel();
+  check_view(grad, "sgd_step: grad", DType::f32, n);
+  TESSERA_CHECK(state.bytes() >= sizeof(TrainState), "sgd_step: the state view holds no TrainState");
+  if (n == 0) return;
+  auto& rt = detail::opencl_runtime(stream.backend());
+  cl_kernel k = program_kernel(rt, "optimizers.cl", sources::kOptimizers, "", "sgd_step");
+  Args{k}(cl_ulong(n))(lr)(l2_reg).view(rt, grad, 4).view(rt, params, 4).view(rt, state, 1);
+  launch_1d(rt, stream, k, n, "sgd_step");
+}
+
+}  // namespace tessera::ops::opencl
