@@ -75,14 +75,15 @@ struct DeviceContext final : ForwardContext {
 };
 
 // The fused kernels where the backend has them and the config asks for a fused width; one
-// GEMM per layer where the backend has those passes; the reference on the CPU.
+// GEMM per layer where the backend has those passes (fp16 or fp32); the reference on the CPU.
 FullyFusedMlp::Path choose_path(const MlpConfig& c, Backend& b) {
   if (b.supports<ops::FusedMlpTrain>() && c.otype == "FullyFusedMLP" && ops::fused_width_supported(c.shape.width))
     return FullyFusedMlp::Path::fused;
-  if (b.supports<ops::ActivationForwardHalf>() && b.supports<ops::Gemm>()) return FullyFusedMlp::Path::gemm;
-  TESSERA_CHECK(b.kind() == DeviceKind::cpu, "{}: the {} backend has neither the fused MLP nor the GEMM-MLP ops",
-                c.otype, b.name());
-  return FullyFusedMlp::Path::reference;
+  if (b.kind() == DeviceKind::cpu) return FullyFusedMlp::Path::reference;
+  // fp16 passes where the backend has them, else fp32 ones (MlpGemmPath says which).
+  if (b.supports<ops::Gemm>() && (b.supports<ops::ActivationForwardHalf>() || b.supports<ops::GemmActivation>()))
+    return FullyFusedMlp::Path::gemm;
+  throw Error(format_message("{}: the {} backend has neither the fused MLP nor the GEMM-MLP ops", c.otype, b.name()));
 }
 
 bool binding_complete(const ParamBinding& p, size_t n, bool needs_half) {

@@ -3,33 +3,52 @@
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemm.h"
+#include "tessera/ops/matrix.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::nn {
 
 MlpGemmPath::MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, DeviceKind device)
-    : s_(shape), acts_(acts), device_(device), w16_(device, 0), x16_(device, 0), dz16_(device, 0), dz16b_(device, 0),
-      dx_(device, 0),
-      y_out_(device, 0), grad_scaled_(device, 0), dL_doutput_(device, 0), loss_partials_(device, 0) {
+    : s_(shape), acts_(acts), device_(device), half_(ops::supported<ops::ActivationForwardHalf>(device)),
+      w16_(device, 0), x16_(device, 0), dz16_(device, 0), dz16b_(device, 0), dx_(device, 0), y_out_(device, 0),
+      grad_scaled_(device, 0), dL_doutput_(device, 0), loss_partials_(device, 0), x32_(device, 0), dz32_(device, 0),
+      dz32b_(device, 0) {
+  if (!half_) {
+    TESSERA_CHECK(ops::supported<ops::GemmActivation>(device) && ops::supported<ops::ActivationBackward>(device),
+                  "MLP: the {} backend has neither the fp16 nor the fp32 layer-by-layer ops",
+                  backend_for(device).name());
+    for (Activation a : {acts.hidden, acts.output})
+      TESSERA_CHECK(!activation_needs_input(a),
+                    "MLP on {}: the fp32 path applies activations in the GEMM epilogue, which cannot keep the "
+                    "input {}'s derivative needs; choose another activation (e.g. ReLU, Tanh, Sigmoid)",
+                    backend_for(device).name(), to_string(a));
+  }
   for (uint32_t l = 0; l < shape.n_layers(); ++l) {
     z_.emplace_back(device, 0);
     y16_.emplace_back(device, 0);
+    y32_.emplace_back(device, 0);
   }
 }
 
 namespace {
 
-// C [M, N] (fp32, row-major, ldc) = op(A) op(B), A and B fp16 row-major views: the backend's
-// tensor-core GEMM (wgmma on Hopper, WMMA elsewhere).
-void gemm_f16(DeviceKind device, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
-              const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc) {
+// C [M, N] (fp32, row-major, ldc) = op(A) op(B) + beta C, A and B row-major views of type
+// `in`: for fp16 the backend's tensor-core GEMM (wgmma on Hopper, WMMA elsewhere).
+void gemm(DeviceKind device, DType in, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+          const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc, float beta = 0.0f) {
   ops::GemmDesc d;
   d.M = M, d.N = N, d.K = K;
-  d.a = {DType::f16, ops::Layout::row_major, ta, lda, 0};
-  d.b = {DType::f16, ops::Layout::row_major, tb, ldb, 0};
+  d.beta = beta;
+  d.a = {in, ops::Layout::row_major, ta, lda, 0};
+  d.b = {in, ops::Layout::row_major, tb, ldb, 0};
   d.c = {DType::f32, ops::Layout::row_major, false, ldc, 0};
   ops::call<ops::Gemm>(device, d, A, B, C);
+}
+
+void gemm_f16(DeviceKind device, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+              const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc) {
+  gemm(device, DType::f16, M, N, K, A, lda, ta, B, ldb, tb, C, ldc);
 }
 
 Activation layer_activation(const MlpShape& s, ops::MlpActivations a, uint32_t l) {
@@ -39,6 +58,7 @@ Activation layer_activation(const MlpShape& s, ops::MlpActivations a, uint32_t l
 // Elements [offset, end) of a buffer: a layer's weights start at its offset and run to
 // the end of the parameters (the GEMM descriptor says how many it reads).
 TensorView from(const Buffer<uint16_t>& b, size_t offset) { return b.view(offset, b.size() - offset); }
+TensorView from(const TensorView& v, size_t offset) { return v.slice(0, offset, v.numel() - offset); }
 
 }  // namespace
 
@@ -46,18 +66,90 @@ bool MlpGemmPath::hidden_fused() const {
   return !activation_needs_input(acts_.hidden) && ops::supported<ops::GemmActivation>(device_);
 }
 
-void MlpGemmPath::gemm_f16_epilogue(size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
-                                    const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc,
-                                    ops::GemmEpilogueKind kind, const TensorView& Y) {
+// C = act(op(A) op(B)) or op(A) op(B) * act'(Y), all of one type.
+void MlpGemmPath::gemm_epilogue(DType type, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+                                const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc,
+                                ops::GemmEpilogueKind kind, Activation act, const TensorView& Y) {
   ops::GemmDesc d;
   d.M = M, d.N = N, d.K = K;
-  d.a = {DType::f16, ops::Layout::row_major, ta, lda, 0};
-  d.b = {DType::f16, ops::Layout::row_major, tb, ldb, 0};
-  d.c = {DType::f16, ops::Layout::row_major, false, ldc, 0};
-  ops::call<ops::GemmActivation>(device_, d, ops::GemmEpilogue{kind, acts_.hidden}, A, B, C, Y);
+  d.a = {type, ops::Layout::row_major, ta, lda, 0};
+  d.b = {type, ops::Layout::row_major, tb, ldb, 0};
+  d.c = {type, ops::Layout::row_major, false, ldc, 0};
+  ops::call<ops::GemmActivation>(device_, d, ops::GemmEpilogue{kind, act}, A, B, C, Y);
+}
+
+TensorView MlpGemmPath::last_output(size_t n) const {
+  return half_ ? y_out_.view(0, n) : y32_[s_.n_layers() - 1].view(0, n);
+}
+
+void MlpGemmPath::forward_f32(const TensorView& params, const TensorView& input, const TensorView& output, bool keep) {
+  const uint32_t L = s_.n_layers();
+  const size_t batch = input.rows();
+  TensorView x = input;
+  if (keep) {  // backward reads the input after the caller may have reused its buffer
+    x32_.ensure(batch * s_.input_width);
+    x = x32_.view(0, batch * s_.input_width);
+    copy_view_to_view(device_, x, input);
+  }
+  size_t x_ld = s_.input_width;
+  for (uint32_t l = 0; l < L; ++l) {
+    const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
+    TensorView y;
+    if (l + 1 == L && !keep && !output.empty()) {
+      y = output;
+    } else {
+      y32_[l].ensure(batch * out);
+      y = y32_[l].view(0, batch * out);
+    }
+    // Y = act(X W^T): W is [out_pad, in_pad] row-major, so op(B) = W^T with ld = in_pad.
+    gemm_epilogue(DType::f32, batch, out, in, x, x_ld, false, from(params, s_.layer_offset(l)), s_.layer_in(l), true,
+                  y, out, ops::GemmEpilogueKind::activation, layer_activation(s_, acts_, l), {});
+    x = y;
+    x_ld = out;
+  }
+  if (keep) batch_ = batch;
+  if (!output.empty() && keep) copy_view_to_view(device_, output, last_output(batch * s_.output_width));
+}
+
+void MlpGemmPath::backward_f32(const TensorView& dL_doutput, const TensorView& grads, ops::GradientMode mode,
+                               const TensorView& dL_dinput, const TensorView& state, bool settle) {
+  const uint32_t L = s_.n_layers();
+  const size_t batch = batch_;
+  size_t widest = s_.input_width;
+  for (uint32_t l = 0; l < L; ++l) widest = std::max<size_t>(widest, s_.layer_out_logical(l));
+  dz32_.ensure(batch * widest);
+  dz32b_.ensure(batch * widest);
+  // Weights are read from the master copy: the parameters of the last forward().
+  const TensorView& params = params_f32_;
+  TensorView dz = dz32_.view(0, batch * s_.output_width);
+  ops::call<ops::ActivationBackward>(device_, acts_.output, last_output(dz.numel()), dL_doutput, dz);
+  const float beta = mode == ops::GradientMode::accumulate ? 1.0f : 0.0f;
+  for (int l = int(L) - 1; l >= 0; --l) {
+    const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
+    const TensorView x = l == 0 ? x32_.view(0, batch * in) : y32_[l - 1].view(0, batch * in);
+    // dW [out, in] (ld in_pad) = dZ^T X, into the gradients (the padding is never written).
+    gemm(device_, DType::f32, out, in, batch, dz, out, true, x, in, false, from(grads, s_.layer_offset(l)),
+         s_.layer_in(l), beta);
+    const TensorView w = from(params, s_.layer_offset(l));
+    if (l == 0) {
+      // dX [batch, in] = dZ W, W [out_pad, in_pad] with ld in_pad, K = out.
+      if (!dL_dinput.empty()) gemm(device_, DType::f32, batch, in, out, dz, out, false, w, s_.layer_in(l), false,
+                                   dL_dinput, in);
+      break;
+    }
+    const TensorView next = ((L - 1 - l) % 2 == 0 ? dz32b_ : dz32_).view(0, batch * in);
+    gemm_epilogue(DType::f32, batch, in, out, dz, out, false, w, s_.layer_in(l), false, next, in,
+                  ops::GemmEpilogueKind::activation_derivative, acts_.hidden, y32_[l - 1].view(0, batch * in));
+    dz = next;
+  }
+  if (settle) ops::call<ops::SettleStep>(device_, grads, state);
 }
 
 void MlpGemmPath::forward(const TensorView& params, const TensorView& input, const TensorView& output, bool keep) {
+  if (!half_) {
+    params_f32_ = params;
+    return forward_f32(params, input, output, keep);
+  }
   const uint32_t L = s_.n_layers();
   const size_t batch = input.rows();
   w16_.ensure(s_.n_params());
@@ -75,8 +167,8 @@ void MlpGemmPath::forward(const TensorView& params, const TensorView& input, con
     const TensorView w = from(w16_, s_.layer_offset(l));
     if (fused && l + 1 < L) {
       // Hidden layer: the activation applied as the product is written, fp16 out.
-      gemm_f16_epilogue(batch, out, in, x, x_ld, false, w, s_.layer_in(l), true, y16, out,
-                        ops::GemmEpilogueKind::activation, {});
+      gemm_epilogue(DType::f16, batch, out, in, x, x_ld, false, w, s_.layer_in(l), true, y16, out,
+                    ops::GemmEpilogueKind::activation, acts_.hidden, {});
       x = y16;
       x_ld = out;
       continue;
@@ -107,6 +199,7 @@ void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads
   const size_t batch = batch_;
   TESSERA_CHECK(dL_doutput.rows() == batch, "MLP backward: {} gradient rows but the last training forward had {}",
                 dL_doutput.rows(), batch);
+  if (!half_) return backward_f32(dL_doutput, grads, mode, dL_dinput, state, settle);
   size_t widest = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) widest = std::max<size_t>(widest, s_.layer_out_logical(l));
   dz16_.ensure(batch * widest);  // (dz16b_ below: the two alternate between layers)
@@ -136,8 +229,8 @@ void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads
     const TensorView w = from(w16_, s_.layer_offset(l));
     const TensorView next = ((L - 1 - l) % 2 == 0 ? dz16b_ : dz16_).view(0, batch * in);
     if (l > 0 && fused) {
-      gemm_f16_epilogue(batch, in, out, dz, out, false, w, s_.layer_in(l), false, next, in,
-                        ops::GemmEpilogueKind::activation_derivative, y16_[l - 1].view(0, batch * in));
+      gemm_epilogue(DType::f16, batch, in, out, dz, out, false, w, s_.layer_in(l), false, next, in,
+                    ops::GemmEpilogueKind::activation_derivative, acts_.hidden, y16_[l - 1].view(0, batch * in));
     } else {
       const TensorView dx = dx_.view(0, batch * in);
       gemm_f16(device_, batch, in, out, dz, out, false, w, s_.layer_in(l), false, dx, in);
@@ -162,7 +255,7 @@ void MlpGemmPath::forward_backward_loss(const TensorView& params, const TensorVi
   dL_doutput_.ensure(n);
   loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(device_, n));
   const TensorView dL_doutput = dL_doutput_.matrix(input.rows(), s_.output_width);
-  ops::call<ops::LossForwardBackward>(device_, loss, y_out_.view(0, n), target, 1.0f / float(n), dL_doutput,
+  ops::call<ops::LossForwardBackward>(device_, loss, last_output(n), target, 1.0f / float(n), dL_doutput,
                                       loss_partials_.view(), state);
   backward(dL_doutput, grads, ops::GradientMode::overwrite, dL_dinput, state);
 }

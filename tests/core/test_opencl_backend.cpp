@@ -12,6 +12,7 @@
 
 #include "../../src/core/opencl/opencl_runtime.h"
 #include "support/errors.h"
+#include "support/gpu.h"
 #include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
 #include "tessera/ops/dispatch.h"
@@ -20,8 +21,6 @@
 namespace tessera {
 namespace {
 
-#define REQUIRE_OPENCL() \
-  if (!opencl_available()) GTEST_SKIP() << "no OpenCL platform: OpenCL test skipped"
 
 TEST(OpenClBackend, BuffersCopyFillAndOffsetViews) {
   REQUIRE_OPENCL();

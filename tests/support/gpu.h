@@ -1,5 +1,5 @@
 #pragma once
-// Helpers of the GPU-vs-CPU tests: a visible skip without a device, and the relative L2
+// Helpers of the device-vs-CPU tests: a visible skip without a device (CUDA, OpenCL), and the relative L2
 // error every comparison reports.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,9 @@
 
 #define REQUIRE_CUDA() \
   if (!::tessera::cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
+
+#define REQUIRE_OPENCL() \
+  if (!::tessera::opencl_available()) GTEST_SKIP() << "no OpenCL platform: OpenCL test skipped"
 
 namespace tessera::test {
 
