@@ -24,6 +24,7 @@ extern const char* const kGer;
 extern const char* const kOptimizers;
 extern const char* const kLoss;
 extern const char* const kMatrix;
+extern const char* const kConv;
 }  // namespace sources
 
 using V = const TensorView&;
@@ -68,5 +69,8 @@ void loss_forward_backward(Stream& stream, const LossParams& loss, V y, V target
 void settle_step(Stream& stream, V grads, V state);
 void matrix_axpby(Stream& stream, float alpha, V src, float beta, V dst);
 void activation_backward(Stream& stream, Activation act, V y, V g, V dz);
+void conv2d_forward(Stream& stream, const ConvDesc& d, Activation activation, V x, V w, V bias, V y);
+void conv2d_backward_data(Stream& stream, const ConvDesc& d, Activation below, V dz, V w, V x, V dx);
+void conv2d_backward_weight(Stream& stream, const ConvDesc& d, V x, V dz, V dw, V dbias);
 
 }  // namespace tessera::ops::opencl
