@@ -10,6 +10,7 @@
 
 #include "support/paths.h"
 #include "support/cli.h"
+#include "support/test_card.h"
 #include "tessera/core/config.h"
 #include "tessera/core/image_io.h"
 
@@ -18,27 +19,9 @@ namespace {
 namespace fs = std::filesystem;
 const auto run = tessera::test::run_cli;
 
-// 128x128: colour ramps, a sine pattern, discs with sharp edges in the training rows and in
-// the held-back bottom quarter, diagonal bars in the top half.
-void write_card(const fs::path& path) {
-  const int n = 128;
-  std::vector<unsigned char> rgb(n * n * 3);
-  for (int y = 0; y < n; ++y)
-    for (int x = 0; x < n; ++x) {
-      const float u = (x + 0.5f) / n, v = (y + 0.5f) / n;
-      float r = u, g = v, b = 0.5f + 0.5f * std::sin(10.0f * u) * std::cos(7.0f * v);
-      if ((u - 0.6f) * (u - 0.6f) + (v - 0.4f) * (v - 0.4f) < 0.04f) r = 1.0f, g = 0.9f, b = 0.1f;
-      if ((u - 0.3f) * (u - 0.3f) + (v - 0.85f) * (v - 0.85f) < 0.01f) r = 0.1f, g = 0.2f, b = 0.9f;
-      if (int(u * 8 + v * 3) % 3 == 0 && v < 0.5f) r = g = b = 0.05f;
-      const float c[3] = {r, g, b};
-      for (int k = 0; k < 3; ++k) rgb[(y * n + x) * 3 + k] = static_cast<unsigned char>(std::lround(c[k] * 255));
-    }
-  tessera::write_png(path.string(), n, n, 3, rgb);
-}
-
 TEST(FitDenoise, BeatsTheNoisyImageOnHeldBackRowsOnCpu) {
   const auto dir = tessera::test::fresh_dir("tessera_fit_denoise_test");
-  write_card(dir / "card.png");
+  tessera::test::write_test_card(dir / "card.png");
   const std::string json = (dir / "result.json").string();
   const auto r = run("fit denoise " + (dir / "card.png").string() + " --device cpu --steps 150 --eval-every 50" +
                      " --no-progress --out " + (dir / "out").string() + " --json " + json);
@@ -61,7 +44,7 @@ TEST(FitDenoise, BadArgumentsAreClearErrors) {
   auto r = run("fit denoise " + (dir / "missing.png").string() + " --device cpu --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("no such file"), std::string::npos) << r.output;
-  write_card(dir / "card.png");
+  tessera::test::write_test_card(dir / "card.png");
   r = run("fit denoise " + (dir / "card.png").string() + " --device cpu --crop 120 --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--crop"), std::string::npos) << r.output;
