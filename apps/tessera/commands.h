@@ -19,6 +19,17 @@ void register_bench_gemv(CLI::App& bench);
 void register_bench_gemm(CLI::App& bench);
 void register_bench_conv(CLI::App& bench);
 
+// `bench gemv|gemm|conv --device opencl[:N]`: our OpenCL kernels vs CLBlast on that device
+// (apps/tessera/opencl/; a clear error in builds without OpenCL).
+struct OpenClBenchOptions {
+  std::string device = "cuda", json_path;
+  int iterations = 20, warmup = 3;
+};
+void run_bench_opencl(const std::string& suite, const OpenClBenchOptions& o);
+bool is_opencl_device(const std::string& device);
+// Adds --device (cuda | opencl[:N]) to a bench subcommand.
+void add_bench_device_option(CLI::App& cmd, std::string& device);
+
 // Number checks for options: finite and above 0 (or at least 0). CLI11's PositiveNumber
 // lets NaN and inf through.
 CLI::Validator finite_positive();

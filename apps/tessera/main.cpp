@@ -57,6 +57,19 @@ CLI::Validator writable_output_file() {
 CLI::Validator finite_positive() { return finite_number_check(false); }
 CLI::Validator finite_non_negative() { return finite_number_check(true); }
 
+bool is_opencl_device(const std::string& device) {
+  return device == "opencl" || device.rfind("opencl:", 0) == 0;
+}
+
+void add_bench_device_option(CLI::App& cmd, std::string& device) {
+  cmd.add_option("--device", device,
+                 "cuda: our CUDA kernels vs the NVIDIA library; opencl or opencl:N: our OpenCL kernels vs CLBlast")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) { return v == "cuda" || is_opencl_device(v) ? std::string() : v + " is not cuda, opencl or opencl:N"; },
+          "cuda|opencl[:N]"));
+}
+
 void add_device_option(CLI::App& cmd, std::string& device) {
   cmd.add_option("--device", device,
                  "where to run: auto (CUDA when a GPU is present), cpu, cuda, opencl or opencl:N (tessera info lists "

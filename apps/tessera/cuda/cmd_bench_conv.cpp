@@ -25,6 +25,7 @@ namespace tessera::app {
 namespace {
 
 struct ConvBenchOptions {
+  std::string device = "cuda";
   std::string json_path, algo = "auto", only;
   int iterations = 20, warmup = 3;
 };
@@ -233,7 +234,11 @@ void register_bench_conv(CLI::App& bench) {
   cmd->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
-  cmd->callback([] { run_conv(o); });
+  add_bench_device_option(*cmd, o.device);
+  cmd->callback([] {
+    if (is_opencl_device(o.device)) return run_bench_opencl("conv", {o.device, o.json_path, o.iterations, o.warmup});
+    run_conv(o);
+  });
 }
 
 }  // namespace tessera::app

@@ -20,6 +20,7 @@ namespace tessera::app {
 namespace {
 
 struct GemmBenchOptions {
+  std::string device = "cuda";
   std::string json_path, only;
   int iterations = 20, warmup = 3;
 };
@@ -154,7 +155,11 @@ void register_bench_gemm(CLI::App& bench) {
   cmd->add_option("--warmup", o.warmup, "untimed runs first")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->add_option("--only", o.only, "run only the cases whose label (e.g. 'fp16->fp16 4096x4096x4096') contains this");
-  cmd->callback([] { run_gemm(o); });
+  add_bench_device_option(*cmd, o.device);
+  cmd->callback([] {
+    if (is_opencl_device(o.device)) return run_bench_opencl("gemm", {o.device, o.json_path, o.iterations, o.warmup});
+    run_gemm(o);
+  });
 }
 
 }  // namespace tessera::app
