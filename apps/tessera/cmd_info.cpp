@@ -18,7 +18,7 @@ void register_info(CLI::App& root) {
     fmt::print("tessera {}\n", TESSERA_VERSION);
     fmt::print("backends: cpu (reference, OpenMP)");
     if (built_with_cuda()) fmt::print(", cuda (sm_{})", TESSERA_CUDA_ARCHS_STRING);
-    if (built_with_opencl()) fmt::print(", opencl (first ops: gemv)");
+    if (built_with_opencl()) fmt::print(", opencl (fp32: GEMV, GEMM, conv, the MLP and CNN training ops)");
     fmt::print("\n");
     Json devices = Json::array();
     const auto gpus = cuda_devices();

@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [fit] [fit-image] [nerf] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [sanitize] [compare]   (default: tests bench)
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -13,6 +13,11 @@ mkdir -p "$OUT"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests bench)
 summary=()
+# NVIDIA's OpenCL as the only ICD (the host registers PoCL alone): opencl:0 is then the GPU.
+nvidia_icd() {
+  mkdir -p /tmp/icd && echo libnvidia-opencl.so.1 > /tmp/icd/nvidia.icd
+  export OCL_ICD_VENDORS=/tmp/icd
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 "$BUILD/tessera" info | tee -a "$OUT/gpu.txt"
@@ -83,6 +88,24 @@ for step in "${steps[@]}"; do
       "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds "${NERF_SECONDS:-60}" \
         --eval-at "${NERF_EVAL_AT:-5,15,30,60}" --out "$OUT/nerf" --json "$OUT/nerf.json" --no-progress 2>&1 | tee "$OUT/nerf.log"
       summary+=("nerf: $(grep -E ' s  step ' "$OUT/nerf.log" | tr -s ' ' | tr '\n' ';')")
+      ;;
+    opencl)
+      # The opencl-labelled tests on NVIDIA's OpenCL (opencl:0 there), then the OpenCL benches
+      # against CLBlast (libclblast.so.1 carried in .gpu/lib: the host has none).
+      export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:$PWD/.gpu/lib"
+      nvidia_icd
+      "$BUILD/tests/tessera_opencl_tests" --gtest_color=no > "$OUT/opencl_tests.log" 2>&1
+      grep -E '^\[( +OK|  FAILED|  SKIPPED)|measured|Failure' "$OUT/opencl_tests.log" | grep -v '^\[  FAILED  \] .*, where' | tail -40
+      summary+=("opencl tests: $(grep -c '^\[       OK' "$OUT/opencl_tests.log") passed, $(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$OUT/opencl_tests.log") failed")
+      "$BUILD/example_rbm" opencl > "$OUT/rbm_opencl.log" 2>&1; summary+=("example_rbm opencl: exit $?")
+      ;;
+    bench-opencl)
+      export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:$PWD/.gpu/lib"
+      nvidia_icd
+      for suite in ${OPENCL_SUITES:-gemv gemm conv}; do
+        "$BUILD/tessera" bench $suite --device opencl --json "$OUT/bench_opencl_$suite.json" 2>&1 | tee "$OUT/bench_opencl_$suite.log"
+      done
+      summary+=("bench opencl: see bench_opencl_*.log")
       ;;
     fit)
       "$BUILD/tessera" fit function --device cuda --out "$OUT/fit_adam" --json "$OUT/fit_adam.json" --no-progress 2>&1 | tee "$OUT/fit.log"
