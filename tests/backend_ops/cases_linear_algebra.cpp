@@ -180,6 +180,9 @@ const RegisterOpCases gemm_layout_cases([](std::vector<OpCase>& cases) {
       {"f32_colC_1x1x1", 1, 1, 1, 1, false, false, false, true, false, 2.0f, 0.0f},
       {"f32_TT_257x255x31", 257, 255, 31, 1, false, true, true, false, false, 1.0f, 0.0f},
       {"f32_512x512x512", 512, 512, 512, 1, false, false, false, false, false, 1.0f, 0.0f},
+      // Enough tiles for a large GPU's biggest tile size (OpenCL: 128 x 128 from 2 x CUs tiles);
+      // sizes cut the last tiles.
+      {"f32_TN_2305x2303x37_big_tiles", 2305, 2303, 37, 1, false, true, false, false, false, 1.0f, 0.0f},
   };
   for (const GemmLayoutCase& g : list)
     cases.push_back({"gemm", g.name, 1e-5, has_op<ops::Gemm>(), [g](Backend& b, uint64_t seed) {

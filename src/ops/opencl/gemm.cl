@@ -1,57 +1,80 @@
 // GEMM on OpenCL, fp32: C = alpha op(A) op(B) + beta C for any M, N, K, layouts, transposes
 // and strided batches (each operand as element strides of its op() view: (r, c) at
-// r * rs + c * cs). Tiles of TS x TS in local memory; each work-item computes WPT outputs
-// of one column (register blocking), so a work-group is TS x (TS / WPT) items. beta = 0
-// never reads C. Specialized at build time: TS, WPT (TS % WPT == 0), and EPILOGUE (with ACT,
-// see common.cl): 0 none; 1 C = act(product); 2 C = product * act'(Y), Y laid out as C (the
-// layer below's outputs: the MLP's input gradient with the derivative applied as it is written).
-#define RTS (TS / WPT)
+// r * rs + c * cs). A work-group computes a BM x BN tile of C, staging BK-deep slices of A
+// and B in local memory; each of its (BN / TN) x (BM / TM) items holds TM x TN outputs in
+// registers (2-D register blocking), at rows ly + i * LY and columns lx + j * LX so local
+// reads and global stores of neighbouring items are neighbouring. The tile loads walk the
+// operand's contiguous dimension (A_KC: op(A)'s k is contiguous; B_NC: op(B)'s n is).
+// beta = 0 never reads C. EPILOGUE (with ACT, see common.cl): 0 none; 1 C = act(product);
+// 2 C = product * act'(Y), Y laid out as C (the layer below's outputs: the MLP's input
+// gradient with the derivative applied as it is written).
+#define LX (BN / TN)
+#define LY (BM / TM)
+#define NT (LX * LY)
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
 
-__kernel void gemm_f32(const uint M, const uint N, const uint K, const float alpha, const float beta,
-                       __global const float* A, const ulong a_off, const ulong a_rs, const ulong a_cs, const ulong a_bs,
-                       __global const float* B, const ulong b_off, const ulong b_rs, const ulong b_cs, const ulong b_bs,
-                       __global float* C, const ulong c_off, const ulong c_rs, const ulong c_cs, const ulong c_bs,
-                       __global const float* Y, const ulong y_off) {
-  __local float As[TS][TS + 1];  // [m][k]; +1: no bank conflicts on the column reads
-  __local float Bs[TS][TS + 1];  // [k][n]
-  const uint lx = get_local_id(0), ly = get_local_id(1);  // lx along N, ly along M
-  const uint n = get_group_id(0) * TS + lx, m0 = get_group_id(1) * TS;
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_f32(
+    const uint M, const uint N, const uint K, const float alpha, const float beta, __global const float* A,
+    const ulong a_off, const ulong a_rs, const ulong a_cs, const ulong a_bs, __global const float* B, const ulong b_off,
+    const ulong b_rs, const ulong b_cs, const ulong b_bs, __global float* C, const ulong c_off, const ulong c_rs,
+    const ulong c_cs, const ulong c_bs, __global const float* Y, const ulong y_off) {
+  __local float As[BK][BM + 1];  // [k][m]; +1: the k-major tile stores do not collide on banks
+  __local float Bs[BK][BN + 1];  // [k][n]
+  const int lx = get_local_id(0), ly = get_local_id(1), tid = ly * LX + lx;
+  const uint m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
   const ulong batch = get_global_id(2);
   __global const float* a = A + a_off + batch * a_bs;
   __global const float* b = B + b_off + batch * b_bs;
-  float acc[WPT];
-  for (uint w = 0; w < WPT; ++w) acc[w] = 0.0f;
-  for (uint k0 = 0; k0 < K; k0 += TS) {
-    for (uint w = 0; w < WPT; ++w) {
-      const uint r = ly + w * RTS;
-      // A tile: row m0 + r, column k0 + lx; B tile: row k0 + r, column n.
-      const uint am = m0 + r, ak = k0 + lx, bk = k0 + r;
-      As[r][lx] = am < M && ak < K ? a[am * a_rs + ak * a_cs] : 0.0f;
-      Bs[r][lx] = bk < K && n < N ? b[bk * b_rs + n * b_cs] : 0.0f;
+  float acc[TM][TN];
+  for (int i = 0; i < TM; ++i)
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+  for (uint k0 = 0; k0 < K; k0 += BK) {
+    for (int e = tid; e < BM * BK; e += NT) {
+#if A_KC
+      const int m = e / BK, k = e % BK;
+#else
+      const int k = e / BM, m = e % BM;
+#endif
+      const uint gm = m0 + m, gk = k0 + k;
+      As[k][m] = gm < M && gk < K ? a[gm * a_rs + gk * a_cs] : 0.0f;
+    }
+    for (int e = tid; e < BN * BK; e += NT) {
+#if B_NC
+      const int k = e / BN, n = e % BN;
+#else
+      const int n = e / BK, k = e % BK;
+#endif
+      const uint gn = n0 + n, gk = k0 + k;
+      Bs[k][n] = gn < N && gk < K ? b[gk * b_rs + gn * b_cs] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = 0; k < TS; ++k) {
-      const float bv = Bs[k][lx];
-      for (uint w = 0; w < WPT; ++w) acc[w] += As[ly + w * RTS][k] * bv;
+    for (int k = 0; k < BK; ++k) {
+      float av[TM], bv[TN];
+      for (int i = 0; i < TM; ++i) av[i] = As[k][ly + i * LY];
+      for (int j = 0; j < TN; ++j) bv[j] = Bs[k][lx + j * LX];
+      for (int i = 0; i < TM; ++i)
+        for (int j = 0; j < TN; ++j) acc[i][j] = mad(av[i], bv[j], acc[i][j]);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (n >= N) return;
   __global float* c = C + c_off + batch * c_bs;
-  for (uint w = 0; w < WPT; ++w) {
-    const uint m = m0 + ly + w * RTS;
+  for (int i = 0; i < TM; ++i) {
+    const uint m = m0 + ly + i * LY;
     if (m >= M) continue;
-    const ulong at = m * c_rs + n * c_cs;
-    const float v = beta == 0.0f ? alpha * acc[w] : alpha * acc[w] + beta * c[at];
+    for (int j = 0; j < TN; ++j) {
+      const uint n = n0 + lx + j * LX;
+      if (n >= N) continue;
+      const ulong at = m * c_rs + n * c_cs;
+      const float v = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * c[at];
 #if EPILOGUE == 1
-    c[at] = activate(v);
+      c[at] = activate(v);
 #elif EPILOGUE == 2
-    c[at] = v * activation_derivative(Y[y_off + batch * c_bs + at], 0.0f);
+      c[at] = v * activation_derivative(Y[y_off + batch * c_bs + at], 0.0f);
 #else
-    c[at] = v;
+      c[at] = v;
 #endif
+    }
   }
 }

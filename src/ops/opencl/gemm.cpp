@@ -1,4 +1,4 @@
-// GEMM on OpenCL (gemm.cl), fp32: local-memory tiles with register blocking, any layout,
+// GEMM on OpenCL (gemm.cl), fp32: local-memory tiles with 2-D register blocking, any layout,
 // transpose and strided batch; the activation epilogue of the layer-by-layer MLP
 // (GemmActivation) in the same kernel.
 #include "opencl_ops.h"
@@ -13,12 +13,18 @@ void run_gemm(Stream& stream, const GemmDesc& d, V A, V B, V C, int epilogue, Ac
                 to_string(d.c.type));
   if (d.M == 0 || d.N == 0) return;
   auto& rt = detail::opencl_runtime(stream.backend());
-  // 32 x 32 tiles with 8 outputs per item (128 items) where the device allows, else 16 x 16 / 4.
-  const size_t ts = rt.max_work_group_size() >= 128 ? 32 : 16, wpt = ts == 32 ? 8 : 4;
-  const std::string options = "-DTS=" + std::to_string(ts) + " -DWPT=" + std::to_string(wpt) +
-                              " -DEPILOGUE=" + std::to_string(epilogue) + " " + act_define(act);
-  cl_kernel k = program_kernel(rt, "gemm.cl", sources::kGemm, options, "gemm_f32");
   const OperandStrides sa = operand_strides(d.a), sb = operand_strides(d.b);
+  // 128 x 128 tiles of 8 x 8 per item where they fill the device; 64 x 64 of 4 x 4 for
+  // smaller products (the MLP's layers); 32 x 32 of 4 x 4 where work-groups are small.
+  const size_t cus = stream.backend().attributes().sm_count;
+  const size_t big_tiles = (d.M + 127) / 128 * ((d.N + 127) / 128) * d.batch;
+  size_t bm = 128, tm = 8;
+  if (rt.max_work_group_size() < 256) bm = 32, tm = 4;
+  else if (big_tiles < 2 * std::max<size_t>(cus, 1)) bm = 64, tm = 4;
+  const std::string options = fmt::format("-DBM={0} -DBN={0} -DBK=16 -DTM={1} -DTN={1} -DA_KC={2} -DB_NC={3} -DEPILOGUE={4} ",
+                                          bm, tm, sa.col == 1 ? 1 : 0, sb.col == 1 ? 1 : 0, epilogue) +
+                              act_define(act);
+  cl_kernel k = program_kernel(rt, "gemm.cl", sources::kGemm, options, "gemm_f32");
   const OperandStrides sc = d.c.layout == Layout::row_major ? OperandStrides{d.c.ld, 1} : OperandStrides{1, d.c.ld};
   Args args{k};
   args(cl_uint(d.M))(cl_uint(d.N))(cl_uint(d.K))(d.alpha)(d.beta)
@@ -26,8 +32,9 @@ void run_gemm(Stream& stream, const GemmDesc& d, V A, V B, V C, int epilogue, Ac
       .view(rt, B, 4)(cl_ulong(sb.row))(cl_ulong(sb.col))(cl_ulong(d.b.batch_stride))
       .view(rt, C, 4)(cl_ulong(sc.row))(cl_ulong(sc.col))(cl_ulong(d.c.batch_stride))
       .view(rt, Y.empty() ? C : Y, 4);  // Y is read only by epilogue 2
-  const size_t local[3] = {ts, ts / wpt, 1};
-  const size_t global[3] = {(d.N + ts - 1) / ts * ts, (d.M + ts - 1) / ts * (ts / wpt), d.batch};
+  const size_t items = bm / tm;
+  const size_t local[3] = {items, items, 1};
+  const size_t global[3] = {(d.N + bm - 1) / bm * items, (d.M + bm - 1) / bm * items, d.batch};
   launch(rt, stream, k, 3, global, local, "gemm");
 }
 
