@@ -68,9 +68,10 @@ void append_typed(std::vector<double>& out, const std::vector<T>& v) {
 }
 
 template <typename T>
-std::vector<double> run_conv(Backend& b, ConvOp op, ConvDesc d, uint64_t seed) {
+std::vector<double> run_conv(Backend& b, ConvOp op, ConvDesc d, uint64_t seed,
+                             ops::ConvAlgo algo = ops::ConvAlgo::automatic) {
   d.type = std::is_same_v<T, float> ? DType::f32 : DType::f16;
-  d.algo = b.kind() == DeviceKind::cpu ? ops::ConvAlgo::direct : ops::ConvAlgo::automatic;
+  d.algo = b.kind() == DeviceKind::cpu ? ops::ConvAlgo::direct : algo;
   auto x_host = random_floats(d.input_elements(), -1, 1, seed);
   for (size_t i = 0; i < x_host.size(); i += 3) x_host[i] = 0.0f;  // a ReLU's output: the derivative is 0 there
   for (float& e : x_host) e = e < 0 ? -e : e;
@@ -117,6 +118,34 @@ const RegisterOpCases conv_cases([](std::vector<OpCase>& cases) {
                              return half ? run_conv<uint16_t>(b, op, d, seed) : run_conv<float>(b, op, d, seed);
                            }});
         }
+});
+
+// Winograd F(2x2,3x3) chosen explicitly (forward and backward-data, fp32) on the backends
+// that have it: cut tiles (odd sizes), padding 0, 1 and 2, both layouts.
+const RegisterOpCases winograd_cases([](std::vector<OpCase>& cases) {
+  struct Shape {
+    const char* name;
+    uint32_t N, C, H, W, K, pad;
+  };
+  const Shape shapes[] = {{"N2_C3_7x5_K5_pad1", 2, 3, 7, 5, 5, 1},
+                          {"N1_C6_9x8_K4_pad0", 1, 6, 9, 8, 4, 0},
+                          {"N2_C5_6x7_K3_pad2", 2, 5, 6, 7, 3, 2},
+                          {"N4_C32_20x20_K24_pad1", 4, 32, 20, 20, 24, 1}};
+  for (ConvOp op : {ConvOp::forward, ConvOp::backward_data})
+    for (const Shape& sh : shapes)
+      for (ConvLayout layout : {ConvLayout::nchw, ConvLayout::nhwc}) {
+        ConvDesc d;
+        d.N = sh.N, d.C = sh.C, d.H = sh.H, d.W = sh.W, d.K = sh.K, d.R = d.S = 3, d.pad_h = d.pad_w = sh.pad;
+        d.layout = layout;
+        const std::string name =
+            std::string("winograd_2x2_f32_") + (layout == ConvLayout::nchw ? "nchw_" : "nhwc_") + sh.name;
+        auto supported = [op](const Backend& be) {
+          return op == ConvOp::forward ? be.supports<ops::Conv2dForward>() : be.supports<ops::Conv2dBackwardData>();
+        };
+        cases.push_back({ops::to_string(op), name, kTolF32, supported, [op, d](Backend& b, uint64_t seed) {
+                           return run_conv<float>(b, op, d, seed, ops::ConvAlgo::winograd_2x2);
+                         }});
+      }
 });
 
 }  // namespace

@@ -220,8 +220,8 @@ double time_conv_op(Context& c, DeviceKind kind, ops::ConvOp op, const ops::Conv
 }
 
 Json bench_conv(Context& c) {
-  fmt::print("{:<22} {:<14} {:>9} {:>9} {:>11} {:>10} {:>9} {:>8} {:>9}\n", "shape (3x3, pad 1)", "op", "ms",
-             "TFLOP/s", "CLBlast ms", "x CLBlast", "rel diff", "CUDA ms", "x CUDA");
+  fmt::print("{:<16} {:<22} {:<13} {:>8} {:>8} {:>11} {:>10} {:>9} {:>8} {:>7}\n", "shape (3x3 p1)", "op", "algo",
+             "ms", "TFLOP/s", "CLBlast ms", "x CLBlast", "rel diff", "CUDA ms", "x CUDA");
   struct Shape {
     uint32_t N, C, H;
   };
@@ -237,14 +237,7 @@ Json bench_conv(Context& c) {
       Buffer<float> x = random_buffer(kCl, d.input_elements(), 1), w = random_buffer(kCl, d.filter_elements(), 2);
       Buffer<float> z = random_buffer(kCl, d.output_elements(), 3), out(kCl, fwd ? d.output_elements() : d.input_elements());
       Buffer<float> ref(kCl, out.size());
-      const double ms = time_ms(c, [&] {
-        if (fwd) ops::call<ops::Conv2dForward>(c.stream, d, Activation::None, x.view(), w.view(), TensorView(), out.view());
-        else ops::call<ops::Conv2dBackwardData>(c.stream, d, Activation::None, z.view(), w.view(), TensorView(), out.view());
-      });
-      Json r{{"shape", fmt::format("N{} C{} {}x{}", d.N, d.C, d.H, d.W)},
-             {"op", to_string(op)},
-             {"ms", ms},
-             {"tflops", flops / (ms * 1e-3) * 1e-12}};
+      double blas_ms = 0, cuda_ms = 0;
       if (c.blas.available()) {
         size_t xo, wo, zo, ro;
         cl_mem xm = mem(c, x, &xo), wm = mem(c, w, &wo), zm = mem(c, z, &zo), rm = mem(c, ref, &ro);
@@ -253,7 +246,7 @@ Json bench_conv(Context& c) {
         size_t co;
         cl_mem cm = mem(c, cols, &co);
         const auto cc = ClblastRuntime::cross_correlation;
-        const double blas_ms = time_ms(c, [&] {
+        blas_ms = time_ms(c, [&] {
           if (fwd) {
             check_blas(c.blas.sconvgemm(cc, d.C, d.H, d.W, 3, 3, 1, 1, 1, 1, 1, 1, d.K, d.N, xm, xo, wm, wo, rm, ro,
                                         &c.queue, nullptr),
@@ -272,20 +265,39 @@ Json bench_conv(Context& c) {
                                       ro + size_t(n) * d.C * d.H * d.W, &c.queue, nullptr),
                        "col2im");
         });
-        r["clblast_ms"] = blas_ms;
-        r["x_clblast"] = blas_ms / ms;
-        r["relative_difference_vs_clblast"] = rel_diff(out.to_host(), ref.to_host());
       }
-      if (cuda_available()) {
-        const double cuda_ms = time_conv_op(c, DeviceKind::cuda, op, d);
-        r["cuda_ms"] = cuda_ms;
-        r["x_cuda"] = cuda_ms / ms;  // < 1: our CUDA kernel is faster
+      if (cuda_available()) cuda_ms = time_conv_op(c, DeviceKind::cuda, op, d);
+      for (ops::ConvAlgo algo : {ops::ConvAlgo::direct, ops::ConvAlgo::winograd_2x2}) {
+        ops::ConvDesc da = d;
+        da.algo = algo;
+        const double ms = time_ms(c, [&] {
+          if (fwd)
+            ops::call<ops::Conv2dForward>(c.stream, da, Activation::None, x.view(), w.view(), TensorView(), out.view());
+          else
+            ops::call<ops::Conv2dBackwardData>(c.stream, da, Activation::None, z.view(), w.view(), TensorView(),
+                                               out.view());
+        });
+        Json r{{"shape", fmt::format("N{} C{} {}x{}", d.N, d.C, d.H, d.W)},
+               {"op", to_string(op)},
+               {"algo", to_string(algo)},
+               {"ms", ms},
+               {"tflops", flops / (ms * 1e-3) * 1e-12}};
+        if (blas_ms > 0) {
+          r["clblast_ms"] = blas_ms;
+          r["x_clblast"] = blas_ms / ms;
+          r["relative_difference_vs_clblast"] = rel_diff(out.to_host(), ref.to_host());
+        }
+        if (cuda_ms > 0) {
+          r["cuda_ms"] = cuda_ms;
+          r["x_cuda"] = cuda_ms / ms;  // < 1: our CUDA kernel is faster
+        }
+        fmt::print("{:<16} {:<22} {:<13} {:>8.3f} {:>8.2f} {:>11} {:>10} {:>9} {:>8} {:>7}\n",
+                   r["shape"].get<std::string>(), to_string(op), to_string(algo), ms, r["tflops"].get<double>(),
+                   field(r, "clblast_ms", "{:.3f}"), field(r, "x_clblast", "{:.2f}"),
+                   field(r, "relative_difference_vs_clblast", "{:.1e}"), field(r, "cuda_ms", "{:.3f}"),
+                   field(r, "x_cuda", "{:.2f}"));
+        results.push_back(r);
       }
-      fmt::print("{:<22} {:<14} {:>9.3f} {:>9.2f} {:>11} {:>10} {:>9} {:>8} {:>9}\n", r["shape"].get<std::string>(),
-                 to_string(op), ms, r["tflops"].get<double>(), field(r, "clblast_ms", "{:.3f}"),
-                 field(r, "x_clblast", "{:.2f}"), field(r, "relative_difference_vs_clblast", "{:.1e}"),
-                 field(r, "cuda_ms", "{:.3f}"), field(r, "x_cuda", "{:.2f}"));
-      results.push_back(r);
     }
   }
   fmt::print("(fp32 NCHW, C = K; TFLOP/s = 2 N C K 9 P Q / time; CLBlast: convgemm forward, batched GEMM + col2im "

@@ -1,6 +1,7 @@
-// Convolution on OpenCL (conv.cl), fp32: the direct kernels for every shape, each built for
-// its shape (sizes, strides, padding, dilation, layout as -D constants; the program cache
-// keeps one per shape).
+// Convolution on OpenCL, fp32: the direct kernels for every shape (conv.cl) and Winograd
+// F(2x2,3x3) forward and backward-data (conv_winograd.cl around our batched GEMM), each
+// built for its shape (sizes, strides, padding, dilation, layout as -D constants; the
+// program cache keeps one per shape).
 #include <algorithm>
 
 #include "opencl_ops.h"
@@ -41,16 +42,59 @@ void launch_items(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t
 
 ConvAlgo resolve(ConvOp op, const ConvDesc& d) {
   const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::direct : d.algo;
-  check_conv_algo(op, d, algo, "opencl", {ConvAlgo::direct});
+  if (op == ConvOp::backward_weight) check_conv_algo(op, d, algo, "opencl", {ConvAlgo::direct});
+  else check_conv_algo(op, d, algo, "opencl", {ConvAlgo::direct, ConvAlgo::winograd_2x2});
   check_fp32(d, op);
   return algo;
+}
+
+// Winograd F(2x2,3x3): forward (in = x, out = y) or backward-data (in = dz, out = dx, the
+// flipped filters, padding 2 - pad); see conv_winograd.cl.
+void winograd_2x2(Stream& stream, const ConvDesc& d, bool backward, Activation act, V in, V w, V bias, V below, V out) {
+  auto& rt = detail::opencl_runtime(stream.backend());
+  const uint32_t ci = backward ? d.K : d.C, co = backward ? d.C : d.K;
+  const uint32_t hi = backward ? d.P() : d.H, wi = backward ? d.Q() : d.W;
+  const uint32_t ho = backward ? d.H : d.P(), wo = backward ? d.W : d.Q();
+  const uint32_t ph = backward ? 2 - d.pad_h : d.pad_h, pw = backward ? 2 - d.pad_w : d.pad_w;
+  const uint32_t th = (ho + 1) / 2, tw = (wo + 1) / 2;
+  const size_t T = size_t(d.N) * th * tw;
+  const std::string options =
+      fmt::format("-DNHWC={} -DCI={} -DCO={} -DHI={} -DWI={} -DHO={} -DWO={} -DPH={} -DPW={} -DTH={} -DTW={} -DFLIP={} "
+                  "-DBACKWARD={} -DHAS_BIAS={} ",
+                  d.layout == ConvLayout::nhwc ? 1 : 0, ci, co, hi, wi, ho, wo, ph, pw, th, tw, backward ? 1 : 0,
+                  backward ? 1 : 0, bias.empty() ? 0 : 1) +
+      act_define(act);
+  Workspace& ws = stream.workspace();
+  const TensorView U = TensorView::vector(ws.get("opencl.winograd.U", 16 * size_t(co) * ci * 4), DType::f32,
+                                          16 * size_t(co) * ci);
+  const TensorView Vt = TensorView::vector(ws.get("opencl.winograd.V", 16 * size_t(ci) * T * 4), DType::f32,
+                                           16 * size_t(ci) * T);
+  const TensorView M = TensorView::vector(ws.get("opencl.winograd.M", 16 * size_t(co) * T * 4), DType::f32,
+                                          16 * size_t(co) * T);
+  cl_kernel kf = program_kernel(rt, "conv_winograd.cl", sources::kConvWinograd, options, "winograd_filters");
+  Args{kf}.view(rt, w, 4).view(rt, U, 4);
+  launch_items(rt, stream, kf, ci, co, 1, "winograd filters");
+  cl_kernel ki = program_kernel(rt, "conv_winograd.cl", sources::kConvWinograd, options, "winograd_input");
+  Args{ki}(cl_uint(d.N)).view(rt, in, 4).view(rt, Vt, 4);
+  launch_items(rt, stream, ki, T, ci, 1, "winograd input");
+  GemmDesc g;
+  g.M = co, g.N = T, g.K = ci, g.batch = 16;
+  g.a = {DType::f32, Layout::row_major, false, ci, int64_t(co) * ci};
+  g.b = {DType::f32, Layout::row_major, false, T, int64_t(ci * T)};
+  g.c = {DType::f32, Layout::row_major, false, T, int64_t(co * T)};
+  gemm(stream, g, U, Vt, M);
+  cl_kernel ko = program_kernel(rt, "conv_winograd.cl", sources::kConvWinograd, options, "winograd_output");
+  Args{ko}(cl_uint(d.N)).view(rt, M, 4).view(rt, bias.empty() ? M : bias, 4).view(rt, below.empty() ? M : below, 4)
+      .view(rt, out, 4);
+  launch_items(rt, stream, ko, T, co, 1, "winograd output");
 }
 
 }  // namespace
 
 void conv2d_forward(Stream& stream, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
   check_conv_forward_views(d, x, w, bias, y);
-  resolve(ConvOp::forward, d);
+  if (resolve(ConvOp::forward, d) == ConvAlgo::winograd_2x2)
+    return winograd_2x2(stream, d, false, activation, x, w, bias, TensorView(), y);
   auto& rt = detail::opencl_runtime(stream.backend());
   const uint32_t kb = std::min<uint32_t>(8, d.K), qb = std::min<uint32_t>(4, d.Q());
   const uint32_t kt = (d.K + kb - 1) / kb, qt = (d.Q() + qb - 1) / qb;
@@ -64,7 +108,8 @@ void conv2d_forward(Stream& stream, const ConvDesc& d, Activation activation, V 
 
 void conv2d_backward_data(Stream& stream, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
   check_conv_backward_data_views(d, below, dz, w, x, dx);
-  resolve(ConvOp::backward_data, d);
+  if (resolve(ConvOp::backward_data, d) == ConvAlgo::winograd_2x2)
+    return winograd_2x2(stream, d, true, below, dz, w, TensorView(), x, dx);
   auto& rt = detail::opencl_runtime(stream.backend());
   const uint32_t cb = std::min<uint32_t>(8, d.C), wb = std::min<uint32_t>(4, d.W);
   const uint32_t ct = (d.C + cb - 1) / cb, wt = (d.W + wb - 1) / wb;

@@ -30,24 +30,40 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_f32(
   float acc[TM][TN];
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-  for (uint k0 = 0; k0 < K; k0 += BK) {
-    for (int e = tid; e < BM * BK; e += NT) {
+  // This item's tile elements, fixed across the k loop: local slot and global offset at k0 = 0.
+#define A_LOADS (BM * BK / NT)
+#define B_LOADS (BN * BK / NT)
+  int a_m[A_LOADS], a_k[A_LOADS], b_n[B_LOADS], b_k[B_LOADS];
+  ulong a_at[A_LOADS], b_at[B_LOADS];
+  for (int l = 0; l < A_LOADS; ++l) {
+    const int e = tid + l * NT;
 #if A_KC
-      const int m = e / BK, k = e % BK;
+    a_m[l] = e / BK, a_k[l] = e % BK;
 #else
-      const int k = e / BM, m = e % BM;
+    a_k[l] = e / BM, a_m[l] = e % BM;
 #endif
-      const uint gm = m0 + m, gk = k0 + k;
-      As[k][m] = gm < M && gk < K ? a[gm * a_rs + gk * a_cs] : 0.0f;
-    }
-    for (int e = tid; e < BN * BK; e += NT) {
+    a_at[l] = (ulong)(m0 + a_m[l]) * a_rs + (ulong)a_k[l] * a_cs;
+  }
+  for (int l = 0; l < B_LOADS; ++l) {
+    const int e = tid + l * NT;
 #if B_NC
-      const int k = e / BN, n = e % BN;
+    b_k[l] = e / BN, b_n[l] = e % BN;
 #else
-      const int n = e / BK, k = e % BK;
+    b_n[l] = e / BK, b_k[l] = e % BK;
 #endif
-      const uint gn = n0 + n, gk = k0 + k;
-      Bs[k][n] = gn < N && gk < K ? b[gk * b_rs + gn * b_cs] : 0.0f;
+    b_at[l] = (ulong)b_k[l] * b_rs + (ulong)(n0 + b_n[l]) * b_cs;
+  }
+  const bool interior_mn = m0 + BM <= M && n0 + BN <= N;
+  for (uint k0 = 0; k0 < K; k0 += BK) {
+    const ulong a_step = (ulong)k0 * a_cs, b_step = (ulong)k0 * b_rs;
+    if (interior_mn && k0 + BK <= K) {  // no bounds to check
+      for (int l = 0; l < A_LOADS; ++l) As[a_k[l]][a_m[l]] = a[a_at[l] + a_step];
+      for (int l = 0; l < B_LOADS; ++l) Bs[b_k[l]][b_n[l]] = b[b_at[l] + b_step];
+    } else {
+      for (int l = 0; l < A_LOADS; ++l)
+        As[a_k[l]][a_m[l]] = m0 + a_m[l] < M && k0 + a_k[l] < K ? a[a_at[l] + a_step] : 0.0f;
+      for (int l = 0; l < B_LOADS; ++l)
+        Bs[b_k[l]][b_n[l]] = n0 + b_n[l] < N && k0 + b_k[l] < K ? b[b_at[l] + b_step] : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int k = 0; k < BK; ++k) {

@@ -25,6 +25,7 @@ extern const char* const kOptimizers;
 extern const char* const kLoss;
 extern const char* const kMatrix;
 extern const char* const kConv;
+extern const char* const kConvWinograd;
 }  // namespace sources
 
 using V = const TensorView&;
