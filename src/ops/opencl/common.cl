@@ -1,5 +1,5 @@
-// Prepended to every OpenCL program of the op table (opencl_ops.h: program_source):
-// the activations (the Activation enum's values, chosen at build time by -DACT) and the
+// Prepended to every OpenCL program of the op table (opencl_ops.h: program_kernel):
+// a work-group sum (where WG is defined), the activations (the Activation enum's values, chosen at build time by -DACT) and the
 // TrainState with its settle step, both mirroring the C++ definitions
 // (tessera/ops/activation.h, tessera/ops/train_state.h) so every backend computes the same.
 #ifndef ACT
@@ -66,6 +66,23 @@ typedef struct {
 
 // The TrainState at a byte offset of a buffer (views of its bytes may start anywhere 4-aligned).
 __global TrainState* train_state(__global uchar* base, ulong offset) { return (__global TrainState*)(base + offset); }
+
+#ifdef WG
+// The local-memory tree sum of each item's v over a 1-D work-group of WG items (a power of
+// two); every item gets the total. Ends with a barrier so `red` can be reused at once.
+float group_sum(__local float* red, float v) {
+  const int lid = get_local_id(0);
+  red[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int o = WG / 2; o > 0; o >>= 1) {
+    if (lid < o) red[lid] += red[lid + o];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = red[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return total;
+}
+#endif
 
 #define MIN_LOSS_SCALE (1.0f / 1024.0f)
 #define MAX_LOSS_SCALE 32768.0f

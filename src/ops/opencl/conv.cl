@@ -159,21 +159,6 @@ __kernel void conv_backward_data(const uint N, __global const float* dz, const u
 #endif
 
 #ifdef WG
-// The local-memory tree sum of each item's v; the total lands in red[0]. Ends with a barrier
-// so red can be reused at once.
-float group_sum(__local float* red, float v) {
-  const int lid = get_local_id(0);
-  red[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int o = WG / 2; o > 0; o >>= 1) {
-    if (lid < o) red[lid] += red[lid + o];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  const float total = red[0];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return total;
-}
-
 __kernel void conv_backward_weight(const uint N, __global const float* x, const ulong x_off, __global const float* dz,
                                    const ulong dz_off, __global float* dw, const ulong dw_off) {
   __local float red[WG];

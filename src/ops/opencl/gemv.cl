@@ -3,7 +3,7 @@
 // work-group size, a power of two from the device's limits). Offsets are in elements;
 // activate() comes from common.cl.
 //   gemv_n: one work-group per row; its items stride over the columns and meet in a
-//           local-memory tree reduction (seed 003's reduction).
+//           local-memory tree reduction (seed 003's; group_sum in common.cl).
 //   gemv_t: see below.
 
 __kernel void gemv_n(const uint rows, const uint cols, const uint lda, const float alpha, __global const float* A,
@@ -15,14 +15,9 @@ __kernel void gemv_n(const uint rows, const uint cols, const uint lda, const flo
   __global const float* xv = x + x_off;
   float s = 0.0f;
   for (uint c = lid; c < cols; c += WG) s += a[c] * xv[c];
-  partial[lid] = s;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint o = WG / 2; o > 0; o >>= 1) {
-    if (lid < o) partial[lid] += partial[lid + o];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
+  const float total = group_sum(partial, s);
   if (lid == 0) {
-    float v = alpha * partial[0];
+    float v = alpha * total;
     if (beta != 0.0f) v += beta * y[y_off + row];
     y[y_off + row] = activate(v);
   }

@@ -14,10 +14,7 @@ void ger(Stream& stream, float alpha, V x, V y, V A) {
       .view(rt, x, 4)
       .view(rt, y, 4)
       .view(rt, A, 4);
-  const size_t wx = work_group(rt, 64), wy = std::max<size_t>(1, work_group(rt, 256) / wx);
-  const size_t local[2] = {wx, wy};
-  const size_t global[2] = {(A.cols() + wx - 1) / wx * wx, (A.rows() + wy - 1) / wy * wy};
-  launch(rt, stream, k, 2, global, local, "ger");
+  launch_2d(rt, stream, k, A.cols(), A.rows(), "ger");
 }
 
 }  // namespace tessera::ops::opencl

@@ -34,17 +34,6 @@ float loss_gradient(float p, float t, float delta) {
 #endif
 }
 
-// The local-memory tree sum of each item's v; the total lands in partial[0].
-void group_sum(__local float* partial, float v) {
-  const uint lid = get_local_id(0);
-  partial[lid] = v;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint o = WG / 2; o > 0; o >>= 1) {
-    if (lid < o) partial[lid] += partial[lid + o];
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
-
 __kernel void loss_forward_backward(const ulong n, const float norm, const float delta, __global const float* y,
                                     const ulong y_off, __global const float* target, const ulong t_off,
                                     __global float* dL_dy, const ulong d_off, __global float* partials,
@@ -56,8 +45,8 @@ __kernel void loss_forward_backward(const ulong n, const float norm, const float
     sum += loss_value(p, t, delta);
     dL_dy[d_off + i] = norm * loss_gradient(p, t, delta);
   }
-  group_sum(partial, sum);
-  if (get_local_id(0) == 0) partials[partials_off + get_group_id(0)] = partial[0];
+  const float total = group_sum(partial, sum);
+  if (get_local_id(0) == 0) partials[partials_off + get_group_id(0)] = total;
 }
 
 __kernel void loss_total(const uint n_partials, const float norm, __global const float* partials,
@@ -65,8 +54,8 @@ __kernel void loss_total(const uint n_partials, const float norm, __global const
   __local float partial[WG];
   float sum = 0.0f;
   for (uint i = get_local_id(0); i < n_partials; i += WG) sum += partials[partials_off + i];
-  group_sum(partial, sum);
-  if (get_local_id(0) == 0) train_state(state_base, state_off)->last_loss = norm * partial[0];
+  const float total = group_sum(partial, sum);
+  if (get_local_id(0) == 0) train_state(state_base, state_off)->last_loss = norm * total;
 }
 
 __kernel void check_finite(const ulong n, __global const float* grads, const ulong g_off, __global uchar* state_base,

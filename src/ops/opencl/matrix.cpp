@@ -15,10 +15,7 @@ void matrix_axpby(Stream& stream, float alpha, V src, float beta, V dst) {
   args(cl_uint(dst.rows()))(cl_uint(dst.cols()))(alpha)
       .view(rt, has_src ? src : dst, 4)(cl_ulong(has_src ? src.row_stride() : 0))(beta)
       .view(rt, dst, 4)(cl_ulong(dst.row_stride()));
-  const size_t wx = work_group(rt, 64), wy = std::max<size_t>(1, work_group(rt, 256) / wx);
-  const size_t local[2] = {wx, wy};
-  const size_t global[2] = {(dst.cols() + wx - 1) / wx * wx, (dst.rows() + wy - 1) / wy * wy};
-  launch(rt, stream, k, 2, global, local, "matrix_axpby");
+  launch_2d(rt, stream, k, dst.cols(), dst.rows(), "matrix_axpby");
 }
 
 void activation_backward(Stream& stream, Activation act, V y, V g, V dz) {

@@ -46,6 +46,13 @@ void launch_1d(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t n,
   launch(rt, stream, k, 1, &global, &wg, what);
 }
 
+void launch_2d(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t cols, size_t rows, const char* what) {
+  const size_t wx = work_group(rt, 64), wy = std::max<size_t>(1, work_group(rt, 256) / wx);
+  const size_t local[2] = {wx, wy};
+  const size_t global[2] = {(cols + wx - 1) / wx * wx, (rows + wy - 1) / wy * wy};
+  launch(rt, stream, k, 2, global, local, what);
+}
+
 std::string act_define(Activation a) { return "-DACT=" + std::to_string(int(a)); }
 
 }  // namespace tessera::ops::opencl

@@ -55,6 +55,8 @@ void launch(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, cl_uint dims
 // A 1-D grid-stride launch over n items: at most `max_groups` groups of work_group(rt, 256).
 void launch_1d(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t n, const char* what,
                size_t max_groups = 1024);
+// A 2-D launch over cols x rows items (dimension 0 along a row: neighbours touch neighbours).
+void launch_2d(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t cols, size_t rows, const char* what);
 // -DACT=<activation>
 std::string act_define(Activation a);
 
