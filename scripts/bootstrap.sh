@@ -10,6 +10,9 @@ packages=(
   # Not libomp-dev: it is LLVM 14's and conflicts with libomp-15-dev.
   clang-15 libomp-15-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd
+  # The NeRF web viewer: Boost.Beast (header-only) serves it; the browser test drives
+  # headless Chromium; nerf render makes its MP4 with ffmpeg.
+  libboost-dev chromium ffmpeg
 )
 
 missing=()

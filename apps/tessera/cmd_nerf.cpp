@@ -1,8 +1,12 @@
 // tessera nerf train: a NeRF from posed photos, with test PSNR at fixed training times.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <vector>
 
@@ -15,8 +19,10 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
+#include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/snapshot.h"
+#include "viewer/nerf_viewer.h"
 
 namespace tessera::app {
 
@@ -30,7 +36,27 @@ struct NerfTrainOptions {
   uint32_t holdout = 0, eval_views = 0;
   uint64_t seed = 1337;
   bool no_progress = false, profile = false;
+  // The web viewer (--serve [PORT]).
+  uint16_t serve_port = 7007;
+  std::string host = "127.0.0.1", token;
+  CLI::Option* serve = nullptr;
 };
+
+// Starts the viewer's server and says where it is.
+std::unique_ptr<viewer::NerfViewer> start_viewer(nerf::NerfTrainer& trainer, uint16_t port, const std::string& host,
+                                                 const std::string& token, const std::string& snapshot_path,
+                                                 bool can_train) {
+  viewer::install_stop_signals();
+  viewer::NerfViewerOptions vo;
+  vo.server.host = host, vo.server.port = port, vo.server.token = token;
+  vo.snapshot_path = snapshot_path;
+  vo.can_train = can_train;
+  auto v = std::make_unique<viewer::NerfViewer>(trainer, vo);
+  fmt::print("viewer: open {} in a browser{}\n", v->url(),
+             host == "127.0.0.1" || host == "::1" ? " (this machine only; --host 0.0.0.0 to serve others, or forward the port over ssh)" : "");
+  std::fflush(stdout);
+  return v;
+}
 
 std::vector<double> parse_times(const std::string& list) {
   std::vector<double> times;
@@ -93,10 +119,17 @@ void run_train(const NerfTrainOptions& o) {
   size_t next_eval = 0;
   uint64_t step = 0;
   float loss = 0;
-  while (step < max_steps && train_seconds < budget) {
+  std::unique_ptr<viewer::NerfViewer> view;
+  if (o.serve->count()) view = start_viewer(trainer, o.serve_port, o.host, o.token, snapshot_path, true);
+  while (step < max_steps && train_seconds < budget && !viewer::stop_requested()) {
+    if (view && view->paused()) {
+      view->serve_idle(std::chrono::milliseconds(30));
+      continue;
+    }
     Stopwatch clock;
     trainer.step();
-    train_seconds += clock.seconds();
+    const double step_seconds = clock.seconds();
+    train_seconds += step_seconds;
     ++step;
     // A step waits for the one before (it reads back sample counts), so the clock sees all
     // device time but the last step's tail: waited for, and counted, where time matters (an
@@ -111,7 +144,9 @@ void run_train(const NerfTrainOptions& o) {
     while (next_eval < eval_at.size() && train_seconds >= eval_at[next_eval]) {
       ++next_eval;
       evaluate(train_seconds, step);
+      if (view) view->add_evaluation(step, evals.back().psnr_white);
     }
+    if (view) view->after_steps(step_seconds, step, loss, step / std::max(train_seconds, 1e-9));
     if (step % 16 == 0 || step == max_steps)
       bar.update(o.steps ? step : std::min<uint64_t>(bar_total, uint64_t(train_seconds * 10)),
                  fmt::format("{:.0f} steps/s loss {:.2e} {} rays, {:.1f}/{:.1f} samples/ray trained/marched{}",
@@ -190,6 +225,28 @@ void run_train(const NerfTrainOptions& o) {
                                       {"evaluations", at},
                                       {"snapshot", snapshot_path},
                                       {"config", trainer.config()}});
+  if (view && !viewer::stop_requested()) {
+    view->training_finished();
+    view->add_evaluation(step, evals.back().psnr_white);
+    fmt::print("viewer: training finished; still serving the trained model at {} (Ctrl-C to stop)\n", view->url());
+    std::fflush(stdout);
+    while (!viewer::stop_requested()) view->serve_idle(std::chrono::milliseconds(50));
+  }
+  if (view) fmt::print("viewer: stopped ({} frames sent)\n", view->counters().frames);
+}
+
+struct NerfViewOptions {
+  std::string snapshot, device = "auto", host = "127.0.0.1", token, save_path = "nerf_view.tnerf";
+  uint16_t port = 7007;
+};
+
+void run_view(const NerfViewOptions& o) {
+  const DeviceKind dev = select_device(o.device);
+  auto trainer = nerf::load_snapshot(o.snapshot, dev);
+  fmt::print("nerf view: {} on {}\n", o.snapshot, to_string(dev));
+  auto view = start_viewer(*trainer, o.port, o.host, o.token, o.save_path, false);
+  while (!viewer::stop_requested()) view->serve_idle(std::chrono::milliseconds(50));
+  fmt::print("viewer: stopped ({} frames sent)\n", view->counters().frames);
 }
 
 struct NerfEvalOptions {
@@ -221,47 +278,96 @@ void run_eval(const NerfEvalOptions& o) {
 }
 
 struct NerfRenderOptions {
-  std::string snapshot, camera_path, device = "auto", out_dir = "nerf_render";
-  uint32_t orbit = 0, width = 0, height = 0;
+  std::string snapshot, camera_path, path, device = "auto", out_dir = "nerf_render", video_path;
+  uint32_t orbit = 0, width = 0, height = 0, frames = 120;
+  double fps = 30;
+  bool no_video = false, no_progress = false;
   std::vector<float> background{1.0f, 1.0f, 1.0f};
 };
 
+// The snapshot's training camera at --width x --height (same field of view), or a default.
+nerf::CameraModel render_camera(nerf::NerfTrainer& trainer, const NerfRenderOptions& o) {
+  nerf::CameraModel cam = nerf::snapshot_camera(trainer);
+  TESSERA_CHECK(cam.width > 0 || (o.width > 0 && o.height > 0),
+                "nerf render: the snapshot has no training camera; give --width and --height");
+  if (cam.width == 0) cam.fl_x = cam.fl_y = 1.1f * float(o.width), cam.width = o.width, cam.height = o.height;
+  if (o.width && o.height) {  // the same field of view at another size
+    const float s = float(o.width) / float(cam.width);
+    cam.fl_x *= s, cam.fl_y *= s, cam.cx = 0.5f * float(o.width), cam.cy = 0.5f * float(o.height);
+    cam.width = o.width, cam.height = o.height;
+  }
+  return cam;
+}
+
+// The cameras of a transforms file (one per frame).
+std::vector<nerf::FrameView> transforms_cameras(nerf::NerfTrainer& trainer, const Json& j, const std::string& name,
+                                                const NerfRenderOptions& o) {
+  const nerf::Transforms t = nerf::parse_transforms(j, ".", "'" + name + "'");
+  std::vector<nerf::FrameView> cameras;
+  for (const auto& f : t.frames) {
+    nerf::FrameView v;
+    std::copy(&f.c2w[0][0], &f.c2w[0][0] + 12, &v.c2w[0][0]);
+    v.camera = f.camera;
+    const uint32_t w = o.width ? o.width : (f.size_given ? f.camera.width : nerf::snapshot_camera(trainer).width);
+    const uint32_t h = o.height ? o.height : (f.size_given ? f.camera.height : nerf::snapshot_camera(trainer).height);
+    TESSERA_CHECK(w > 0 && h > 0, "'{}' gives no image size: use --width and --height", name);
+    v.camera.width = w, v.camera.height = h;
+    if (f.camera_angle_x > 0) v.camera.fl_x = 0.5f * float(w) / std::tan(0.5f * f.camera_angle_x);
+    if (v.camera.fl_y <= 0) v.camera.fl_y = v.camera.fl_x;
+    if (v.camera.cx == 0 && v.camera.cy == 0) v.camera.cx = 0.5f * float(w), v.camera.cy = 0.5f * float(h);
+    cameras.push_back(v);
+  }
+  return cameras;
+}
+
+// The folder's frame_%04d.png as an H.264 MP4 through ffmpeg (written beside, then renamed).
+void encode_video(const NerfRenderOptions& o, const std::string& video) {
+  if (std::system("command -v ffmpeg > /dev/null 2>&1") != 0) {
+    fmt::print("nerf render: ffmpeg is not installed, so no video was made (the PNG frames are written); "
+               "install it (Debian/Ubuntu: apt install ffmpeg) and run again for {}\n", video);
+    return;
+  }
+  const std::string partial = video + ".partial.mp4";
+  auto quote = [](const std::string& p) {  // for the shell: single quotes, embedded ones escaped
+    std::string q = "'";
+    for (char c : p) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string command =
+      fmt::format("ffmpeg -y -loglevel error -framerate {} -i {} -c:v libx264 -pix_fmt yuv420p "
+                  "-vf pad=ceil(iw/2)*2:ceil(ih/2)*2 -movflags +faststart {} < /dev/null",
+                  o.fps, quote((std::filesystem::path(o.out_dir) / "frame_%04d.png").string()), quote(partial));
+  const int rc = std::system(command.c_str());
+  TESSERA_CHECK(rc == 0, "nerf render: ffmpeg failed (exit status {}) making {}; the PNG frames are in {}", rc, video,
+                o.out_dir);
+  std::filesystem::rename(partial, video);
+}
+
 void run_render(const NerfRenderOptions& o) {
-  TESSERA_CHECK((o.orbit > 0) != !o.camera_path.empty(), "nerf render: give either --orbit N or --camera FILE");
+  const int ways = (o.orbit > 0) + !o.camera_path.empty() + !o.path.empty();
+  TESSERA_CHECK(ways == 1, "nerf render: give one of --path orbit|FILE, --orbit N or --camera FILE");
   const DeviceKind dev = select_device(o.device);
   auto trainer = nerf::load_snapshot(o.snapshot, dev);
   ensure_output_folder(o.out_dir);
   std::vector<nerf::FrameView> cameras;
-  if (o.orbit) {
-    nerf::CameraModel cam = nerf::snapshot_camera(*trainer);
-    TESSERA_CHECK(cam.width > 0 || (o.width > 0 && o.height > 0),
-                  "nerf render: the snapshot has no training camera; give --width and --height");
-    if (cam.width == 0) cam.fl_x = cam.fl_y = 1.1f * float(o.width), cam.width = o.width, cam.height = o.height;
-    if (o.width && o.height) {  // the same field of view at another size
-      const float s = float(o.width) / float(cam.width);
-      cam.fl_x *= s, cam.fl_y *= s, cam.cx = 0.5f * float(o.width), cam.cy = 0.5f * float(o.height);
-      cam.width = o.width, cam.height = o.height;
-    }
-    cameras = nerf::orbit_cameras(o.orbit, cam);
+  const std::string file = !o.camera_path.empty() ? o.camera_path : (o.path == "orbit" ? "" : o.path);
+  if (file.empty()) {
+    cameras = nerf::orbit_cameras(o.orbit ? o.orbit : o.frames, render_camera(*trainer, o));
   } else {
-    const Json j = load_json_file(o.camera_path);
-    const nerf::Transforms t = nerf::parse_transforms(j, ".", "'" + o.camera_path + "'");
-    for (const auto& f : t.frames) {
-      nerf::FrameView v;
-      std::copy(&f.c2w[0][0], &f.c2w[0][0] + 12, &v.c2w[0][0]);
-      v.camera = f.camera;
-      const uint32_t w = o.width ? o.width : (f.size_given ? f.camera.width : nerf::snapshot_camera(*trainer).width);
-      const uint32_t h = o.height ? o.height : (f.size_given ? f.camera.height : nerf::snapshot_camera(*trainer).height);
-      TESSERA_CHECK(w > 0 && h > 0, "'{}' gives no image size: use --width and --height", o.camera_path);
-      v.camera.width = w, v.camera.height = h;
-      if (f.camera_angle_x > 0) v.camera.fl_x = 0.5f * float(w) / std::tan(0.5f * f.camera_angle_x);
-      if (v.camera.fl_y <= 0) v.camera.fl_y = v.camera.fl_x;
-      if (v.camera.cx == 0 && v.camera.cy == 0) v.camera.cx = 0.5f * float(w), v.camera.cy = 0.5f * float(h);
-      cameras.push_back(v);
-    }
+    const Json j = load_json_file(file);
+    if (nerf::is_camera_path(j))  // instant-ngp's base_cam.json: keyframes played along a spline
+      cameras = nerf::sample_camera_path(nerf::parse_camera_path(j, "'" + file + "'"), o.frames,
+                                         render_camera(*trainer, o));
+    else
+      cameras = transforms_cameras(*trainer, j, file, o);
   }
   const nerf::Vec3 bg{o.background[0], o.background[1], o.background[2]};
-  ProgressBar bar("nerf render", cameras.size(), true);
+  // Frames of an earlier, longer run would end up in the video.
+  for (const auto& entry : std::filesystem::directory_iterator(o.out_dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("frame_", 0) == 0 && entry.path().extension() == ".png") std::filesystem::remove(entry.path());
+  }
+  ProgressBar bar("nerf render", cameras.size(), !o.no_progress);
   Stopwatch clock;
   std::vector<double> render_ms;  // per frame, the rendering alone (PNG writing excluded)
   for (size_t i = 0; i < cameras.size(); ++i) {
@@ -279,6 +385,15 @@ void run_render(const NerfRenderOptions& o) {
              cameras.size(), cameras.empty() ? 0 : cameras[0].camera.width,
              cameras.empty() ? 0 : cameras[0].camera.height, clock.seconds(),
              sorted.empty() ? 0.0 : sorted[sorted.size() / 2], render_ms.empty() ? 0.0 : render_ms[0], o.out_dir);
+  if (!o.no_video && cameras.size() > 1) {
+    const std::string video =
+        o.video_path.empty() ? (std::filesystem::path(o.out_dir) / "video.mp4").string() : o.video_path;
+    Stopwatch video_clock;
+    encode_video(o, video);
+    if (std::filesystem::exists(video))
+      fmt::print("nerf render: wrote {} ({} frames at {} frames/s, encoded in {:.1f} s)\n", video, cameras.size(),
+                 o.fps, video_clock.seconds());
+  }
 }
 
 }  // namespace
@@ -306,6 +421,13 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tnerf)")
       ->check(writable_output_file());
   cmd->add_flag("--profile", o.profile, "report where the step time goes (synchronizes between phases)");
+  o.serve = cmd->add_option("--serve", o.serve_port,
+                            "watch and steer training in a web browser: serve the viewer on this port (default "
+                            "7007; 0 picks a free one); it keeps serving after training until Ctrl-C")
+                ->expected(0, 1)
+                ->default_str("7007");
+  cmd->add_option("--host", o.host, "address the viewer listens on")->capture_default_str();
+  cmd->add_option("--token", o.token, "a secret the viewer's page must present (?token=...)");
   cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
   cmd->callback([] { run_train(o); });
 
@@ -321,16 +443,37 @@ void register_nerf(CLI::App& root) {
   ev->add_option("--json", e.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   ev->callback([] { run_eval(e); });
 
+  static NerfViewOptions v;
+  auto* vw = nerf->add_subcommand("view", "show a trained snapshot in a web browser (until Ctrl-C)");
+  vw->add_option("snapshot", v.snapshot, "a .tnerf file written by nerf train")->required();
+  vw->add_option("--port", v.port, "port to serve on (0 picks a free one)")->capture_default_str();
+  vw->add_option("--host", v.host, "address to listen on")->capture_default_str();
+  vw->add_option("--token", v.token, "a secret the page must present (?token=...)");
+  vw->add_option("--save", v.save_path, "where the page's \"Save snapshot\" writes")->capture_default_str();
+  add_device_option(*vw, v.device);
+  vw->callback([] { run_view(v); });
+
   static NerfRenderOptions r;
   auto* rn = nerf->add_subcommand("render", "render a trained snapshot from cameras of a transforms file or an orbit");
   rn->add_option("snapshot", r.snapshot, "a .tnerf file written by nerf train")->required();
-  rn->add_option("--camera", r.camera_path, "a transforms JSON: one image per frame");
-  rn->add_option("--orbit", r.orbit, "N cameras on a circle around the scene")->check(CLI::Range(1u, 100000u));
+  rn->add_option("--path", r.path,
+                 "'orbit' (a circle around the scene), instant-ngp's base_cam.json (keyframes along a spline), "
+                 "or a transforms JSON (one image per frame)");
+  rn->add_option("--frames", r.frames, "frames along an orbit or a keyframe path")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  rn->add_option("--fps", r.fps, "video frame rate")->check(finite_positive())->capture_default_str();
+  rn->add_option("--video", r.video_path, "the MP4's path (default: OUT/video.mp4; needs ffmpeg)");
+  rn->add_flag("--no-video", r.no_video, "PNG frames only");
+  rn->add_flag("--no-progress", r.no_progress, "no progress bar");
+  rn->add_option("--camera", r.camera_path, "a transforms JSON: one image per frame (same as --path FILE)");
+  rn->add_option("--orbit", r.orbit, "N cameras on a circle around the scene (same as --path orbit --frames N)")
+      ->check(CLI::Range(1u, 100000u));
   rn->add_option("--width", r.width, "image width (default: the training camera's)")->check(CLI::Range(1u, 16384u));
   rn->add_option("--height", r.height, "image height")->check(CLI::Range(1u, 16384u));
   rn->add_option("--background", r.background, "background colour, linear RGB")->expected(3)->check(CLI::Range(0.0f, 1.0f));
   add_device_option(*rn, r.device);
-  rn->add_option("--out", r.out_dir, "folder for frame_NNNN.png")->capture_default_str();
+  rn->add_option("--out", r.out_dir, "folder for frame_NNNN.png and video.mp4")->capture_default_str();
   rn->callback([] { run_render(r); });
 }
 

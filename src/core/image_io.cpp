@@ -2,6 +2,7 @@
 
 #include <csetjmp>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -167,6 +168,59 @@ bool decode_jpeg(JpegState* s, std::span<const uint8_t> bytes, const std::string
   return true;
 }
 
+
+// ---- JPEG encoding (the web viewer's frames) -------------------------------------
+
+struct JpegEncodeState {
+  jpeg_compress_struct cinfo{};
+  jpeg_error_mgr err{};
+  std::jmp_buf jump{};
+  std::string message;
+  unsigned char* out = nullptr;  // malloc'ed by jpeg_mem_dest
+  unsigned long out_size = 0;
+};
+
+void jpeg_encode_on_error(j_common_ptr c) {
+  auto* s = reinterpret_cast<JpegEncodeState*>(c->client_data);
+  char text[JMSG_LENGTH_MAX] = {};
+  c->err->format_message(c, text);
+  s->message = text;
+  std::longjmp(s->jump, 1);
+}
+
+struct JpegEncodeGuard {
+  JpegEncodeState* s;
+  ~JpegEncodeGuard() {
+    jpeg_destroy_compress(&s->cinfo);
+    std::free(s->out);
+  }
+};
+
+bool encode_jpeg_rows(JpegEncodeState* s, int width, int height, const uint8_t* rgb, int quality,
+                      std::vector<uint8_t>& encoded) {
+  s->cinfo.err = jpeg_std_error(&s->err);
+  s->err.error_exit = jpeg_encode_on_error;
+  s->cinfo.client_data = s;
+  if (setjmp(s->jump)) return false;
+  jpeg_create_compress(&s->cinfo);
+  JpegEncodeGuard guard{s};
+  if (setjmp(s->jump)) return false;
+  jpeg_mem_dest(&s->cinfo, &s->out, &s->out_size);
+  s->cinfo.image_width = JDIMENSION(width), s->cinfo.image_height = JDIMENSION(height);
+  s->cinfo.input_components = 3;
+  s->cinfo.in_color_space = JCS_RGB;
+  jpeg_set_defaults(&s->cinfo);
+  jpeg_set_quality(&s->cinfo, quality, TRUE);
+  jpeg_start_compress(&s->cinfo, TRUE);
+  while (s->cinfo.next_scanline < s->cinfo.image_height) {
+    JSAMPROW row = const_cast<uint8_t*>(rgb) + size_t(s->cinfo.next_scanline) * size_t(width) * 3;
+    jpeg_write_scanlines(&s->cinfo, &row, 1);
+  }
+  jpeg_finish_compress(&s->cinfo);
+  encoded.assign(s->out, s->out + s->out_size);
+  return true;
+}
+
 }  // namespace
 
 Image decode_image(std::span<const uint8_t> bytes, const std::string& name, const ImageLimits& limits) {
@@ -214,6 +268,19 @@ void write_png(const std::string& path, int width, int height, int channels, std
                 "PNG encoding failed for '{}': {}", path, image.message);
   encoded.resize(size);
   write_file_atomic(path, encoded);
+}
+
+std::vector<uint8_t> encode_jpeg(int width, int height, std::span<const uint8_t> rgb, int quality) {
+  TESSERA_CHECK(width > 0 && height > 0 && width <= 65500 && height <= 65500 &&
+                    rgb.size() == size_t(width) * size_t(height) * 3,
+                "encode_jpeg: {}x{} RGB does not match {} bytes of pixels (or is over JPEG's 65500 a side)", width,
+                height, rgb.size());
+  TESSERA_CHECK(quality >= 1 && quality <= 100, "encode_jpeg: quality {} is not in 1..100", quality);
+  auto s = std::make_unique<JpegEncodeState>();
+  std::vector<uint8_t> encoded;
+  TESSERA_CHECK(encode_jpeg_rows(s.get(), width, height, rgb.data(), quality, encoded), "JPEG encoding failed: {}",
+                s->message);
+  return encoded;
 }
 
 }  // namespace tessera

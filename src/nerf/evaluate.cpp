@@ -23,15 +23,18 @@ float srgb_over(const RenderedImage& image, size_t i, int k, float background) {
 }
 }  // namespace
 
-void write_rendering_png(const std::string& path, const RenderedImage& image, Vec3 background) {
+std::vector<uint8_t> rendering_to_rgb8(const RenderedImage& image, Vec3 background) {
   std::vector<uint8_t> rgb(size_t(image.width) * image.height * 3);
+  // The rendering was made over black: add the background where it shows through.
+  float bg[3];
+  for (int k = 0; k < 3; ++k) bg[k] = image.linear_colours ? background[k] : linear_to_srgb(background[k]);
   for (size_t i = 0; i < size_t(image.width) * image.height; ++i)
-    for (int k = 0; k < 3; ++k) {
-      // The rendering was made over black: add the background where it shows through.
-      const float bg = image.linear_colours ? background[k] : linear_to_srgb(background[k]);
-      rgb[3 * i + k] = uint8_t(std::lround(255.0f * srgb_over(image, i, k, bg)));
-    }
-  write_png(path, int(image.width), int(image.height), 3, rgb);
+    for (int k = 0; k < 3; ++k) rgb[3 * i + k] = uint8_t(std::lround(255.0f * srgb_over(image, i, k, bg[k])));
+  return rgb;
+}
+
+void write_rendering_png(const std::string& path, const RenderedImage& image, Vec3 background) {
+  write_png(path, int(image.width), int(image.height), 3, rendering_to_rgb8(image, background));
 }
 
 std::vector<FrameView> orbit_cameras(uint32_t n, const CameraModel& camera) {

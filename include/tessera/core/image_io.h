@@ -1,5 +1,5 @@
 #pragma once
-// Image files: PNG (libpng) and JPEG (libjpeg-turbo) in, PNG out. Images come from users
+// Image files: PNG (libpng) and JPEG (libjpeg-turbo) in, PNG out (and JPEG in memory). Images come from users
 // and downloaded datasets, so decoding is defensive: the format is told by its signature
 // (nothing else is decoded), the size read from the header is checked against limits
 // before any pixel memory is allocated, and every decoder error is a tessera::Error that
@@ -32,5 +32,8 @@ Image load_image(const std::string& path, const ImageLimits& limits = {});
 
 // 8-bit PNG, 3 (RGB) or 4 (RGBA) channels, written atomically.
 void write_png(const std::string& path, int width, int height, int channels, std::span<const uint8_t> pixels);
+
+// Baseline JPEG of 8-bit RGB rows (quality 1..100), in memory: the web viewer's frames.
+std::vector<uint8_t> encode_jpeg(int width, int height, std::span<const uint8_t> rgb, int quality = 85);
 
 }  // namespace tessera

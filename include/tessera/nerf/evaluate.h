@@ -5,6 +5,7 @@
 //      both converted to sRGB and clipped.
 // Each is the mean over views of the per-view PSNR, and of the per-view SSIM (the sRGB
 // images the PSNR compares; see core/image_metrics.h).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions
 // distance 4 x 0.33, 30 degrees above it), looking at the centre, with `camera`'s intrinsics.
 std::vector<FrameView> orbit_cameras(uint32_t n, const CameraModel& camera);
 
+// 8-bit sRGB RGB pixels of a rendering over `background` (linear RGB).
+std::vector<uint8_t> rendering_to_rgb8(const RenderedImage& image, Vec3 background);
 // 8-bit sRGB PNG of a rendering over `background` (linear RGB).
 void write_rendering_png(const std::string& path, const RenderedImage& image, Vec3 background);
 
