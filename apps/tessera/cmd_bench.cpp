@@ -173,6 +173,7 @@ void register_bench(CLI::App& root) {
   register_bench_gemv(*bench);
   register_bench_gemm(*bench);
   register_bench_conv(*bench);
+  register_bench_viewer(*bench);
 }
 
 }  // namespace tessera::app

@@ -119,6 +119,7 @@ void run_train(const NerfTrainOptions& o) {
   size_t next_eval = 0;
   uint64_t step = 0;
   float loss = 0;
+  Stopwatch loop_clock;  // wall time of the loop: steps, evaluations and the viewer's frames
   std::unique_ptr<viewer::NerfViewer> view;
   if (o.serve->count()) view = start_viewer(trainer, o.serve_port, o.host, o.token, snapshot_path, true);
   while (step < max_steps && train_seconds < budget && !viewer::stop_requested()) {
@@ -154,6 +155,7 @@ void run_train(const NerfTrainOptions& o) {
                              trainer.samples_per_ray(), trainer.marched_samples_per_ray(),
                              evals.empty() ? "" : fmt::format(" psnr {:.2f} dB", evals.back().psnr_white)));
   }
+  const double loop_seconds = loop_clock.seconds();
   const nerf::EvalResult final_eval = nerf::evaluate(
       trainer, test, {.max_views = o.eval_views, .write_folder = (std::filesystem::path(o.out_dir) / "test").string()});
   if (evals.empty() || evals.back().step != step)
@@ -174,9 +176,11 @@ void run_train(const NerfTrainOptions& o) {
   write_line_plot_png(out_path("psnr.png"), {white, black},
                       {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "test PSNR (dB)"});
   const uint32_t skipped = trainer.skipped_steps();
-  fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s), {} rays per step, {:.1f} samples per "
-             "ray trained of {:.1f} marched, {} steps skipped for non-finite gradients\n",
-             step, train_seconds, step / std::max(train_seconds, 1e-9), trainer.rays_per_step(),
+  fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s; {:.2f} s wall time with evaluations{}), {} "
+             "rays per step, {:.1f} samples per ray trained of {:.1f} marched, {} steps skipped for non-finite "
+             "gradients\n",
+             step, train_seconds, step / std::max(train_seconds, 1e-9), loop_seconds,
+             view ? fmt::format(" and {} viewer frames", view->counters().frames) : "", trainer.rays_per_step(),
              trainer.samples_per_ray(), trainer.marched_samples_per_ray(), skipped);
   Json profile;
   if (o.profile) {
@@ -213,6 +217,9 @@ void run_train(const NerfTrainOptions& o) {
                                       {"device", to_string(dev)},
                                       {"steps", step},
                                       {"train_seconds", train_seconds},
+                                      {"loop_seconds", loop_seconds},
+                                      {"viewer_frames", view ? view->counters().frames : 0},
+                                      {"viewer_render_ms", view ? view->counters().render_ms : 0.0},
                                       {"load_seconds", load_seconds},
                                       {"samples_per_ray", trainer.samples_per_ray()},
                                       {"skipped_steps", skipped},

@@ -18,6 +18,7 @@ void register_bench_encoding(CLI::App& bench);
 void register_bench_gemv(CLI::App& bench);
 void register_bench_gemm(CLI::App& bench);
 void register_bench_conv(CLI::App& bench);
+void register_bench_viewer(CLI::App& bench);
 
 // `bench gemv|gemm|conv --device opencl[:N]`: our OpenCL kernels vs CLBlast on that device
 // (apps/tessera/opencl/; a clear error in builds without OpenCL).

@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [viewer] [sanitize] [compare]   (default: tests bench)
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -88,6 +88,36 @@ for step in "${steps[@]}"; do
       "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds "${NERF_SECONDS:-60}" \
         --eval-at "${NERF_EVAL_AT:-5,15,30,60}" --out "$OUT/nerf" --json "$OUT/nerf.json" --no-progress 2>&1 | tee "$OUT/nerf.log"
       summary+=("nerf: $(grep -E ' s  step ' "$OUT/nerf.log" | tr -s ' ' | tr '\n' ';')")
+      ;;
+    viewer)
+      # The web viewer on SCENE (no browser on the host: `bench viewer` plays N of them):
+      # training speed with 0, 1 and 4 viewers orbiting at 800x800 (steps per second of wall
+      # time), then on the trained model frames/s at the adaptive resolution and the refined
+      # 800x800 frame time, and the orbit video's rendering speed.
+      scene=${SCENE:-.data/lego}
+      for n in 0 1 4; do
+        log="$OUT/viewer_train_$n.log"
+        "$BUILD/tessera" nerf train "$scene" --device cuda --seconds "${VIEWER_SECONDS:-10}" --eval-at 1000 --serve 0 \
+          --out "$OUT/viewer_$n" --json "$OUT/viewer_train_$n.json" --no-progress > "$log" 2>&1 &
+        pid=$!
+        until grep -q "viewer: open" "$log" || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
+        url=$(grep -o "http://[^ ]*" "$log" | head -1)
+        [ "$n" -gt 0 ] && "$BUILD/tessera" bench viewer "$url" --clients $n --seconds "${VIEWER_SECONDS:-10}" \
+          --json "$OUT/viewer_clients_$n.json" > "$OUT/viewer_clients_$n.log" 2>&1
+        until grep -q "still serving" "$log" || ! kill -0 $pid 2>/dev/null; do sleep 0.2; done
+        if [ "$n" -eq 0 ]; then
+          "$BUILD/tessera" bench viewer "$url" --clients 1 --seconds 5 > "$OUT/viewer_idle_adaptive.log" 2>&1
+          "$BUILD/tessera" bench viewer "$url" --clients 1 --seconds 5 --still > "$OUT/viewer_idle_refined.log" 2>&1
+        fi
+        kill -INT $pid; wait $pid
+        summary+=("viewer, $n clients: $(grep -o 'nerf train: [0-9]* steps in [0-9.]* s of training ([0-9]* steps/s; [0-9.]* s wall[^)]*)' "$log")")
+      done
+      cat "$OUT"/viewer_clients_*.log "$OUT"/viewer_idle_*.log
+      summary+=("viewer idle: $(grep -ho '[0-9.]* frames/s, [0-9.]* Mpixel[^,]*, render + JPEG [0-9.]* ms' "$OUT"/viewer_idle_*.log | tr '\n' ';')")
+      "$BUILD/tessera" nerf render "$OUT/viewer_0/model.tnerf" --device cuda --path orbit --frames 60 --width 800 --height 800 \
+        --out "$OUT/orbit" --no-progress 2>&1 | tail -3 | tee "$OUT/render_orbit.log"
+      rm -f "$OUT"/orbit/frame_*.png "$OUT"/viewer_*/test/*.png
+      summary+=("orbit video: $(grep -o 'nerf render: .*per frame[^,]*' "$OUT/render_orbit.log")")
       ;;
     opencl)
       # The opencl-labelled tests on NVIDIA's OpenCL (opencl:0 there), then the OpenCL benches

@@ -9,6 +9,8 @@
 #include <string>
 #include <thread>
 
+#include <utility>  // before Boost 1.74's asio, which uses std::exchange without it
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>

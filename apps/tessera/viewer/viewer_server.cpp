@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <utility>  // before Boost 1.74's asio, which uses std::exchange without it
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -177,13 +179,16 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
     }
     writing_ = true;
     ws_.binary(binary);
-    ws_.async_write(net::buffer(*next), [self = shared_from_this(), next](beast::error_code ec, size_t) {
+    ws_.async_write(net::buffer(*next), [self = shared_from_this(), next, binary](beast::error_code ec, size_t) {
       self->writing_ = false;
       if (ec) {
         self->forget();
         return;
       }
       self->write_next();
+      // The render loop skips a browser while its frame goes out: wake it now, not at its
+      // next poll (the browser may already have sent its next camera).
+      if (binary) self->server_.notify();
     });
   }
 
