@@ -21,6 +21,7 @@
 #include "tessera/core/timer.h"
 #include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
+#include "tessera/nerf/mesh.h"
 #include "tessera/nerf/snapshot.h"
 #include "viewer/nerf_viewer.h"
 
@@ -342,7 +343,7 @@ void encode_video(const NerfRenderOptions& o, const std::string& video) {
   };
   const std::string command =
       fmt::format("ffmpeg -y -loglevel error -framerate {} -i {} -c:v libx264 -pix_fmt yuv420p "
-                  "-vf pad=ceil(iw/2)*2:ceil(ih/2)*2 -movflags +faststart {} < /dev/null",
+                  "-vf 'pad=ceil(iw/2)*2:ceil(ih/2)*2' -movflags +faststart {} < /dev/null",
                   o.fps, quote((std::filesystem::path(o.out_dir) / "frame_%04d.png").string()), quote(partial));
   const int rc = std::system(command.c_str());
   TESSERA_CHECK(rc == 0, "nerf render: ffmpeg failed (exit status {}) making {}; the PNG frames are in {}", rc, video,
@@ -403,6 +404,45 @@ void run_render(const NerfRenderOptions& o) {
   }
 }
 
+struct NerfMeshOptions {
+  std::string snapshot, device = "auto", out_path = "mesh.ply", json_path;
+  nerf::MeshOptions mesh;
+  bool no_colours = false;
+};
+
+void run_mesh(NerfMeshOptions o) {
+  const std::string ext = std::filesystem::path(o.out_path).extension().string();
+  TESSERA_CHECK(ext == ".ply" || ext == ".obj", "nerf mesh: --out '{}' must end in .ply or .obj", o.out_path);
+  const DeviceKind dev = select_device(o.device);
+  auto trainer = nerf::load_snapshot(o.snapshot, dev);
+  o.mesh.colours = !o.no_colours;
+  nerf::MeshTimes t;
+  Stopwatch clock;
+  const nerf::Mesh mesh = nerf::nerf_mesh(*trainer, o.mesh, &t);
+  TESSERA_CHECK(mesh.n_triangles() > 0,
+                "nerf mesh: no surface at density {} on the {}^3 lattice (the model may be empty or the threshold "
+                "too high; try a lower --threshold)",
+                o.mesh.threshold, o.mesh.resolution);
+  if (ext == ".ply") nerf::write_ply(o.out_path, mesh);
+  else nerf::write_obj(o.out_path, mesh);
+  float lo[3] = {1e30f, 1e30f, 1e30f}, hi[3] = {-1e30f, -1e30f, -1e30f};
+  for (size_t i = 0; i < mesh.positions.size(); ++i)
+    lo[i % 3] = std::min(lo[i % 3], mesh.positions[i]), hi[i % 3] = std::max(hi[i % 3], mesh.positions[i]);
+  const size_t open = nerf::open_edges(mesh);
+  fmt::print("nerf mesh: {} vertices, {} triangles from a {}^3 lattice at density {} on {} in {:.2f} s (density "
+             "{:.2f} s, extraction {:.2f} s, colours {:.2f} s); bounds [{:.3f} {:.3f} {:.3f}] - [{:.3f} {:.3f} "
+             "{:.3f}], {} open edges; wrote {}\n",
+             mesh.n_vertices(), mesh.n_triangles(), o.mesh.resolution, o.mesh.threshold, to_string(dev),
+             clock.seconds(), t.density_seconds, t.extract_seconds, t.colour_seconds, lo[0], lo[1], lo[2], hi[0],
+             hi[1], hi[2], open, o.out_path);
+  write_json_result(o.json_path, Json{{"command", "nerf mesh"}, {"snapshot", o.snapshot}, {"device", to_string(dev)},
+                                      {"resolution", o.mesh.resolution}, {"threshold", o.mesh.threshold},
+                                      {"vertices", mesh.n_vertices()}, {"triangles", mesh.n_triangles()},
+                                      {"open_edges", open}, {"bounds_min", lo}, {"bounds_max", hi},
+                                      {"density_seconds", t.density_seconds}, {"extract_seconds", t.extract_seconds},
+                                      {"colour_seconds", t.colour_seconds}, {"out", o.out_path}});
+}
+
 }  // namespace
 
 void register_nerf(CLI::App& root) {
@@ -459,6 +499,23 @@ void register_nerf(CLI::App& root) {
   vw->add_option("--save", v.save_path, "where the page's \"Save snapshot\" writes")->capture_default_str();
   add_device_option(*vw, v.device);
   vw->callback([] { run_view(v); });
+
+  static NerfMeshOptions m;
+  auto* mc = nerf->add_subcommand("mesh", "the density isosurface of a trained snapshot as a coloured mesh (PLY or OBJ)");
+  mc->add_option("snapshot", m.snapshot, "a .tnerf file written by nerf train")->required();
+  mc->add_option("--resolution", m.mesh.resolution, "lattice points per side over the scene box")
+      ->check(CLI::Range(2u, 1024u))
+      ->capture_default_str();
+  mc->add_option("--threshold", m.mesh.threshold, "the density of the surface")
+      ->check(finite_positive())
+      ->capture_default_str();
+  mc->add_option("--out", m.out_path, "mesh file, .ply (binary) or .obj")->capture_default_str()->check(writable_output_file());
+  mc->add_flag("--ngp-coordinates", m.mesh.ngp_coordinates,
+               "positions in instant-ngp's unit-cube space rather than the scene's (transforms.json) coordinates");
+  mc->add_flag("--no-colours", m.no_colours, "skip the vertex colours");
+  mc->add_option("--json", m.json_path, "also write the results as JSON to this file")->check(writable_output_file());
+  add_device_option(*mc, m.device);
+  mc->callback([] { run_mesh(m); });
 
   static NerfRenderOptions r;
   auto* rn = nerf->add_subcommand("render", "render a trained snapshot from cameras of a transforms file or an orbit");

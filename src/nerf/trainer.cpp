@@ -376,4 +376,50 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
   return img;
 }
 
+std::vector<float> NerfTrainer::density_at(const std::vector<float>& positions) {
+  TESSERA_CHECK(positions.size() % 3 == 0, "density_at: {} values are not [n, 3] positions", positions.size());
+  const AveragedWeights averaged(*model_);
+  const size_t n = positions.size() / 3;
+  constexpr size_t kChunk = size_t(1) << 20;
+  std::vector<float> density(n), raw(std::min(n, kChunk) * kDensityOutputs);
+  Buffer<float> input(device_, std::min(n, kChunk) * 3), output(device_, std::min(n, kChunk) * kDensityOutputs);
+  for (size_t first = 0; first < n; first += kChunk) {
+    const size_t count = std::min(kChunk, n - first);
+    input.copy_from_host(positions.data() + first * 3, count * 3);
+    density_->inference(input.matrix(count, 3), output.matrix(count, kDensityOutputs));
+    output.copy_to_host(raw.data(), count * kDensityOutputs);
+    for (size_t i = 0; i < count; ++i) density[first + i] = ops::nerf::density_activation(raw[i * kDensityOutputs]);
+  }
+  return density;
+}
+
+std::vector<float> NerfTrainer::colour_at(const std::vector<float>& positions, const std::vector<float>& directions) {
+  TESSERA_CHECK(positions.size() % 3 == 0 && positions.size() == directions.size(),
+                "colour_at: {} position and {} direction values are not both [n, 3]", positions.size(),
+                directions.size());
+  const AveragedWeights averaged(*model_);
+  const size_t n = positions.size() / 3;
+  constexpr size_t kChunk = size_t(1) << 20;
+  std::vector<float> colour(n * 3), rows(std::min(n, kChunk) * ops::kNerfInputWidth),
+      raw(std::min(n, kChunk) * ops::kNerfOutputWidth);
+  Buffer<float> input(device_, rows.size()), output(device_, raw.size());
+  for (size_t first = 0; first < n; first += kChunk) {
+    const size_t count = std::min(kChunk, n - first);
+    for (size_t i = 0; i < count; ++i)
+      for (int k = 0; k < 3; ++k) {
+        rows[i * ops::kNerfInputWidth + k] = positions[(first + i) * 3 + k];
+        rows[i * ops::kNerfInputWidth + 3 + k] = 0.5f * (directions[(first + i) * 3 + k] + 1.0f);  // as marched
+      }
+    input.copy_from_host(rows.data(), count * ops::kNerfInputWidth);
+    model_->inference(input.matrix(count, ops::kNerfInputWidth), output.matrix(count, ops::kNerfOutputWidth));
+    output.copy_to_host(raw.data(), count * ops::kNerfOutputWidth);
+    for (size_t i = 0; i < count; ++i)
+      for (int k = 0; k < 3; ++k) {
+        const float c = ops::nerf::sigmoid(raw[i * ops::kNerfOutputWidth + k]);
+        colour[(first + i) * 3 + k] = options_.linear_colors ? ops::nerf::linear_to_srgb(c) : c;
+      }
+  }
+  return colour;
+}
+
 }  // namespace tessera::nerf

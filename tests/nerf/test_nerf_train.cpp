@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include <cstring>
 #include <fstream>
 
 #include "support/cli.h"
@@ -87,6 +88,76 @@ TEST(NerfCli, TrainWritesItsOutputsAndRefusesBadInput) {
                     " --device cpu --steps 1 --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("target_samples"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// nerf mesh and nerf render --path on a briefly trained spheres scene.
+TEST(NerfCli, MeshFollowsTheSpheresAndCameraPathsRenderToVideo) {
+  const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_mesh";
+  std::filesystem::remove_all(dir);
+  test::write_procedural_scene(dir / "scene", 16, 2, 32);
+  std::ofstream(dir / "small.json") << R"({"encoding": {"otype": "HashGrid", "n_levels": 6, "log2_hashmap_size": 14},
+    "training": {"target_samples": 8192, "grid_update_interval": 32}})";
+  const std::string out = (dir / "out").string();
+  auto r = test::run_cli("nerf train " + (dir / "scene").string() + " --config " + (dir / "small.json").string() +
+                         " --device cpu --steps 400 --eval-at 1000 --no-progress --out " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string snapshot = out + "/model.tnerf";
+
+  r = test::run_cli("nerf mesh " + snapshot + " --device cpu --resolution 96 --out " + (dir / "mesh.ply").string() +
+                    " --json " + (dir / "mesh.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Json j = load_json_file((dir / "mesh.json").string());
+  EXPECT_GT(j["triangles"].get<int>(), 500);
+  // Most of the surface lies on the spheres (in the scene's coordinates, as written).
+  const std::string ply = [&] {
+    std::ifstream f(dir / "mesh.ply", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }();
+  const size_t body = ply.find("end_header\n") + 11;
+  const size_t n = j["vertices"].get<size_t>();
+  size_t near = 0;
+  for (size_t v = 0; v < n; ++v) {
+    float p[3];
+    std::memcpy(p, ply.data() + body + v * 27, 12);  // x y z nx ny nz (floats) r g b
+    double best = 1e9;
+    for (const auto& s : test::procedural_spheres())
+      best = std::min(best, std::abs(std::hypot(p[0] - s.centre[0], p[1] - s.centre[1], p[2] - s.centre[2]) - s.radius));
+    near += best < 0.15;
+  }
+  std::printf("mesh: %zu vertices, %.1f%% within 0.15 of a sphere's surface\n", n, 100.0 * near / n);
+  EXPECT_GT(double(near) / n, 0.6);
+  r = test::run_cli("nerf mesh " + snapshot + " --device cpu --out " + (dir / "mesh.stl").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find(".ply or .obj"), std::string::npos) << r.output;
+  r = test::run_cli("nerf mesh " + snapshot + " --device cpu --threshold 1e30 --resolution 16 --out " +
+                    (dir / "none.obj").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("no surface"), std::string::npos) << r.output;
+
+  // instant-ngp's camera path: three keyframes, eight frames, and the MP4 when ffmpeg is there.
+  std::ofstream(dir / "base_cam.json") << R"({"path": [
+    {"R": [0.0, 0.0, 0.0, 1.0], "T": [0.5, 0.5, -0.3], "fov": 45, "scale": 1, "slice": 0, "aperture_size": 0},
+    {"R": [0.0, 0.3826834, 0.0, 0.9238795], "T": [-0.1, 0.5, -0.1], "fov": 45, "scale": 1, "slice": 0, "aperture_size": 0},
+    {"R": [0.0, 0.7071068, 0.0, 0.7071068], "T": [-0.3, 0.5, 0.5], "fov": 45, "scale": 1, "slice": 0, "aperture_size": 0}],
+    "time": 1.0})";
+  r = test::run_cli("nerf render " + snapshot + " --device cpu --path " + (dir / "base_cam.json").string() +
+                    " --frames 8 --width 24 --height 24 --no-progress --out " + (dir / "path").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "path" / "frame_0007.png"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "path" / "frame_0008.png"));
+  if (std::system("command -v ffmpeg > /dev/null 2>&1") == 0)
+    EXPECT_GT(std::filesystem::file_size(dir / "path" / "video.mp4"), 1000u) << r.output;
+  else
+    EXPECT_NE(r.output.find("ffmpeg is not installed"), std::string::npos) << r.output;
+  r = test::run_cli("nerf render " + snapshot + " --device cpu --path orbit --orbit 3 --out " + (dir / "x").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("give one of"), std::string::npos) << r.output;
 }
 
 }  // namespace

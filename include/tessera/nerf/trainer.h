@@ -94,6 +94,12 @@ class NerfTrainer {
   // colour space).
   RenderedImage render(const FrameView& camera, Vec3 background);
 
+  // The model at points of the unit box (the model's input space, [n, 3] row-major), with
+  // the averaged weights renderings use: density (activated), and colour (8-bit-ready sRGB in
+  // [0, 1], [n, 3]) seen along unit `directions` ([n, 3]). Evaluated on the trainer's device.
+  std::vector<float> density_at(const std::vector<float>& positions);
+  std::vector<float> colour_at(const std::vector<float>& positions, const std::vector<float>& directions);
+
   // The occupancy grid's densities (n_cascades * 128^3), for snapshots; setting them
   // recomputes the bitfield.
   std::vector<float> grid_density();
