@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [viewer] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -118,6 +118,20 @@ for step in "${steps[@]}"; do
         --out "$OUT/orbit" --no-progress 2>&1 | tail -3 | tee "$OUT/render_orbit.log"
       rm -f "$OUT"/orbit/frame_*.png "$OUT"/viewer_*/test/*.png
       summary+=("orbit video: $(grep -o 'nerf render: .*per frame[^,]*' "$OUT/render_orbit.log")")
+      ;;
+    mesh)
+      # nerf mesh on a trained SCENE (the viewer step's model, else 20 s of training) at 256^3 and 512^3.
+      snap="$OUT/viewer_0/model.tnerf"
+      if [ ! -f "$snap" ]; then
+        "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds 20 --eval-at 1000 --out "$OUT/mesh_train" \
+          --no-progress > "$OUT/mesh_train.log" 2>&1
+        snap="$OUT/mesh_train/model.tnerf"
+      fi
+      for r in 256 512; do
+        "$BUILD/tessera" nerf mesh "$snap" --device cuda --resolution $r --out "$OUT/mesh_$r.ply" --json "$OUT/mesh_$r.json" 2>&1 | tee "$OUT/mesh_$r.log"
+        summary+=("mesh $r: $(grep -o '[0-9]* triangles.*colours [0-9.]* s)' "$OUT/mesh_$r.log")")
+      done
+      rm -f "$OUT"/mesh_*.ply
       ;;
     opencl)
       # The opencl-labelled tests on NVIDIA's OpenCL (opencl:0 there), then the OpenCL benches

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -122,13 +123,22 @@ Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float thr
 }
 
 size_t open_edges(const Mesh& mesh) {
-  std::unordered_map<uint64_t, int> uses;
+  // Each undirected edge once per triangle side, sorted: a closed surface has every key twice.
+  std::vector<uint64_t> keys(mesh.triangles.size());
   for (size_t t = 0; t < mesh.n_triangles(); ++t)
     for (int k = 0; k < 3; ++k) {
       const uint64_t a = mesh.triangles[3 * t + k], b = mesh.triangles[3 * t + (k + 1) % 3];
-      ++uses[std::min(a, b) << 32 | std::max(a, b)];
+      keys[3 * t + k] = std::min(a, b) << 32 | std::max(a, b);
     }
-  return size_t(std::count_if(uses.begin(), uses.end(), [](const auto& u) { return u.second != 2; }));
+  std::sort(keys.begin(), keys.end());
+  size_t open = 0;
+  for (size_t i = 0; i < keys.size();) {
+    size_t j = i;
+    while (j < keys.size() && keys[j] == keys[i]) ++j;
+    open += (j - i) != 2;
+    i = j;
+  }
+  return open;
 }
 
 double enclosed_volume(const Mesh& mesh) {
@@ -160,12 +170,14 @@ Mesh nerf_mesh(NerfTrainer& trainer, const MeshOptions& o, MeshTimes* times) {
   for (uint32_t z0 = 0; z0 < res; z0 += uint32_t(slab)) {
     const uint32_t z1 = std::min<uint32_t>(res, z0 + uint32_t(slab));
     std::vector<float> unit(size_t(z1 - z0) * res * res * 3);
-    size_t i = 0;
-    for (uint32_t z = z0; z < z1; ++z)
-      for (uint32_t y = 0; y < res; ++y)
-        for (uint32_t x = 0; x < res; ++x, i += 3)
-          unit[i] = float(x) / float(res - 1), unit[i + 1] = float(y) / float(res - 1),
-          unit[i + 2] = float(z) / float(res - 1);
+#pragma omp parallel for
+    for (int64_t zy = 0; zy < int64_t(z1 - z0) * res; ++zy) {
+      const uint32_t z = z0 + uint32_t(zy / res), y = uint32_t(zy % res);
+      float* row = unit.data() + size_t(zy) * res * 3;
+      for (uint32_t x = 0; x < res; ++x)
+        row[3 * x] = float(x) / float(res - 1), row[3 * x + 1] = float(y) / float(res - 1),
+                row[3 * x + 2] = float(z) / float(res - 1);
+    }
     const std::vector<float> d = trainer.density_at(unit);
     std::copy(d.begin(), d.end(), field.begin() + size_t(z0) * res * res);
   }

@@ -381,15 +381,19 @@ std::vector<float> NerfTrainer::density_at(const std::vector<float>& positions) 
   const AveragedWeights averaged(*model_);
   const size_t n = positions.size() / 3;
   constexpr size_t kChunk = size_t(1) << 20;
-  std::vector<float> density(n), raw(std::min(n, kChunk) * kDensityOutputs);
-  Buffer<float> input(device_, std::min(n, kChunk) * 3), output(device_, std::min(n, kChunk) * kDensityOutputs);
+  std::vector<float> density(n);
+  Buffer<float> input(device_, std::min(n, kChunk) * 3), output(device_, std::min(n, kChunk) * kDensityOutputs),
+      raw(device_, std::min(n, kChunk));
   for (size_t first = 0; first < n; first += kChunk) {
     const size_t count = std::min(kChunk, n - first);
     input.copy_from_host(positions.data() + first * 3, count * 3);
-    density_->inference(input.matrix(count, 3), output.matrix(count, kDensityOutputs));
-    output.copy_to_host(raw.data(), count * kDensityOutputs);
-    for (size_t i = 0; i < count; ++i) density[first + i] = ops::nerf::density_activation(raw[i * kDensityOutputs]);
+    const TensorView out = output.matrix(count, kDensityOutputs);
+    density_->inference(input.matrix(count, 3), out);
+    // Only the density column comes back (a 16th of the output).
+    ops::call<ops::MatrixAxpby>(device_, 1.0f, out.columns(0, 1), 0.0f, raw.view(0, count).as_column());
+    raw.copy_to_host(density.data() + first, count);
   }
+  for (float& d : density) d = ops::nerf::density_activation(d);
   return density;
 }
 

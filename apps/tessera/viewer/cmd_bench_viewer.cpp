@@ -64,6 +64,7 @@ void run_client(const BenchViewerOptions& o, uint32_t index, ClientResult& resul
     websocket::stream<tcp::socket> ws(ioc);
     tcp::resolver resolver(ioc);
     net::connect(ws.next_layer(), resolver.resolve(host, port));
+    ws.next_layer().set_option(tcp::no_delay(true));
     ws.read_message_max(256 << 20);
     ws.handshake(hostport, "/ws" + (query == std::string::npos ? std::string() : rest.substr(query)));
     beast::flat_buffer buffer;

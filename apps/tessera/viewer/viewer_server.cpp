@@ -1,7 +1,6 @@
 #include "viewer_server.h"
 
 #include <atomic>
-#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -18,6 +17,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
+#include "viewer_protocol.h"
 
 namespace tessera::app::viewer {
 
@@ -78,25 +78,6 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
 
-bool finite_in(const Json& j, double lo, double hi) {
-  if (!j.is_number()) return false;
-  const double v = j.get<double>();
-  return std::isfinite(v) && v >= lo && v <= hi;
-}
-
-// Empty when the camera message is well formed, else what is wrong with it.
-std::string camera_problem(const Json& m) {
-  if (!m.contains("c2w") || !m["c2w"].is_array() || m["c2w"].size() != 12)
-    return "camera: \"c2w\" must be 12 numbers (3 x 4, row-major)";
-  for (const Json& v : m["c2w"])
-    if (!finite_in(v, -1e4, 1e4)) return "camera: \"c2w\" holds a non-finite or huge number";
-  if (!m.contains("fov_y") || !finite_in(m["fov_y"], 1, 170)) return "camera: \"fov_y\" must be 1..170 degrees";
-  if (!m.contains("width") || !finite_in(m["width"], 1, 4096) || !m.contains("height") ||
-      !finite_in(m["height"], 1, 4096))
-    return "camera: \"width\" and \"height\" must be 1..4096 pixels";
-  return "";
-}
-
 }  // namespace
 
 // One browser's WebSocket. Runs on the network thread only.
@@ -106,6 +87,10 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
       : ws_(std::move(socket)), server_(server), id_(id) {}
 
   void run(http::request<http::string_body> request) {
+    // Frames go out in several TCP segments; with Nagle's algorithm the last waits for the
+    // browser's delayed ACK (~40 ms a frame).
+    beast::error_code ec;
+    beast::get_lowest_layer(ws_).socket().set_option(tcp::no_delay(true), ec);
     ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& res) { res.set(http::field::server, "tessera viewer"); }));
@@ -308,43 +293,23 @@ bool Server::Impl::token_ok(std::string_view target) const {
 }
 
 void Server::Impl::handle_message(uint64_t client, std::string_view text, bool binary, WsSession& session) {
-  auto refuse = [&](const std::string& why) {
+  ClientMessage m = parse_client_message(text, binary);
+  if (m.kind == ClientMessage::Kind::refused) {
     ++refused;
-    session.queue_text(std::make_shared<const std::string>(Json{{"type", "error"}, {"message", why}}.dump()));
-  };
-  if (binary) return refuse("binary messages are not understood; send JSON text");
-  const Json m = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (m.is_discarded() || !m.is_object() || !m.contains("type") || !m["type"].is_string())
-    return refuse("not a JSON object with a \"type\"");
-  const std::string type = m["type"].get<std::string>();
-  if (type == "camera") {
-    const std::string problem = camera_problem(m);
-    if (!problem.empty()) return refuse(problem);
-    {
-      std::lock_guard lock(mutex);
-      ClientView& v = views[client];
-      v.client = client;
-      v.camera = m;
-      ++v.camera_version;
-    }
-    notify();
+    session.queue_text(std::make_shared<const std::string>(Json{{"type", "error"}, {"message", m.problem}}.dump()));
     return;
   }
-  Json command = m;
-  if (type == "background") {
-    if (!m.contains("rgb") || !m["rgb"].is_array() || m["rgb"].size() != 3 || !finite_in(m["rgb"][0], 0, 1) ||
-        !finite_in(m["rgb"][1], 0, 1) || !finite_in(m["rgb"][2], 0, 1))
-      return refuse("background: \"rgb\" must be 3 numbers in 0..1");
-  } else if (type == "resolution") {
-    if (!m.contains("scale") || !finite_in(m["scale"], 0, 1))
-      return refuse("resolution: \"scale\" must be 0 (adaptive) or in (0, 1]");
-  } else if (type != "pause" && type != "resume" && type != "snapshot") {
-    return refuse(fmt::format("unknown message type '{}'", type.substr(0, 64)));
-  }
-  command["client"] = client;
   {
     std::lock_guard lock(mutex);
-    if (commands.size() < 256) commands.push_back(std::move(command));
+    if (m.kind == ClientMessage::Kind::camera) {
+      ClientView& v = views[client];
+      v.client = client;
+      v.camera = std::move(m.message);
+      ++v.camera_version;
+    } else if (commands.size() < 256) {
+      m.message["client"] = client;
+      commands.push_back(std::move(m.message));
+    }
   }
   notify();
 }
