@@ -1,9 +1,9 @@
 #include "tessera/nerf/mesh.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,13 +20,20 @@ namespace {
 // walks 0 -> one axis -> two axes -> 7, so every edge joins corners u <= v componentwise.
 constexpr int kTets[6][4] = {{0, 1, 3, 7}, {0, 1, 5, 7}, {0, 2, 3, 7}, {0, 2, 6, 7}, {0, 4, 5, 7}, {0, 4, 6, 7}};
 
+// The extraction runs in passes over the lattice, each parallel, in a fixed order, so the
+// result does not depend on the thread count (and the passes map onto a GPU one-to-one):
+//  1. per lattice point, a bit per edge (p, p + d), d = 1..7, that the surface crosses;
+//  2. vertex numbers: a prefix sum of those bit counts (vertex of edge (p, d) = first[p] +
+//     the set bits below d);
+//  3. the vertices: position on the edge, normal from the field's gradient;
+//  4. the triangles, cube by cube, a z-slab per task, joined in z order.
 struct Extractor {
   const std::vector<float>& field;
   uint32_t res;
   float threshold;
   Aabb box;
-  Mesh mesh;
-  std::unordered_map<uint64_t, uint32_t> vertex_of_edge;
+  std::vector<uint8_t> crossings;  // per lattice point
+  std::vector<uint64_t> first;     // per lattice point, + 1
 
   size_t index(uint32_t x, uint32_t y, uint32_t z) const { return (size_t(z) * res + y) * res + x; }
   Vec3 lattice_position(uint32_t x, uint32_t y, uint32_t z) const {
@@ -46,66 +53,125 @@ struct Extractor {
     return {sx * diff(x0, x1, index(x0, y, z), index(x1, y, z)), sy * diff(y0, y1, index(x, y0, z), index(x, y1, z)),
             sz * diff(z0, z1, index(x, y, z0), index(x, y, z1))};
   }
+  bool inside(size_t i) const { return field[i] > threshold; }
 
-  // The vertex where the field crosses the threshold on the lattice edge (a, a + d).
-  uint32_t vertex(uint32_t ax, uint32_t ay, uint32_t az, int d) {
-    const uint64_t key = uint64_t(index(ax, ay, az)) * 8 + uint64_t(d);
-    auto [it, inserted] = vertex_of_edge.try_emplace(key, uint32_t(mesh.n_vertices()));
-    if (!inserted) return it->second;
-    const uint32_t bx = ax + (d & 1), by = ay + ((d >> 1) & 1), bz = az + ((d >> 2) & 1);
-    const float va = field[index(ax, ay, az)], vb = field[index(bx, by, bz)];
-    const float t = std::clamp((threshold - va) / (vb - va), 0.0f, 1.0f);
-    const Vec3 pa = lattice_position(ax, ay, az), pb = lattice_position(bx, by, bz);
-    const Vec3 p = pa + t * (pb - pa);
-    const Vec3 ga = gradient(ax, ay, az), gb = gradient(bx, by, bz);
-    const Vec3 g = ga + t * (gb - ga);
-    const Vec3 n = ops::nerf::dot(g, g) > 0 ? ops::nerf::normalized(-1.0f * g) : Vec3{0, 0, 1};
-    mesh.positions.insert(mesh.positions.end(), {p.x, p.y, p.z});
-    mesh.normals.insert(mesh.normals.end(), {n.x, n.y, n.z});
-    return it->second;
+  void mark_crossings() {
+    crossings.assign(field.size(), 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t zy = 0; zy < int64_t(res) * res; ++zy) {
+      const uint32_t z = uint32_t(zy / res), y = uint32_t(zy % res);
+      for (uint32_t x = 0; x < res; ++x) {
+        const bool in = inside(index(x, y, z));
+        uint8_t bits = 0;
+        for (int d = 1; d < 8; ++d) {
+          const uint32_t bx = x + (d & 1), by = y + ((d >> 1) & 1), bz = z + ((d >> 2) & 1);
+          if (bx < res && by < res && bz < res && inside(index(bx, by, bz)) != in) bits |= uint8_t(1u << d);
+        }
+        crossings[index(x, y, z)] = bits;
+      }
+    }
   }
 
-  void triangle(uint32_t a, uint32_t b, uint32_t c, Vec3 outward) {
+  size_t number_vertices() {
+    const size_t n = field.size(), rows = size_t(res) * res;
+    first.assign(n + 1, 0);
+    std::vector<uint64_t> row_total(rows + 1, 0);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < int64_t(rows); ++r) {
+      uint64_t sum = 0;
+      for (size_t i = size_t(r) * res; i < size_t(r + 1) * res; ++i) sum += std::popcount(crossings[i]);
+      row_total[size_t(r) + 1] = sum;
+    }
+    for (size_t r = 0; r < rows; ++r) row_total[r + 1] += row_total[r];
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < int64_t(rows); ++r) {
+      uint64_t at = row_total[size_t(r)];
+      for (size_t i = size_t(r) * res; i < size_t(r + 1) * res; ++i) first[i] = at, at += std::popcount(crossings[i]);
+    }
+    first[n] = row_total[rows];
+    return size_t(first[n]);
+  }
+
+  uint32_t vertex_of(size_t lo, int d) const {
+    return uint32_t(first[lo] + std::popcount(unsigned(crossings[lo]) & ((1u << d) - 1u)));
+  }
+
+  void place_vertices(Mesh& mesh) {
+    mesh.positions.resize(3 * size_t(first.back()));
+    mesh.normals.resize(mesh.positions.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t zy = 0; zy < int64_t(res) * res; ++zy) {
+      const uint32_t az = uint32_t(zy / res), ay = uint32_t(zy % res);
+      for (uint32_t ax = 0; ax < res; ++ax) {
+        const size_t a = index(ax, ay, az);
+        for (int d = 1; d < 8; ++d) {
+          if (!(crossings[a] >> d & 1)) continue;
+          const uint32_t bx = ax + (d & 1), by = ay + ((d >> 1) & 1), bz = az + ((d >> 2) & 1);
+          const float va = field[a], vb = field[index(bx, by, bz)];
+          const float t = std::clamp((threshold - va) / (vb - va), 0.0f, 1.0f);
+          const Vec3 pa = lattice_position(ax, ay, az), pb = lattice_position(bx, by, bz);
+          const Vec3 p = pa + t * (pb - pa);
+          const Vec3 ga = gradient(ax, ay, az), gb = gradient(bx, by, bz);
+          const Vec3 g = ga + t * (gb - ga);
+          const Vec3 n = ops::nerf::dot(g, g) > 0 ? ops::nerf::normalized(-1.0f * g) : Vec3{0, 0, 1};
+          const size_t v = vertex_of(a, d);
+          std::memcpy(&mesh.positions[3 * v], &p, sizeof(float) * 3);
+          std::memcpy(&mesh.normals[3 * v], &n, sizeof(float) * 3);
+        }
+      }
+    }
+  }
+
+  void triangle(const Mesh& mesh, std::vector<uint32_t>& out, uint32_t a, uint32_t b, uint32_t c, Vec3 outward) const {
     auto pos = [&](uint32_t v) { return Vec3{mesh.positions[3 * v], mesh.positions[3 * v + 1], mesh.positions[3 * v + 2]}; };
     const Vec3 e1 = pos(b) - pos(a), e2 = pos(c) - pos(a);
     const Vec3 n{e1.y * e2.z - e1.z * e2.y, e1.z * e2.x - e1.x * e2.z, e1.x * e2.y - e1.y * e2.x};
     if (ops::nerf::dot(n, outward) < 0) std::swap(b, c);
-    mesh.triangles.insert(mesh.triangles.end(), {a, b, c});
+    out.insert(out.end(), {a, b, c});
   }
 
-  void cube(uint32_t x, uint32_t y, uint32_t z) {
+  void cube(const Mesh& mesh, std::vector<uint32_t>& out, uint32_t x, uint32_t y, uint32_t z) const {
     float v[8];
-    int inside = 0;
+    int n_inside = 0;
     for (int c = 0; c < 8; ++c) {
       v[c] = field[index(x + (c & 1), y + ((c >> 1) & 1), z + ((c >> 2) & 1))];
-      inside += v[c] > threshold;
+      n_inside += v[c] > threshold;
     }
-    if (inside == 0 || inside == 8) return;
+    if (n_inside == 0 || n_inside == 8) return;
     auto corner = [&](int c) { return lattice_position(x + (c & 1), y + ((c >> 1) & 1), z + ((c >> 2) & 1)); };
     for (const auto& tet : kTets) {
-      int in[4], out[4], n_in = 0, n_out = 0;
-      for (int k = 0; k < 4; ++k) (v[tet[k]] > threshold ? in[n_in++] : out[n_out++]) = tet[k];
+      int in[4], out_[4], n_in = 0, n_out = 0;
+      for (int k = 0; k < 4; ++k) (v[tet[k]] > threshold ? in[n_in++] : out_[n_out++]) = tet[k];
       if (n_in == 0 || n_out == 0) continue;
-      // The edge between corners p (inside) and q (outside): from the lower corner of the two.
+      // The edge between corners p and q: from their componentwise minimum (Kuhn edges nest).
       auto edge = [&](int p, int q) {
-        const int lo = p & q, d = p ^ q;  // Kuhn edges: lo is the componentwise minimum
-        return vertex(x + (lo & 1), y + ((lo >> 1) & 1), z + ((lo >> 2) & 1), d);
+        const int lo = p & q, d = p ^ q;
+        return vertex_of(index(x + (lo & 1), y + ((lo >> 1) & 1), z + ((lo >> 2) & 1)), d);
       };
-      const Vec3 outward = corner(out[0]) - corner(in[0]);
+      const Vec3 outward = corner(out_[0]) - corner(in[0]);
       if (n_in == 1 || n_out == 1) {
-        const int lone = n_in == 1 ? in[0] : out[0];
-        const int* others = n_in == 1 ? out : in;
-        const uint32_t a = n_in == 1 ? edge(lone, others[0]) : edge(others[0], lone);
-        const uint32_t b = n_in == 1 ? edge(lone, others[1]) : edge(others[1], lone);
-        const uint32_t c = n_in == 1 ? edge(lone, others[2]) : edge(others[2], lone);
-        triangle(a, b, c, outward);
+        const int lone = n_in == 1 ? in[0] : out_[0];
+        const int* others = n_in == 1 ? out_ : in;
+        triangle(mesh, out, edge(lone, others[0]), edge(lone, others[1]), edge(lone, others[2]), outward);
       } else {  // two in, two out: a quad, as two triangles
-        const uint32_t a = edge(in[0], out[0]), b = edge(in[0], out[1]), c = edge(in[1], out[1]),
-                       d = edge(in[1], out[0]);
-        triangle(a, b, c, outward);
-        triangle(a, c, d, outward);
+        const uint32_t a = edge(in[0], out_[0]), b = edge(in[0], out_[1]), c = edge(in[1], out_[1]),
+                       d = edge(in[1], out_[0]);
+        triangle(mesh, out, a, b, c, outward);
+        triangle(mesh, out, a, c, d, outward);
       }
     }
+  }
+
+  void make_triangles(Mesh& mesh) const {
+    std::vector<std::vector<uint32_t>> slabs(res - 1);
+#pragma omp parallel for schedule(dynamic)
+    for (int64_t z = 0; z < int64_t(res) - 1; ++z)
+      for (uint32_t y = 0; y + 1 < res; ++y)
+        for (uint32_t x = 0; x + 1 < res; ++x) cube(mesh, slabs[size_t(z)], x, y, uint32_t(z));
+    size_t total = 0;
+    for (const auto& s : slabs) total += s.size();
+    mesh.triangles.reserve(total);
+    for (const auto& s : slabs) mesh.triangles.insert(mesh.triangles.end(), s.begin(), s.end());
   }
 };
 
@@ -116,10 +182,12 @@ Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float thr
                 "extract_isosurface: {} values for a {}^3 lattice", field.size(), res);
   TESSERA_CHECK(std::isfinite(threshold), "extract_isosurface: the threshold {} is not finite", threshold);
   Extractor e{field, res, threshold, box, {}, {}};
-  for (uint32_t z = 0; z + 1 < res; ++z)
-    for (uint32_t y = 0; y + 1 < res; ++y)
-      for (uint32_t x = 0; x + 1 < res; ++x) e.cube(x, y, z);
-  return std::move(e.mesh);
+  Mesh mesh;
+  e.mark_crossings();
+  TESSERA_CHECK(e.number_vertices() < (uint64_t(1) << 32), "extract_isosurface: over 2^32 vertices");
+  e.place_vertices(mesh);
+  e.make_triangles(mesh);
+  return mesh;
 }
 
 size_t open_edges(const Mesh& mesh) {
