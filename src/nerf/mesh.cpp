@@ -1,192 +1,46 @@
 #include "tessera/nerf/mesh.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
 #include "tessera/core/error.h"
 #include "tessera/core/timer.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/isosurface.h"
 
 namespace tessera::nerf {
 
-namespace {
-
-// The six tetrahedra of a cube around its 0-7 diagonal: corner bits x = 1, y = 2, z = 4; each
-// walks 0 -> one axis -> two axes -> 7, so every edge joins corners u <= v componentwise.
-constexpr int kTets[6][4] = {{0, 1, 3, 7}, {0, 1, 5, 7}, {0, 2, 3, 7}, {0, 2, 6, 7}, {0, 4, 5, 7}, {0, 4, 6, 7}};
-
-// The extraction runs in passes over the lattice, each parallel, in a fixed order, so the
-// result does not depend on the thread count (and the passes map onto a GPU one-to-one):
-//  1. per lattice point, a bit per edge (p, p + d), d = 1..7, that the surface crosses;
-//  2. vertex numbers: a prefix sum of those bit counts (vertex of edge (p, d) = first[p] +
-//     the set bits below d);
-//  3. the vertices: position on the edge, normal from the field's gradient;
-//  4. the triangles, cube by cube, a z-slab per task, joined in z order.
-struct Extractor {
-  const std::vector<float>& field;
-  uint32_t res;
-  float threshold;
-  Aabb box;
-  std::vector<uint8_t> crossings;  // per lattice point
-  std::vector<uint64_t> first;     // per lattice point, + 1
-
-  size_t index(uint32_t x, uint32_t y, uint32_t z) const { return (size_t(z) * res + y) * res + x; }
-  Vec3 lattice_position(uint32_t x, uint32_t y, uint32_t z) const {
-    const float s = 1.0f / float(res - 1);
-    return {box.min.x + (box.max.x - box.min.x) * x * s, box.min.y + (box.max.y - box.min.y) * y * s,
-            box.min.z + (box.max.z - box.min.z) * z * s};
-  }
-  // The field's gradient at a lattice point (central differences, one-sided at the border).
-  Vec3 gradient(uint32_t x, uint32_t y, uint32_t z) const {
-    auto diff = [&](uint32_t lo, uint32_t hi, size_t i_lo, size_t i_hi) {
-      return (field[i_hi] - field[i_lo]) / float(std::max(1u, hi - lo));
-    };
-    const uint32_t x0 = x ? x - 1 : x, x1 = x + 1 < res ? x + 1 : x, y0 = y ? y - 1 : y, y1 = y + 1 < res ? y + 1 : y,
-                   z0 = z ? z - 1 : z, z1 = z + 1 < res ? z + 1 : z;
-    const float sx = float(res - 1) / (box.max.x - box.min.x), sy = float(res - 1) / (box.max.y - box.min.y),
-                sz = float(res - 1) / (box.max.z - box.min.z);
-    return {sx * diff(x0, x1, index(x0, y, z), index(x1, y, z)), sy * diff(y0, y1, index(x, y0, z), index(x, y1, z)),
-            sz * diff(z0, z1, index(x, y, z0), index(x, y, z1))};
-  }
-  bool inside(size_t i) const { return field[i] > threshold; }
-
-  void mark_crossings() {
-    crossings.assign(field.size(), 0);
-#pragma omp parallel for schedule(static)
-    for (int64_t zy = 0; zy < int64_t(res) * res; ++zy) {
-      const uint32_t z = uint32_t(zy / res), y = uint32_t(zy % res);
-      for (uint32_t x = 0; x < res; ++x) {
-        const bool in = inside(index(x, y, z));
-        uint8_t bits = 0;
-        for (int d = 1; d < 8; ++d) {
-          const uint32_t bx = x + (d & 1), by = y + ((d >> 1) & 1), bz = z + ((d >> 2) & 1);
-          if (bx < res && by < res && bz < res && inside(index(bx, by, bz)) != in) bits |= uint8_t(1u << d);
-        }
-        crossings[index(x, y, z)] = bits;
-      }
-    }
-  }
-
-  size_t number_vertices() {
-    const size_t n = field.size(), rows = size_t(res) * res;
-    first.assign(n + 1, 0);
-    std::vector<uint64_t> row_total(rows + 1, 0);
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < int64_t(rows); ++r) {
-      uint64_t sum = 0;
-      for (size_t i = size_t(r) * res; i < size_t(r + 1) * res; ++i) sum += std::popcount(crossings[i]);
-      row_total[size_t(r) + 1] = sum;
-    }
-    for (size_t r = 0; r < rows; ++r) row_total[r + 1] += row_total[r];
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < int64_t(rows); ++r) {
-      uint64_t at = row_total[size_t(r)];
-      for (size_t i = size_t(r) * res; i < size_t(r + 1) * res; ++i) first[i] = at, at += std::popcount(crossings[i]);
-    }
-    first[n] = row_total[rows];
-    return size_t(first[n]);
-  }
-
-  uint32_t vertex_of(size_t lo, int d) const {
-    return uint32_t(first[lo] + std::popcount(unsigned(crossings[lo]) & ((1u << d) - 1u)));
-  }
-
-  void place_vertices(Mesh& mesh) {
-    mesh.positions.resize(3 * size_t(first.back()));
-    mesh.normals.resize(mesh.positions.size());
-#pragma omp parallel for schedule(static)
-    for (int64_t zy = 0; zy < int64_t(res) * res; ++zy) {
-      const uint32_t az = uint32_t(zy / res), ay = uint32_t(zy % res);
-      for (uint32_t ax = 0; ax < res; ++ax) {
-        const size_t a = index(ax, ay, az);
-        for (int d = 1; d < 8; ++d) {
-          if (!(crossings[a] >> d & 1)) continue;
-          const uint32_t bx = ax + (d & 1), by = ay + ((d >> 1) & 1), bz = az + ((d >> 2) & 1);
-          const float va = field[a], vb = field[index(bx, by, bz)];
-          const float t = std::clamp((threshold - va) / (vb - va), 0.0f, 1.0f);
-          const Vec3 pa = lattice_position(ax, ay, az), pb = lattice_position(bx, by, bz);
-          const Vec3 p = pa + t * (pb - pa);
-          const Vec3 ga = gradient(ax, ay, az), gb = gradient(bx, by, bz);
-          const Vec3 g = ga + t * (gb - ga);
-          const Vec3 n = ops::nerf::dot(g, g) > 0 ? ops::nerf::normalized(-1.0f * g) : Vec3{0, 0, 1};
-          const size_t v = vertex_of(a, d);
-          std::memcpy(&mesh.positions[3 * v], &p, sizeof(float) * 3);
-          std::memcpy(&mesh.normals[3 * v], &n, sizeof(float) * 3);
-        }
-      }
-    }
-  }
-
-  void triangle(const Mesh& mesh, std::vector<uint32_t>& out, uint32_t a, uint32_t b, uint32_t c, Vec3 outward) const {
-    auto pos = [&](uint32_t v) { return Vec3{mesh.positions[3 * v], mesh.positions[3 * v + 1], mesh.positions[3 * v + 2]}; };
-    const Vec3 e1 = pos(b) - pos(a), e2 = pos(c) - pos(a);
-    const Vec3 n{e1.y * e2.z - e1.z * e2.y, e1.z * e2.x - e1.x * e2.z, e1.x * e2.y - e1.y * e2.x};
-    if (ops::nerf::dot(n, outward) < 0) std::swap(b, c);
-    out.insert(out.end(), {a, b, c});
-  }
-
-  void cube(const Mesh& mesh, std::vector<uint32_t>& out, uint32_t x, uint32_t y, uint32_t z) const {
-    float v[8];
-    int n_inside = 0;
-    for (int c = 0; c < 8; ++c) {
-      v[c] = field[index(x + (c & 1), y + ((c >> 1) & 1), z + ((c >> 2) & 1))];
-      n_inside += v[c] > threshold;
-    }
-    if (n_inside == 0 || n_inside == 8) return;
-    auto corner = [&](int c) { return lattice_position(x + (c & 1), y + ((c >> 1) & 1), z + ((c >> 2) & 1)); };
-    for (const auto& tet : kTets) {
-      int in[4], out_[4], n_in = 0, n_out = 0;
-      for (int k = 0; k < 4; ++k) (v[tet[k]] > threshold ? in[n_in++] : out_[n_out++]) = tet[k];
-      if (n_in == 0 || n_out == 0) continue;
-      // The edge between corners p and q: from their componentwise minimum (Kuhn edges nest).
-      auto edge = [&](int p, int q) {
-        const int lo = p & q, d = p ^ q;
-        return vertex_of(index(x + (lo & 1), y + ((lo >> 1) & 1), z + ((lo >> 2) & 1)), d);
-      };
-      const Vec3 outward = corner(out_[0]) - corner(in[0]);
-      if (n_in == 1 || n_out == 1) {
-        const int lone = n_in == 1 ? in[0] : out_[0];
-        const int* others = n_in == 1 ? out_ : in;
-        triangle(mesh, out, edge(lone, others[0]), edge(lone, others[1]), edge(lone, others[2]), outward);
-      } else {  // two in, two out: a quad, as two triangles
-        const uint32_t a = edge(in[0], out_[0]), b = edge(in[0], out_[1]), c = edge(in[1], out_[1]),
-                       d = edge(in[1], out_[0]);
-        triangle(mesh, out, a, b, c, outward);
-        triangle(mesh, out, a, c, d, outward);
-      }
-    }
-  }
-
-  void make_triangles(Mesh& mesh) const {
-    std::vector<std::vector<uint32_t>> slabs(res - 1);
-#pragma omp parallel for schedule(dynamic)
-    for (int64_t z = 0; z < int64_t(res) - 1; ++z)
-      for (uint32_t y = 0; y + 1 < res; ++y)
-        for (uint32_t x = 0; x + 1 < res; ++x) cube(mesh, slabs[size_t(z)], x, y, uint32_t(z));
-    size_t total = 0;
-    for (const auto& s : slabs) total += s.size();
-    mesh.triangles.reserve(total);
-    for (const auto& s : slabs) mesh.triangles.insert(mesh.triangles.end(), s.begin(), s.end());
-  }
-};
-
-}  // namespace
-
-Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box) {
-  TESSERA_CHECK(res >= 2 && field.size() == size_t(res) * res * res,
-                "extract_isosurface: {} values for a {}^3 lattice", field.size(), res);
+Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box,
+                        DeviceKind device) {
+  TESSERA_CHECK(res >= 2 && res <= 1024 && field.size() == size_t(res) * res * res,
+                "extract_isosurface: {} values for a {}^3 lattice (2 to 1024 a side)", field.size(), res);
   TESSERA_CHECK(std::isfinite(threshold), "extract_isosurface: the threshold {} is not finite", threshold);
-  Extractor e{field, res, threshold, box, {}, {}};
+  const size_t points = size_t(res) * res * res, cubes = size_t(res - 1) * (res - 1) * (res - 1);
+  Buffer<float> values(device, points);
+  values.copy_from_host(field);
+  Buffer<uint8_t> crossings(device, points);
+  Buffer<uint32_t> vertex_first(device, points + 1), triangle_first(device, cubes + 1);
+  ops::call<ops::IsosurfaceCount>(device, values.view(), res, threshold, crossings.view(), vertex_first.view(),
+                                  triangle_first.view());
+  // The totals are the prefix sums' last entries.
+  uint32_t n_vertices = 0, n_triangles = 0;
+  detail::copy_bytes(device, &n_vertices, vertex_first.data() + points, sizeof n_vertices, false, true);
+  detail::copy_bytes(device, &n_triangles, triangle_first.data() + cubes, sizeof n_triangles, false, true);
   Mesh mesh;
-  e.mark_crossings();
-  TESSERA_CHECK(e.number_vertices() < (uint64_t(1) << 32), "extract_isosurface: over 2^32 vertices");
-  e.place_vertices(mesh);
-  e.make_triangles(mesh);
+  if (n_triangles == 0) return mesh;
+  Buffer<float> positions(device, size_t(n_vertices) * 3), normals(device, size_t(n_vertices) * 3);
+  Buffer<uint32_t> triangles(device, size_t(n_triangles) * 3);
+  ops::call<ops::IsosurfaceEmit>(device, values.view(), res, threshold, box, crossings.view(), vertex_first.view(),
+                                 triangle_first.view(), positions.view(), normals.view(), triangles.view());
+  mesh.positions = positions.to_host();
+  mesh.normals = normals.to_host();
+  mesh.triangles = triangles.to_host();
   return mesh;
 }
 
@@ -251,7 +105,7 @@ Mesh nerf_mesh(NerfTrainer& trainer, const MeshOptions& o, MeshTimes* times) {
   }
   t.density_seconds = clock.seconds();
   clock = Stopwatch();
-  Mesh mesh = extract_isosurface(field, res, o.threshold, box);
+  Mesh mesh = extract_isosurface(field, res, o.threshold, box, trainer.device());
   t.extract_seconds = clock.seconds();
   clock = Stopwatch();
   if (o.colours && mesh.n_vertices()) {

@@ -7,6 +7,7 @@
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/ger.h"
 #include "tessera/ops/image_sample.h"
+#include "tessera/ops/isosurface.h"
 #include "tessera/ops/matrix.h"
 #include "tessera/ops/nerf.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
@@ -293,6 +294,19 @@ void register_ops(Backend& b) {
   b.add_op<NerfMarkUntrained>([](Stream& s, const NerfScene& scene, V density) {
     check_view(density, "nerf_mark_untrained: density", DType::f32, size_t(scene.n_cascades) * nerf::kGridCells);
     nerf_mark_untrained(scene, density.data<float>(), &s);
+  });
+  b.add_op<IsosurfaceCount>([](Stream& s, V field, uint32_t res, float threshold, V crossings, V vertex_first,
+                               V triangle_first) {
+    check_isosurface_count_views(field, res, crossings, vertex_first, triangle_first);
+    isosurface_count(field.data<const float>(), res, threshold, crossings.data<uint8_t>(), vertex_first.data<uint32_t>(),
+                     triangle_first.data<uint32_t>(), &s);
+  });
+  b.add_op<IsosurfaceEmit>([](Stream& s, V field, uint32_t res, float threshold, const nerf::Aabb& box, V crossings,
+                              V vertex_first, V triangle_first, V positions, V normals, V triangles) {
+    check_isosurface_emit_views(field, res, crossings, vertex_first, triangle_first, positions, normals, triangles);
+    isosurface_emit(field.data<const float>(), res, threshold, box, crossings.data<const uint8_t>(),
+                    vertex_first.data<const uint32_t>(), triangle_first.data<const uint32_t>(), positions.data<float>(),
+                    normals.data<float>(), triangles.data<uint32_t>(), &s);
   });
   b.add_op<NerfGridUpdate>([](Stream& s, uint32_t n_cascades, V cells, V raw_density, float decay, V density,
                               V scratch, V bitfield) {

@@ -1,0 +1,57 @@
+#pragma once
+// Isosurface extraction (marching tetrahedra, see isosurface_math.h) as two ops, so the
+// caller can size the outputs in between:
+//   IsosurfaceCount: the edges each lattice point's surface crossings (bits 1..7), the
+//     exclusive prefix sums of vertices per point and of triangles per cube; the totals are
+//     their last entries.
+//   IsosurfaceEmit: the vertices (positions, outward normals) and the triangles.
+// The order of vertices and triangles is fixed (lattice order; a cube's six tetrahedra in
+// turn), so every backend gives the same mesh.
+#include <cstdint>
+
+#include "tessera/core/backend.h"
+#include "tessera/core/tensor.h"
+#include "tessera/ops/nerf_math.h"
+
+namespace tessera::ops {
+
+struct IsosurfaceCount {
+  static constexpr const char* name = "isosurface_count";
+  // field: f32 [res^3] (x fastest); crossings: u8 [res^3]; vertex_first: u32 [res^3 + 1];
+  // triangle_first: u32 [(res - 1)^3 + 1].
+  using Fn = void(Stream&, const TensorView& field, uint32_t res, float threshold, const TensorView& crossings,
+                  const TensorView& vertex_first, const TensorView& triangle_first);
+};
+
+struct IsosurfaceEmit {
+  static constexpr const char* name = "isosurface_emit";
+  // The count pass's outputs in; positions, normals: f32 [n_vertices * 3]; triangles: u32
+  // [n_triangles * 3] (n_* from the count pass).
+  using Fn = void(Stream&, const TensorView& field, uint32_t res, float threshold, const nerf::Aabb& box,
+                  const TensorView& crossings, const TensorView& vertex_first, const TensorView& triangle_first,
+                  const TensorView& positions, const TensorView& normals, const TensorView& triangles);
+};
+
+// Shape checks shared by the backends (clear errors naming the view).
+void check_isosurface_count_views(const TensorView& field, uint32_t res, const TensorView& crossings,
+                                  const TensorView& vertex_first, const TensorView& triangle_first);
+void check_isosurface_emit_views(const TensorView& field, uint32_t res, const TensorView& crossings,
+                                 const TensorView& vertex_first, const TensorView& triangle_first,
+                                 const TensorView& positions, const TensorView& normals, const TensorView& triangles);
+
+namespace cpu {
+void isosurface_count(const float* field, uint32_t res, float threshold, uint8_t* crossings, uint32_t* vertex_first,
+                      uint32_t* triangle_first);
+void isosurface_emit(const float* field, uint32_t res, float threshold, const nerf::Aabb& box, const uint8_t* crossings,
+                     const uint32_t* vertex_first, const uint32_t* triangle_first, float* positions, float* normals,
+                     uint32_t* triangles);
+}  // namespace cpu
+namespace cuda {
+void isosurface_count(const float* field, uint32_t res, float threshold, uint8_t* crossings, uint32_t* vertex_first,
+                      uint32_t* triangle_first, Stream* stream);
+void isosurface_emit(const float* field, uint32_t res, float threshold, const nerf::Aabb& box, const uint8_t* crossings,
+                     const uint32_t* vertex_first, const uint32_t* triangle_first, float* positions, float* normals,
+                     uint32_t* triangles, Stream* stream);
+}  // namespace cuda
+
+}  // namespace tessera::ops
