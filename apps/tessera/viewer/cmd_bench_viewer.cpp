@@ -33,6 +33,7 @@ struct BenchViewerOptions {
   uint32_t clients = 1, width = 800, height = 800;
   double seconds = 10;
   bool still = false;  // a camera at rest (refined frames) rather than an orbit
+  bool stalled = false;  // never read: a browser that has stopped taking frames
 };
 
 struct ClientResult {
@@ -102,6 +103,10 @@ void run_client(const BenchViewerOptions& o, uint32_t index, ClientResult& resul
       ws.write(net::buffer(Json{{"type", "camera"}, {"c2w", c2w}, {"fov_y", hello["initial_camera"]["fov_y"]},
                                 {"width", o.width}, {"height", o.height}}
                                .dump()));
+      if (o.stalled) {  // a new camera every 33 ms, frames left unread in the socket
+        std::this_thread::sleep_for(std::chrono::milliseconds(33));
+        continue;
+      }
       // Wait for this camera's frame (a still camera: its refined one).
       for (;;) {
         ws.read(buffer);
@@ -124,6 +129,7 @@ void run_client(const BenchViewerOptions& o, uint32_t index, ClientResult& resul
       }
     }
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (o.stalled) return;  // its socket is full of frames: just drop it
     ws.close(websocket::close_code::normal);
   } catch (const std::exception& e) {
     result.error = e.what();
@@ -167,6 +173,8 @@ void register_bench_viewer(CLI::App& bench) {
   cmd->add_option("--width", o.width, "view width")->check(CLI::Range(1u, 4096u))->capture_default_str();
   cmd->add_option("--height", o.height, "view height")->check(CLI::Range(1u, 4096u))->capture_default_str();
   cmd->add_flag("--still", o.still, "keep the camera still: time refined (full-resolution) frames");
+  cmd->add_flag("--stalled", o.stalled,
+                "send cameras but never read a frame (a stuck browser): the server must keep training");
   cmd->add_option("--json", o.json_path, "also write the results as JSON")->check(writable_output_file());
   cmd->callback([] { run_bench_viewer(o); });
 }
