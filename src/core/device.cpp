@@ -24,11 +24,21 @@ bool opencl_available() {
   return available;
 }
 
-DeviceKind select_device(const std::string& name) {
+DeviceKind select_device(const std::string& name, bool opencl_runs_it) {
   if (name == "cpu") return DeviceKind::cpu;
-  // auto: CUDA, else the CPU. An OpenCL GPU joins the order (before the CPU) once the
-  // OpenCL backend runs the commands end to end (issue 13); until then it is asked for.
-  if (name == "auto") return cuda_available() ? DeviceKind::cuda : DeviceKind::cpu;
+  // auto: CUDA, then (for commands the OpenCL backend runs end to end) an OpenCL GPU, then
+  // the CPU. An OpenCL CPU device (PoCL) is never chosen over the CPU backend.
+  if (name == "auto") {
+    if (cuda_available()) return DeviceKind::cuda;
+    if (opencl_runs_it && built_with_opencl()) {
+      const auto devices = opencl_devices();  // GPUs first
+      if (!devices.empty() && devices[0].type == "GPU") {
+        set_opencl_device(devices[0].index);
+        return DeviceKind::opencl;
+      }
+    }
+    return DeviceKind::cpu;
+  }
   if (name == "cuda") {
     TESSERA_CHECK(built_with_cuda(),
                   "--device cuda: this build has no CUDA backend (configure with -DTESSERA_CUDA=ON "

@@ -48,9 +48,10 @@ void set_opencl_device(int index);
 int opencl_device_index();
 
 // Parses "auto" | "cpu" | "cuda" | "opencl" | "opencl:N". "auto" picks CUDA when a device
-// is present, else the CPU (OpenCL only when asked for, until its op set is complete).
-// Asking for a backend that is not usable is an error that says why.
-DeviceKind select_device(const std::string& name);
+// is present, then an OpenCL GPU when `opencl_runs_it` (the command's ops are all on the
+// OpenCL backend: fit function, fit denoise), else the CPU. Asking for a backend that is
+// not usable is an error that says why.
+DeviceKind select_device(const std::string& name, bool opencl_runs_it = false);
 
 // Waits for all queued work of the `kind` backend (no-op on the CPU).
 void synchronize(DeviceKind kind);
