@@ -28,8 +28,10 @@ std::vector<uint8_t> rendering_to_rgb8(const RenderedImage& image, Vec3 backgrou
   // The rendering was made over black: add the background where it shows through.
   float bg[3];
   for (int k = 0; k < 3; ++k) bg[k] = image.linear_colours ? background[k] : linear_to_srgb(background[k]);
+  // srgb_over is in [0, 1]: adding 0.5 and truncating rounds as lround does, without a libm
+  // call per channel (which cost the web viewer ~10 ms a 800x800 frame).
   for (size_t i = 0; i < size_t(image.width) * image.height; ++i)
-    for (int k = 0; k < 3; ++k) rgb[3 * i + k] = uint8_t(std::lround(255.0f * srgb_over(image, i, k, bg[k])));
+    for (int k = 0; k < 3; ++k) rgb[3 * i + k] = uint8_t(255.0f * srgb_over(image, i, k, bg[k]) + 0.5f);
   return rgb;
 }
 

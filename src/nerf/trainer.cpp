@@ -342,8 +342,12 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
   ops::NerfScene sc = scene();
   sc.frames = frame.data();
   sc.n_frames = 1;
-  uint32_t chunk = std::min<uint32_t>(n_pixels, 1u << 14);
-  const uint32_t max_samples = 1u << 21;
+  // Rays per chunk: each chunk waits for its sample count and its pixels, so a GPU wants
+  // few, large chunks (~17 ms -> see BENCHMARKS for 800x800 on an H200); the CPU's scratch
+  // stays small. A chunk whose samples overflow is halved and retried.
+  const bool cpu = device_ == DeviceKind::cpu;
+  uint32_t chunk = std::min<uint32_t>(n_pixels, cpu ? 1u << 14 : 1u << 16);
+  const uint32_t max_samples = cpu ? 1u << 21 : 1u << 22;
   rays_.ensure(chunk);
   samples_.ensure(size_t(max_samples) * ops::kNerfInputWidth);
   dt_.ensure(max_samples);
