@@ -86,14 +86,17 @@ struct Browser {
                                  "--remote-allow-origins=*", "--window-size=960,600",
                                  "--user-data-dir=" + profile.string(), url},
         (dir / "chromium.log").string());
-    // Chromium writes its DevTools port to the profile folder once it listens.
+    // Chromium writes its DevTools port to the profile folder once it listens (the file may
+    // exist a moment before its contents; on a loaded 2-core machine startup takes a while).
     const fs::path port_file = profile / "DevToolsActivePort";
-    for (int i = 0; i < 300 && !fs::exists(port_file); ++i) std::this_thread::sleep_for(100ms);
     std::string port;
-    std::ifstream(port_file) >> port;
-    if (port.empty()) throw std::runtime_error("chromium did not start: " + process->output());
+    for (int i = 0; i < 1200 && port.empty() && process->running(); ++i) {
+      std::ifstream(port_file) >> port;
+      if (port.empty()) std::this_thread::sleep_for(100ms);
+    }
+    if (port.empty()) throw std::runtime_error("chromium did not start within 120 s: " + process->output());
     // The page target's socket, from /json/list.
-    for (int i = 0; i < 100 && !page; ++i) {
+    for (int i = 0; i < 600 && !page; ++i) {
       const Json list = Json::parse(test::http_get("127.0.0.1", port, "/json/list").body, nullptr, false);
       if (list.is_array())
         for (const Json& t : list)
