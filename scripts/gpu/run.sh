@@ -134,7 +134,7 @@ for step in "${steps[@]}"; do
       fi
       for r in 256 512; do
         "$BUILD/tessera" nerf mesh "$snap" --device cuda --resolution $r --out "$OUT/mesh_$r.ply" --json "$OUT/mesh_$r.json" 2>&1 | tee "$OUT/mesh_$r.log"
-        summary+=("mesh $r: $(grep -o '[0-9]* triangles.*colours [0-9.]* s)' "$OUT/mesh_$r.log")")
+        summary+=("mesh $r: $(grep -o '[0-9]* triangles.*writing [0-9.]* s)' "$OUT/mesh_$r.log")")
       done
       rm -f "$OUT"/mesh_*.ply
       ;;
