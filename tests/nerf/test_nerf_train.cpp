@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "support/cli.h"
+#include "support/paths.h"
 #include "support/procedural_scene.h"
 #include "tessera/nerf/evaluate.h"
 
@@ -90,16 +91,9 @@ TEST(NerfCli, TrainWritesItsOutputsAndRefusesBadInput) {
   EXPECT_NE(r.output.find("target_samples"), std::string::npos) << r.output;
 }
 
-}  // namespace
-}  // namespace tessera
-
-namespace tessera {
-namespace {
-
 // nerf mesh and nerf render --path on a briefly trained spheres scene.
 TEST(NerfCli, MeshFollowsTheSpheresAndCameraPathsRenderToVideo) {
-  const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_mesh";
-  std::filesystem::remove_all(dir);
+  const auto dir = test::fresh_dir("tessera_nerf_mesh");
   test::write_procedural_scene(dir / "scene", 16, 2, 32);
   std::ofstream(dir / "small.json") << R"({"encoding": {"otype": "HashGrid", "n_levels": 6, "log2_hashmap_size": 14},
     "training": {"target_samples": 8192, "grid_update_interval": 32}})";

@@ -127,6 +127,10 @@ bool NerfViewer::render_one(bool budgeted) {
   if (budgeted && budget_ms_ < 0) return false;
   const auto now = Clock::now();
   std::vector<ClientView> views = server_.views();
+  // Forget the state of browsers that have gone.
+  std::erase_if(clients_, [&](const auto& c) {
+    return std::none_of(views.begin(), views.end(), [&](const ClientView& v) { return v.client == c.first; });
+  });
   if (views.empty()) return false;
   // Round robin from the client after the one served last.
   std::stable_partition(views.begin(), views.end(), [&](const ClientView& v) { return v.client > last_client_; });

@@ -345,10 +345,7 @@ Server::~Server() {
     }
     for (auto& [id, s] : sessions) s->close();
   });
-  // Browsers get a moment to answer the close; then the thread stops regardless.
-  auto deadline = std::make_shared<net::steady_timer>(impl->ioc, std::chrono::seconds(2));
-  deadline->async_wait([impl](beast::error_code) { impl->ioc.stop(); });
-  // The timer alone keeps run() going for 2 s; stop early once every socket has closed.
+  // Browsers get up to 2 s to answer the close; then the thread stops regardless.
   for (int i = 0; i < 200; ++i) {
     {
       std::lock_guard lock(impl->mutex);
