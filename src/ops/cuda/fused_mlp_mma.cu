@@ -518,10 +518,11 @@ __global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaP
 
 // dW[M x K] (row-major, ld ldw) += dZ^T X over `rows` rows: dZ [rows x M] (ld ldz),
 // X [rows x K] (ld ldx). Work units are (16 rows of dW) x (16 cols) so any padded
-// width splits evenly; each unit belongs to one warp. Accumulators move as float2 (a
-// fragment's two adjacent columns).
+// width splits evenly; each unit belongs to one warp. Accumulators (shared memory, or
+// the block's global slice at widths below 64) move as float2 (a fragment's two adjacent
+// columns).
 __device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int ldz, const __half* x, int ldx,
-                                                 float* dw, int ldw, int mt, int np, const LaneOffsets& lo) {
+                                                      float* dw, int ldw, int mt, int np, const LaneOffsets& lo) {
   float acc[2][4];
   auto at = [&](int j, int h) { return dw + (mt * 16 + frag_row(2 * h)) * ldw + np * 16 + j * 8 + frag_col(0); };
 #pragma unroll
@@ -544,11 +545,48 @@ __device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int
     for (int h = 0; h < 2; ++h) *reinterpret_cast<float2*>(at(j, h)) = make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
 }
 
+// The same for accumulators in the block's global (L2) slice at width 64, units of 16 x 16 NT:
+// the mma chains start from zero and the sums go out as float2 REDs, so no L2 round trip
+// sits in front of the chain; with NT = 2 one A fragment (dZ^T) feeds four chains.
+template <int NT>
+__device__ __forceinline__ void weight_grad_unit_global(int rows, const __half* dz, int ldz, const __half* x, int ldx,
+                                                        float* dw, int ldw, int mt, int nt0, const LaneOffsets& lo) {
+  float acc[2 * NT][4];
+#pragma unroll
+  for (int j = 0; j < 2 * NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  const __half* a_ptr = dz + lo.at_row * ldz + mt * 16 + lo.at_col;
+  const __half* b_ptr = x + lo.tr_row * ldx + nt0 * 16 + lo.tr_col;
+#pragma unroll 4
+  for (int rk = 0; rk < rows; rk += 16) {
+    uint32_t a[4];
+    ldsm_x4_trans(a, a_ptr + rk * ldz);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      uint32_t b[4];
+      ldsm_x4_trans(b, b_ptr + rk * ldx + n * 16);
+      mma16816(acc[2 * n], a, b[0], b[1]);
+      mma16816(acc[2 * n + 1], a, b[2], b[3]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2 * NT; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float2* at = reinterpret_cast<float2*>(dw + (mt * 16 + frag_row(2 * h)) * ldw + nt0 * 16 + j * 8 + frag_col(0));
+#if __CUDA_ARCH__ >= 900
+      atomicAdd(at, make_float2(acc[j][2 * h], acc[j][2 * h + 1]));  // one float2 RED
+#else
+      atomicAdd(&at->x, acc[j][2 * h]);
+      atomicAdd(&at->y, acc[j][2 * h + 1]);
+#endif
+    }
+}
+
 // The block's weight gradient of layer l over its tile: units split across warps.
+template <int W>
 __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaLayout& lay, int l, const __half* dz,
                                                   const __half* x, int ldx, float* dW, const LaneOffsets& lo) {
   const int M = grad_rows(p, l), K = grad_cols(p, l);
-  const int k_tiles = K / 16, units = (M / 16) * k_tiles;
   float* dw = dW + (p.grads_in_smem ? smem_grad_offset(p, l) : global_layer_offset(p, l));
   const int ldw = p.grads_in_smem ? K + kGradPad : K;
   // With dW-only warps (p.warps > p.row_warps) they take every unit and the row warps go
@@ -559,8 +597,22 @@ __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaL
   // Layer 0 comes last in a tile: the row warps have nothing else to do, so all warps share it.
   const bool split = p.warps > p.row_warps && l > 0;
   const int first = (threadIdx.x >> 5) - (split ? p.row_warps : 0), step = split ? p.warps - p.row_warps : p.warps;
-  for (int u = first; u >= 0 && u < units; u += step)
-    weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
+  if (first < 0) return;
+  // (The RED units only where they measured faster: width 64 with its accumulators in L2,
+  // w64 h4; compiled into the narrower kernels they cost those 2-3 %.)
+  if (W != 64 || p.grads_in_smem) {
+    const int k_tiles = K / 16, units = (M / 16) * k_tiles;
+    for (int u = first; u < units; u += step)
+      weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
+  } else if (K % 32 == 0 && (M / 16) * (K / 32) >= step) {  // 16 x 32 units where every warp gets one
+    const int n_pairs = K / 32, units = (M / 16) * n_pairs;
+    for (int u = first; u < units; u += step)
+      weight_grad_unit_global<2>(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / n_pairs, 2 * (u % n_pairs), lo);
+  } else {
+    const int k_tiles = K / 16, units = (M / 16) * k_tiles;
+    for (int u = first; u < units; u += step)
+      weight_grad_unit_global<1>(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
+  }
 }
 
 // The tile's valid rows of a shared-memory fp16 matrix (cols % 8 == 0) to a dense global
@@ -716,7 +768,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     }  // row warps
     __syncthreads();
     if constexpr (StoreLayers) store_layer(p.n_hidden, row0, valid_rows);
-    else block_weight_grad(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
+    else block_weight_grad<W>(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
 
     // ---- backward through the hidden layers: per warp, then the block's dW_l ----
     for (int l = p.n_hidden - 1; l >= 0; --l) {
@@ -809,7 +861,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
         if (l == 0) scatter_tile<GD>(p, lay, gin, row0, valid_rows);
       }
       if constexpr (StoreLayers) store_layer(l, row0, valid_rows);
-      else block_weight_grad(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
+      else block_weight_grad<W>(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
     }
     // No barrier needed here: the next tile writes staging/x16/y/dz only after its own
     // top-of-loop barrier, which every warp reaches after finishing this dW phase.
