@@ -188,18 +188,19 @@ struct LaneOffsets {
   }
 };
 
-// Copies the tile's input (and target / upstream gradient) rows into a staging buffer.
+// Copies the tile's input (and target / upstream gradient) rows into a staging buffer;
+// threads tid, tid + n_threads, ... each copy a share.
 __device__ __forceinline__ void stage_rows(const float* src, int width, size_t row0, int valid_rows, float* dst,
-                                           int ld, bool vec16, int n_threads) {
+                                           int ld, bool vec16, int tid, int n_threads) {
   if (vec16) {
     const int chunks_per_row = width / 4, total = valid_rows * chunks_per_row;
-    for (int e = threadIdx.x; e < total; e += n_threads) {
+    for (int e = tid; e < total; e += n_threads) {
       const int r = e / chunks_per_row, c = (e - r * chunks_per_row) * 4;
       cp_async_16(dst + r * ld + c, src + (row0 + r) * width + c);
     }
   } else {
     const int total = valid_rows * width;
-    for (int e = threadIdx.x; e < total; e += n_threads) {
+    for (int e = tid; e < total; e += n_threads) {
       const int r = e / width, c = e - r * width;
       cp_async_4(dst + r * ld + c, src + (row0 + r) * width + c);
     }
@@ -209,10 +210,10 @@ __device__ __forceinline__ void stage_rows(const float* src, int width, size_t r
 // The fp16-input variant: rows of halves in the same staging bytes (row pitch 2 * ld
 // halves), 16-byte chunks (the launcher admits fp16 input only when in_w % 8 == 0).
 __device__ __forceinline__ void stage_rows_half(const __half* src, int width, size_t row0, int valid_rows, float* dst,
-                                                int ld, int n_threads) {
+                                                int ld, int tid, int n_threads) {
   __half* hdst = reinterpret_cast<__half*>(dst);
   const int chunks_per_row = width / 8, total = valid_rows * chunks_per_row;
-  for (int e = threadIdx.x; e < total; e += n_threads) {
+  for (int e = tid; e < total; e += n_threads) {
     const int r = e / chunks_per_row, c = (e - r * chunks_per_row) * 8;
     cp_async_16(hdst + r * 2 * ld + c, src + (row0 + r) * width + c);
   }
@@ -222,16 +223,16 @@ __device__ __forceinline__ void stage_rows_half(const __half* src, int width, si
 // coordinates (GD floats at the start of each staging row).
 template <int GD>
 __device__ __forceinline__ void stage_input(const MmaParams& p, size_t row0, int valid_rows, float* dst, int ld,
-                                            bool vec_in, int n_threads) {
+                                            bool vec_in, int tid, int n_threads) {
   if constexpr (GD > 0) {
-    for (int e = threadIdx.x; e < valid_rows * GD; e += n_threads) {
+    for (int e = tid; e < valid_rows * GD; e += n_threads) {
       const int r = e / GD, c = e - r * GD;
       cp_async_4(dst + r * ld + c, p.input + (row0 + r) * p.coord_stride + c);
     }
   } else if (p.input_h) {
-    stage_rows_half(p.input_h, p.in_w, row0, valid_rows, dst, ld, n_threads);
+    stage_rows_half(p.input_h, p.in_w, row0, valid_rows, dst, ld, tid, n_threads);
   } else {
-    stage_rows(p.input, p.in_w, row0, valid_rows, dst, ld, vec_in, n_threads);
+    stage_rows(p.input, p.in_w, row0, valid_rows, dst, ld, vec_in, tid, n_threads);
   }
 }
 
@@ -469,7 +470,7 @@ __global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaP
   int buf = 0;
   if (blockIdx.x < p.n_tiles) {
     const size_t row0 = size_t(blockIdx.x) * p.rows;
-    stage_input<GD>(p, row0, int(min(size_t(p.rows), p.batch - row0)), stage0, lay.ld_in_stage, vec_in, blockDim.x);
+    stage_input<GD>(p, row0, int(min(size_t(p.rows), p.batch - row0)), stage0, lay.ld_in_stage, vec_in, threadIdx.x, blockDim.x);
   }
   cp_async_commit();
   for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
@@ -479,7 +480,7 @@ __global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaP
     if (next < p.n_tiles) {
       const size_t nrow0 = size_t(next) * p.rows;
       stage_input<GD>(p, nrow0, int(min(size_t(p.rows), p.batch - nrow0)), stage0 + (buf ^ 1) * stage_size,
-                  lay.ld_in_stage, vec_in, blockDim.x);
+                  lay.ld_in_stage, vec_in, threadIdx.x, blockDim.x);
     }
     cp_async_commit();
     cp_async_wait_one();
@@ -675,23 +676,38 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
                p.layer_store + layer_input_offset(p, l) + row0 * layer_in_cols(p, l));
   };
 
-  auto stage_tile = [&](int tile, int b) {
+  auto stage_tile = [&](int tile, int b, int tid, int n_threads) {
     const size_t row0 = size_t(tile) * p.rows;
     const int valid = int(min(size_t(p.rows), p.batch - row0));
-    stage_input<GD>(p, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, blockDim.x);
-    stage_rows(tg_src, p.out_w, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, blockDim.x);
+    stage_input<GD>(p, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, tid, n_threads);
+    stage_rows(tg_src, p.out_w, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, tid, n_threads);
   };
+  // With dW-only warps, they stage the next tile during the forward pass, where they are
+  // idle (issuing the copies cost the row warps ~1K cycles a tile, measured), and wait
+  // for their copies before the next tile's first barrier; otherwise all threads stage a
+  // tile ahead at the top of the loop.
+  const bool dw_warps_stage = p.warps > p.row_warps;
+  const int dw_tid = int(threadIdx.x) - p.row_warps * 32, dw_threads = (p.warps - p.row_warps) * 32;
   int buf = 0;
-  if (blockIdx.x < p.n_tiles) stage_tile(blockIdx.x, 0);
+  if (blockIdx.x < p.n_tiles) stage_tile(blockIdx.x, 0, threadIdx.x, blockDim.x);
   cp_async_commit();
 
   for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
     const size_t row0 = size_t(tile) * p.rows;
     const int valid_rows = int(min(R, p.batch - row0));
-    if (tile + int(gridDim.x) < p.n_tiles) stage_tile(tile + gridDim.x, buf ^ 1);
-    cp_async_commit();
-    cp_async_wait_one();
+    const int next = tile + int(gridDim.x);
+    if (dw_warps_stage) {
+      ptx::cp_async_wait<0>();
+    } else {
+      if (next < p.n_tiles) stage_tile(next, buf ^ 1, threadIdx.x, blockDim.x);
+      cp_async_commit();
+      cp_async_wait_one();
+    }
     __syncthreads();
+    if (dw_warps_stage && !row_warp) {
+      if (next < p.n_tiles) stage_tile(next, buf ^ 1, dw_tid, dw_threads);
+      cp_async_commit();
+    }
 
     // ---- forward: each row warp its own 16 rows, activations in registers ----
     float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
