@@ -584,7 +584,7 @@ __device__ __forceinline__ void weight_grad_unit_global(int rows, const __half* 
 }
 
 // The block's weight gradient of layer l over its tile: units split across warps.
-template <int W>
+template <int W, int GD>
 __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaLayout& lay, int l, const __half* dz,
                                                   const __half* x, int ldx, float* dW, const LaneOffsets& lo) {
   const int M = grad_rows(p, l), K = grad_cols(p, l);
@@ -599,9 +599,9 @@ __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaL
   const bool split = p.warps > p.row_warps && l > 0;
   const int first = (threadIdx.x >> 5) - (split ? p.row_warps : 0), step = split ? p.warps - p.row_warps : p.warps;
   if (first < 0) return;
-  // (The RED units only where they measured faster: width 64 with its accumulators in L2,
-  // w64 h4; compiled into the narrower kernels they cost those 2-3 %.)
-  if (W != 64 || p.grads_in_smem) {
+  // (The RED units only where they measured faster: width 64 with its accumulators in L2
+  // and no grid input, w64 h4; in the narrower kernels they cost 2-3 %, in the 2D grid's 2 %.)
+  if (W != 64 || GD > 0 || p.grads_in_smem) {
     const int k_tiles = K / 16, units = (M / 16) * k_tiles;
     for (int u = first; u < units; u += step)
       weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
@@ -685,8 +685,9 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   // With dW-only warps, they stage the next tile during the forward pass, where they are
   // idle (issuing the copies cost the row warps ~1K cycles a tile, measured), and wait
   // for their copies before the next tile's first barrier; otherwise all threads stage a
-  // tile ahead at the top of the loop.
-  const bool dw_warps_stage = p.warps > p.row_warps;
+  // tile ahead at the top of the loop. Not with a grid input: there every warp encodes
+  // the tile first, and the copies would delay that (2D grid row: 0.379 -> 0.393 ms).
+  const bool dw_warps_stage = GD == 0 && p.warps > p.row_warps;
   const int dw_tid = int(threadIdx.x) - p.row_warps * 32, dw_threads = (p.warps - p.row_warps) * 32;
   int buf = 0;
   if (blockIdx.x < p.n_tiles) stage_tile(blockIdx.x, 0, threadIdx.x, blockDim.x);
@@ -784,7 +785,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     }  // row warps
     __syncthreads();
     if constexpr (StoreLayers) store_layer(p.n_hidden, row0, valid_rows);
-    else block_weight_grad<W>(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
+    else block_weight_grad<W, GD>(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
 
     // ---- backward through the hidden layers: per warp, then the block's dW_l ----
     for (int l = p.n_hidden - 1; l >= 0; --l) {
@@ -877,7 +878,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
         if (l == 0) scatter_tile<GD>(p, lay, gin, row0, valid_rows);
       }
       if constexpr (StoreLayers) store_layer(l, row0, valid_rows);
-      else block_weight_grad<W>(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
+      else block_weight_grad<W, GD>(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
     }
     // No barrier needed here: the next tile writes staging/x16/y/dz only after its own
     // top-of-loop barrier, which every warp reaches after finishing this dW phase.
