@@ -520,10 +520,10 @@ __global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaP
 // dW[M x K] (row-major, ld ldw) += dZ^T X over `rows` rows: dZ [rows x M] (ld ldz),
 // X [rows x K] (ld ldx). Work units are (16 rows of dW) x (16 cols) so any padded
 // width splits evenly; each unit belongs to one warp. Accumulators (shared memory, or
-// the block's global slice at widths below 64) move as float2 (a fragment's two adjacent
-// columns).
+// the block's global slice where block_weight_grad does not take the RED units) move as
+// float2 (a fragment's two adjacent columns).
 __device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int ldz, const __half* x, int ldx,
-                                                      float* dw, int ldw, int mt, int np, const LaneOffsets& lo) {
+                                                 float* dw, int ldw, int mt, int np, const LaneOffsets& lo) {
   float acc[2][4];
   auto at = [&](int j, int h) { return dw + (mt * 16 + frag_row(2 * h)) * ldw + np * 16 + j * 8 + frag_col(0); };
 #pragma unroll
