@@ -113,6 +113,7 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
       r["launch"] = {{"rows_per_block", info.rows_per_block}, {"warps_per_block", info.warps_per_block}, {"blocks", info.blocks},
                      {"blocks_per_sm", info.blocks_per_sm}, {"shared_bytes", info.shared_bytes},
                      {"weights_in_shared", info.weights_in_shared}, {"grads_in_shared", info.grads_in_shared},
+                     {"grads_in_registers", info.grads_in_registers},
                      {"weight_grads_by_gemm", info.weight_grads_by_gemm}};
     }
   }

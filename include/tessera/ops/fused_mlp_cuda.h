@@ -129,6 +129,9 @@ struct FusedLaunchInfo {
   uint32_t rows_per_block = 0, warps_per_block = 0, blocks = 0, blocks_per_sm = 0;
   size_t shared_bytes = 0;
   bool weights_in_shared = false, grads_in_shared = false;
+  // The weight gradients stay in the dW-only warps' registers across tiles (width 64, few
+  // layers; see dw_registers_fit in fused_mlp_mma.cu).
+  bool grads_in_registers = false;
   // Weight gradients taken by GEMMs over the whole batch (dW_l = dZ_l^T x_l, split-K) from
   // per-layer activations and dZ the kernel stores, instead of per block inside the kernel
   // (wide networks, large batches: see fused_mlp.cu).

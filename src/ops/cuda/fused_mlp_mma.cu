@@ -52,6 +52,9 @@ struct MmaParams {
   float* grad_partials;   // [gridDim.x, n_params]
   float* loss_partials;   // [gridDim.x]
   bool grads_in_smem;
+  // The dW-only warps keep the weight gradients in registers across tiles (dw_in_registers:
+  // the mma_train_kernel instances with DwRegs) and add them into grad_partials at the end.
+  bool dw_in_registers;
   // Weight gradients by GEMM: the kernel stores each layer's fp16 input and dZ here
   // (layer_input / layer_dz below) instead of accumulating dW; null otherwise.
   __half* layer_store;
@@ -110,8 +113,10 @@ struct MmaLayout {
     if (training) {
       tg_stage = off;
       off = align128(off + 2 * R * ld_tg_stage * 4);
+      // Two buffers with dW in registers: layer 0's weight gradient of a tile is taken
+      // during the next tile's forward pass, which writes the other buffer.
       x16 = off;
-      off = align128(off + R * ld_x * 2);
+      off = align128(off + (p.dw_in_registers ? 2 : 1) * R * ld_x * 2);
       y = off;
       off = align128(off + size_t(p.n_hidden) * R * ld_h * 2);
       z = off;
@@ -546,19 +551,17 @@ __device__ __forceinline__ void weight_grad_unit(int rows, const __half* dz, int
     for (int h = 0; h < 2; ++h) *reinterpret_cast<float2*>(at(j, h)) = make_float2(acc[j][2 * h], acc[j][2 * h + 1]);
 }
 
-// The same for accumulators in the block's global (L2) slice at width 64, units of 16 x 16 NT:
-// the mma chains start from zero and the sums go out as float2 REDs, so no L2 round trip
-// sits in front of the chain; with NT = 2 one A fragment (dZ^T) feeds four chains.
-template <int NT>
-__device__ __forceinline__ void weight_grad_unit_global(int rows, const __half* dz, int ldz, const __half* x, int ldx,
-                                                        float* dw, int ldw, int mt, int nt0, const LaneOffsets& lo) {
-  float acc[2 * NT][4];
-#pragma unroll
-  for (int j = 0; j < 2 * NT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+// Adds dZ^T X over tile rows [r0, r1) into a 16 x 16NT register unit (row tile mt of dW,
+// column tiles nt0 .. nt0 + NT): one dZ^T fragment feeds 2 NT independent mma chains.
+// Unroll: row steps unrolled (4 where the accumulators leave registers free, less where a
+// warp holds many units).
+template <int NT, int Unroll = 4>
+__device__ __forceinline__ void weight_grad_mma(float (&acc)[2 * NT][4], int r0, int r1, const __half* dz, int ldz,
+                                                const __half* x, int ldx, int mt, int nt0, const LaneOffsets& lo) {
   const __half* a_ptr = dz + lo.at_row * ldz + mt * 16 + lo.at_col;
   const __half* b_ptr = x + lo.tr_row * ldx + nt0 * 16 + lo.tr_col;
-#pragma unroll 4
-  for (int rk = 0; rk < rows; rk += 16) {
+#pragma unroll Unroll
+  for (int rk = r0; rk < r1; rk += 16) {
     uint32_t a[4];
     ldsm_x4_trans(a, a_ptr + rk * ldz);
 #pragma unroll
@@ -569,6 +572,11 @@ __device__ __forceinline__ void weight_grad_unit_global(int rows, const __half* 
       mma16816(acc[2 * n + 1], a, b[2], b[3]);
     }
   }
+}
+
+// Adds a register unit into dW (row-major, ld ldw) with float2 REDs.
+template <int NT>
+__device__ __forceinline__ void red_unit(const float (&acc)[2 * NT][4], float* dw, int ldw, int mt, int nt0) {
 #pragma unroll
   for (int j = 0; j < 2 * NT; ++j)
 #pragma unroll
@@ -581,6 +589,24 @@ __device__ __forceinline__ void weight_grad_unit_global(int rows, const __half* 
       atomicAdd(&at->y, acc[j][2 * h + 1]);
 #endif
     }
+}
+
+template <int N>
+__device__ __forceinline__ void zero(float (&acc)[N][4]) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+}
+
+// The same for accumulators in the block's global (L2) slice at width 64, units of 16 x 16 NT:
+// the mma chains start from zero and the sums go out as REDs, so no L2 round trip sits in
+// front of the chain.
+template <int NT>
+__device__ __forceinline__ void weight_grad_unit_global(int rows, const __half* dz, int ldz, const __half* x, int ldx,
+                                                        float* dw, int ldw, int mt, int nt0, const LaneOffsets& lo) {
+  float acc[2 * NT][4];
+  zero(acc);
+  weight_grad_mma<NT>(acc, 0, rows, dz, ldz, x, ldx, mt, nt0, lo);
+  red_unit<NT>(acc, dw, ldw, mt, nt0);
 }
 
 // The block's weight gradient of layer l over its tile: units split across warps.
@@ -599,20 +625,17 @@ __device__ __forceinline__ void block_weight_grad(const MmaParams& p, const MmaL
   const bool split = p.warps > p.row_warps && l > 0;
   const int first = (threadIdx.x >> 5) - (split ? p.row_warps : 0), step = split ? p.warps - p.row_warps : p.warps;
   if (first < 0) return;
-  // (The RED units only where they measured faster: width 64 with its accumulators in L2
-  // and no grid input, w64 h4; in the narrower kernels they cost 2-3 %, in the 2D grid's 2 %.)
-  if (W != 64 || GD > 0 || p.grads_in_smem) {
-    const int k_tiles = K / 16, units = (M / 16) * k_tiles;
-    for (int u = first; u < units; u += step)
-      weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
-  } else if (K % 32 == 0 && (M / 16) * (K / 32) >= step) {  // 16 x 32 units where every warp gets one
-    const int n_pairs = K / 32, units = (M / 16) * n_pairs;
-    for (int u = first; u < units; u += step)
-      weight_grad_unit_global<2>(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / n_pairs, 2 * (u % n_pairs), lo);
-  } else {
-    const int k_tiles = K / 16, units = (M / 16) * k_tiles;
-    for (int u = first; u < units; u += step)
-      weight_grad_unit_global<1>(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, u / k_tiles, u % k_tiles, lo);
+  // RED units (accumulators in registers, added into L2) only where they measured faster:
+  // width 64 with its accumulators in L2 and no grid input (w64 h4); in the narrower kernels
+  // they cost 2-3 %, in the 2D grid's 2 %. Units of 16 x 32 where every warp gets one.
+  const bool red_units = W == 64 && GD == 0 && !p.grads_in_smem;
+  const int nt = red_units && K % 32 == 0 && (M / 16) * (K / 32) >= step ? 2 : 1;
+  const int col_units = K / (16 * nt), units = (M / 16) * col_units;
+  for (int u = first; u < units; u += step) {
+    const int mt = u / col_units, nt0 = nt * (u % col_units);
+    if (!red_units) weight_grad_unit(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, mt, nt0, lo);
+    else if (nt == 2) weight_grad_unit_global<2>(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, mt, nt0, lo);
+    else weight_grad_unit_global<1>(p.rows, dz, lay.ld_dz, x, ldx, dw, ldw, mt, nt0, lo);
   }
 }
 
@@ -628,11 +651,40 @@ __device__ __forceinline__ void store_rows(const __half* src, int ld_src, int co
 
 // Up to 16 warps for widths <= 64 (their registers allow 512 threads), 8 for 128.
 constexpr int kMaxTrainWarps = 16;
+// Most hidden-to-hidden layers whose weight gradients the dW-only warps hold in registers.
+constexpr int kMaxRegHiddenLayers = 3;
+
+// Whether the plan in p (rows, warps, gradient placement) takes the DwRegs instance: width
+// 64, no grid input, 8 row warps and 8 dW-only warps, gradients otherwise in L2, and few
+// enough layers that a dW-only warp's share fits its registers (one 16 x 32 unit of each
+// 64 x 64 layer and one 16 x 16 unit of layer 0 and of the output layer: <= 64 floats).
+bool dw_registers_fit(const MmaParams& p) {
+  return p.width == 64 && p.grid_dims == 0 && p.rows == 128 && p.row_warps == 8 && p.warps == 16 &&
+         !p.grads_in_smem && p.n_hidden >= 1 && p.n_hidden - 1 <= kMaxRegHiddenLayers && p.in_pad <= 32 &&
+         p.out_pad <= 32;
+}
+
+// A dW-only warp's 16 x 16 unit of a narrow layer (layer 0, the output layer: 64 x 16 or
+// 64 x 32, either way round): with 8 units, unit d over all the tile's rows; with 4, unit
+// d % 4 over half the rows (two warps add into the same unit at the end).
+struct NarrowShare {
+  int mt, nt, r0, r1;
+  __device__ NarrowShare(int M, int K, int d, int rows) {
+    const int units = (M / 16) * (K / 16), u = d % units;
+    mt = u / (K / 16), nt = u % (K / 16);
+    r0 = units < 8 ? (d / units) * (rows / 2) : 0;
+    r1 = units < 8 ? r0 + rows / 2 : rows;
+  }
+};
+
 // StoreLayers: the GEMM weight-gradient mode (p.layer_store set), compiled apart so the
 // in-kernel path keeps its registers (the store code made the w64 instance spill).
 // GD > 0: grid input of GD dims (MmaParams::grid), W = 64 only.
-template <int W, bool StoreLayers, int GD>
+// DwRegs: p.dw_in_registers (dw_registers_fit); the row warps and the dW-only warps run
+// separate loops that meet at the same barriers, so neither's registers hold the other's.
+template <int W, bool StoreLayers, int GD, bool DwRegs = false>
 __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParams p) {
+  static_assert(!DwRegs || (W == 64 && GD == 0 && !StoreLayers), "DwRegs: width 64, in-kernel dW, no grid input");
   extern __shared__ __align__(128) unsigned char smem[];
   const MmaLayout lay(p, true);
   __half* wts = reinterpret_cast<__half*>(smem + lay.weights);
@@ -643,7 +695,8 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   float* tg_stage0 = reinterpret_cast<float*>(smem + lay.tg_stage);
   auto in_stage = [&](int b) { return in_stage0 + b * R * lay.ld_in_stage; };
   auto tg_stage = [&](int b) { return tg_stage0 + b * R * lay.ld_tg_stage; };
-  __half* x16 = reinterpret_cast<__half*>(smem + lay.x16);
+  __half* x16_0 = reinterpret_cast<__half*>(smem + lay.x16);
+  auto X16 = [&](int b) { return DwRegs ? x16_0 + b * R * lay.ld_x : x16_0; };
   __half* ys = reinterpret_cast<__half*>(smem + lay.y);
   __half* zs = p.store_z ? reinterpret_cast<__half*>(smem + lay.z) : nullptr;
   __half* dzs = reinterpret_cast<__half*>(smem + lay.dz);
@@ -664,15 +717,18 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   float loss_sum = 0.0f;
   auto Y = [&](int l) { return ys + size_t(l) * R * lay.ld_h; };
   auto Z = [&](int l) { return zs ? zs + size_t(l) * R * lay.ld_h : nullptr; };
-  // dZ of layer l lives in buffer (n_hidden - l) % 2.
-  auto DZ = [&](int l) { return dzs + size_t((p.n_hidden - l) & 1) * R * lay.ld_dz; };
+  // dZ of layer l lives in buffer (n_hidden - l + dz_flip) % 2. DwRegs flips the pairing
+  // between tiles when n_hidden is even, so that a tile's dZ_0 (whose weight gradient is
+  // taken during the next forward pass) and the next tile's dZ_H are never in one buffer.
+  int dz_flip = 0;
+  auto DZ = [&](int l) { return dzs + size_t((p.n_hidden - l + dz_flip) & 1) * R * lay.ld_dz; };
   auto Wl = [&](int l) { return wts + smem_layer_offset(p, l, lay); };
   // GEMM weight-gradient mode: layer l's input and dZ over this tile, stored for the GEMMs
   // after the kernel. Called after a barrier: dZ_l and the input are complete.
   auto store_layer = [&](int l, size_t row0, int valid_rows) {
     store_rows(DZ(l), lay.ld_dz, layer_out_rows(p, l), valid_rows,
                p.layer_store + layer_dz_offset(p, l) + row0 * layer_out_rows(p, l));
-    store_rows(l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, layer_in_cols(p, l), valid_rows,
+    store_rows(l == 0 ? X16(0) : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, layer_in_cols(p, l), valid_rows,
                p.layer_store + layer_input_offset(p, l) + row0 * layer_in_cols(p, l));
   };
 
@@ -682,6 +738,160 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     stage_input<GD>(p, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, tid, n_threads);
     stage_rows(tg_src, p.out_w, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, tid, n_threads);
   };
+
+  // ---- a row warp's forward pass over its 16 rows (activations in registers), the output
+  // layer, loss and seed; the seed flows straight into dA_{H-1} ----
+  auto row_forward = [&](int buf, size_t row0, int valid_rows, float (&dA)[W / 8][4]) {
+    float c[W / 8][4];
+    uint32_t a[W / 16][4];
+    first_layer<W, GD>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, X16(buf), c);
+    activate_to_a<W>(p, c, a, Y(0) + warp_row * lay.ld_h, Z(0) ? Z(0) + warp_row * lay.ld_h : nullptr, lay.ld_h);
+    for (int l = 1; l < p.n_hidden; ++l) {
+      hidden_layer<W>(a, Wl(l), lay.ld_h, lo, c);
+      activate_to_a<W>(p, c, a, Y(l) + warp_row * lay.ld_h, Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr, lay.ld_h);
+    }
+
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
+    const __half* w_out = Wl(p.n_hidden);
+    const float* tg = tg_stage(buf);
+    for (int np = 0; np < p.out_pad / 16; ++np) {
+      float co[2][4];
+      output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
+      uint32_t seed_a[4];
+      with_activation(p.act_output, [&](auto act) {
+        constexpr Activation A = decltype(act)::value;
+        with_loss(p.loss.kind, [&](auto kind) {
+          LossParams loss = p.loss;
+          loss.kind = decltype(kind)::value;  // a constant: the loss switch folds away
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              float s[2];
+#pragma unroll
+              for (int i = 0; i < 2; ++i) {
+                const int e = 2 * h + i;
+                const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
+                s[i] = 0.0f;
+                if (r < valid_rows && col < p.out_w) {
+                  const float z = co[j][e], y = activation_value(A, z);
+                  if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
+                  const float t = tg[r * lay.ld_tg_stage + col];
+                  float d;
+                  if (p.target) {
+                    loss_sum += loss_value(loss, y, t);
+                    d = loss_gradient(loss, y, t);
+                  } else {
+                    d = t;
+                  }
+                  s[i] = d * loss_scale * activation_derivative(A, y, z);
+                }
+              }
+              const uint32_t packed = pack_half2(s[0], s[1]);
+              *reinterpret_cast<uint32_t*>(DZ(p.n_hidden) + (warp_row + frag_row(2 * h)) * lay.ld_dz + np * 16 + j * 8 + frag_col(0)) = packed;
+              seed_a[j * 2 + h] = packed;
+            }
+          }
+        });
+      });
+      // dA_{H-1} += dZ_H[:, 16np..16np+16) W_H[16np..16np+16, :]
+#pragma unroll
+      for (int q = 0; q < W / 16; ++q) {
+        uint32_t b[4];
+        ldsm_x4_trans(b, w_out + (np * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
+        mma16816(dA[2 * q], seed_a, b[0], b[1]);
+        mma16816(dA[2 * q + 1], seed_a, b[2], b[3]);
+      }
+    }
+  };
+
+  // ---- a row warp's backward step through hidden layer l: dZ_l = dA_l * act'(y_l, z_l),
+  // then dA_{l-1} = dZ_l W_l, or at layer 0 the input gradient ----
+  auto row_backward = [&](int l, size_t row0, int valid_rows, float (&dA)[W / 8][4]) {
+    const __half* y = Y(l) + warp_row * lay.ld_h;
+    const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
+    __half* dz = DZ(l) + warp_row * lay.ld_dz;
+    // Load y (and z) first, then one specialized loop.
+    float yv[W / 8][4], zv[W / 8][4];
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int off = frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0);
+        const float2 y2 = unpack_half2(*reinterpret_cast<const uint32_t*>(y + off));
+        const float2 z2 = z ? unpack_half2(*reinterpret_cast<const uint32_t*>(z + off)) : make_float2(0.f, 0.f);
+        yv[j][2 * h] = y2.x;
+        yv[j][2 * h + 1] = y2.y;
+        zv[j][2 * h] = z2.x;
+        zv[j][2 * h + 1] = z2.y;
+      }
+    with_activation(p.act_hidden, [&](auto act) {
+#pragma unroll
+      for (int j = 0; j < W / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) dA[j][e] *= activation_derivative(decltype(act)::value, yv[j][e], zv[j][e]);
+    });
+    uint32_t adz[W / 16][4];
+#pragma unroll
+    for (int j = 0; j < W / 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t packed = pack_half2(dA[j][2 * h], dA[j][2 * h + 1]);
+        *reinterpret_cast<uint32_t*>(dz + frag_row(2 * h) * lay.ld_dz + j * 8 + frag_col(0)) = packed;
+        adz[j >> 1][(j & 1) * 2 + h] = packed;
+      }
+    }
+    if (l > 0) {
+#pragma unroll
+      for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
+      const __half* w = Wl(l);
+#pragma unroll
+      for (int kt = 0; kt < W / 16; ++kt) {
+#pragma unroll
+        for (int q = 0; q < W / 16; ++q) {
+          uint32_t b[4];
+          ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
+          mma16816(dA[2 * q], adz[kt], b[0], b[1]);
+          mma16816(dA[2 * q + 1], adz[kt], b[2], b[3]);
+        }
+      }
+    } else if (GD > 0 || p.dL_din) {
+      // dL/dx = dZ_0 W_0, unscaled, straight to global memory, or with a grid input
+      // to shared memory for the block's scatter (scatter_tile).
+      const float scale = p.input_grad_scale / loss_scale;
+      const __half* w = Wl(0);
+      for (int q = 0; q < p.in_pad / 16; ++q) {
+        float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int kt = 0; kt < W / 16; ++kt) {
+          uint32_t b[4];
+          ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_x + q * 16 + lo.tr_col);
+          mma16816(d[0], adz[kt], b[0], b[1]);
+          mma16816(d[1], adz[kt], b[2], b[3]);
+        }
+        if constexpr (GD > 0) {
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int r = warp_row + frag_row(2 * h), col = q * 16 + j * 8 + frag_col(0);
+              *reinterpret_cast<float2*>(gin + r * lay.ld_gin + col) =
+                  make_float2(d[j][2 * h] * scale, d[j][2 * h + 1] * scale);
+            }
+        } else {
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int r = warp_row + frag_row(e), col = q * 16 + j * 8 + frag_col(e);
+              if (r < valid_rows && col < p.in_w) p.dL_din[(row0 + r) * p.in_w + col] = d[j][e] * scale;
+            }
+        }
+      }
+    }
+  };
+
   // With dW-only warps, they stage the next tile during the forward pass, where they are
   // idle (issuing the copies cost the row warps ~1K cycles a tile, measured), and wait
   // for their copies before the next tile's first barrier; otherwise all threads stage a
@@ -689,201 +899,125 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   // the tile first, and the copies would delay that (2D grid row: 0.379 -> 0.393 ms).
   const bool dw_warps_stage = GD == 0 && p.warps > p.row_warps;
   const int dw_tid = int(threadIdx.x) - p.row_warps * 32, dw_threads = (p.warps - p.row_warps) * 32;
-  int buf = 0;
   if (blockIdx.x < p.n_tiles) stage_tile(blockIdx.x, 0, threadIdx.x, blockDim.x);
   cp_async_commit();
 
-  for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
-    const size_t row0 = size_t(tile) * p.rows;
-    const int valid_rows = int(min(R, p.batch - row0));
-    const int next = tile + int(gridDim.x);
-    if (dw_warps_stage) {
-      ptx::cp_async_wait<0>();
-    } else {
-      if (next < p.n_tiles) stage_tile(next, buf ^ 1, threadIdx.x, blockDim.x);
-      cp_async_commit();
-      cp_async_wait_one();
-    }
-    __syncthreads();
-    if (dw_warps_stage && !row_warp) {
-      if (next < p.n_tiles) stage_tile(next, buf ^ 1, dw_tid, dw_threads);
-      cp_async_commit();
-    }
-
-    // ---- forward: each row warp its own 16 rows, activations in registers ----
-    float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
-    // Grid input: all warps encode (the dW-only warps are idle in the forward pass).
-    if constexpr (GD > 0) {
-      encode_tile<GD>(p, lay, in_stage(buf), valid_rows, x16);
-      __syncthreads();
-    }
+  if constexpr (DwRegs) {
+    // Per tile, both loops pass 1 + n_hidden barriers: the top (staging and the previous
+    // tile complete), after the forward pass (dZ_H), and after each hidden layer l >= 1's
+    // dZ_l. Layer 0's weight gradient of a tile runs after the next tile's top barrier,
+    // during its forward pass (x16 and the dZ buffers alternate so nothing it reads is
+    // overwritten), and that of the last tile after the loop.
+    const int flip_step = (p.n_hidden + 1) & 1;
     if (row_warp) {
-      float c[W / 8][4];
-      uint32_t a[W / 16][4];
-      first_layer<W, GD>(p, lay, in_stage(buf), valid_rows, Wl(0), lo, x16, c);
-      activate_to_a<W>(p, c, a, Y(0) + warp_row * lay.ld_h, Z(0) ? Z(0) + warp_row * lay.ld_h : nullptr, lay.ld_h);
-      for (int l = 1; l < p.n_hidden; ++l) {
-        hidden_layer<W>(a, Wl(l), lay.ld_h, lo, c);
-        activate_to_a<W>(p, c, a, Y(l) + warp_row * lay.ld_h, Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr, lay.ld_h);
-      }
-
-      // ---- output layer, loss and seed; the seed flows straight into dA_{H-1} ----
-#pragma unroll
-      for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
-      const __half* w_out = Wl(p.n_hidden);
-      const float* tg = tg_stage(buf);
-      for (int np = 0; np < p.out_pad / 16; ++np) {
-        float co[2][4];
-        output_pair<W>(a, w_out, lay.ld_h, np, lo, co);
-        uint32_t seed_a[4];
-        with_activation(p.act_output, [&](auto act) {
-          constexpr Activation A = decltype(act)::value;
-          with_loss(p.loss.kind, [&](auto kind) {
-            LossParams loss = p.loss;
-            loss.kind = decltype(kind)::value;  // a constant: the loss switch folds away
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-#pragma unroll
-              for (int h = 0; h < 2; ++h) {
-                float s[2];
-#pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                  const int e = 2 * h + i;
-                  const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
-                  s[i] = 0.0f;
-                  if (r < valid_rows && col < p.out_w) {
-                    const float z = co[j][e], y = activation_value(A, z);
-                    if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
-                    const float t = tg[r * lay.ld_tg_stage + col];
-                    float d;
-                    if (p.target) {
-                      loss_sum += loss_value(loss, y, t);
-                      d = loss_gradient(loss, y, t);
-                    } else {
-                      d = t;
-                    }
-                    s[i] = d * loss_scale * activation_derivative(A, y, z);
-                  }
-                }
-                const uint32_t packed = pack_half2(s[0], s[1]);
-                *reinterpret_cast<uint32_t*>(DZ(p.n_hidden) + (warp_row + frag_row(2 * h)) * lay.ld_dz + np * 16 + j * 8 + frag_col(0)) = packed;
-                seed_a[j * 2 + h] = packed;
-              }
-            }
-          });
-        });
-        // dA_{H-1} += dZ_H[:, 16np..16np+16) W_H[16np..16np+16, :]
-#pragma unroll
-        for (int q = 0; q < W / 16; ++q) {
-          uint32_t b[4];
-          ldsm_x4_trans(b, w_out + (np * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
-          mma16816(dA[2 * q], seed_a, b[0], b[1]);
-          mma16816(dA[2 * q + 1], seed_a, b[2], b[3]);
+      int buf = 0;
+      for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1, dz_flip ^= flip_step) {
+        const size_t row0 = size_t(tile) * p.rows;
+        const int valid_rows = int(min(R, p.batch - row0));
+        ptx::cp_async_wait<0>();  // the first tile's copies, issued by all threads
+        __syncthreads();
+        float dA[W / 8][4];
+        row_forward(buf, row0, valid_rows, dA);
+        __syncthreads();
+        for (int l = p.n_hidden - 1; l >= 0; --l) {
+          row_backward(l, row0, valid_rows, dA);
+          if (l > 0) __syncthreads();
         }
       }
-
-    }  // row warps
-    __syncthreads();
-    if constexpr (StoreLayers) store_layer(p.n_hidden, row0, valid_rows);
-    else block_weight_grad<W, GD>(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
-
-    // ---- backward through the hidden layers: per warp, then the block's dW_l ----
-    for (int l = p.n_hidden - 1; l >= 0; --l) {
-      if (row_warp) {
-        const __half* y = Y(l) + warp_row * lay.ld_h;
-        const __half* z = Z(l) ? Z(l) + warp_row * lay.ld_h : nullptr;
-        __half* dz = DZ(l) + warp_row * lay.ld_dz;
-        // dZ_l = dA_l * act'(y_l, z_l): load y (and z) first, then one specialized loop.
-        float yv[W / 8][4], zv[W / 8][4];
-#pragma unroll
-        for (int j = 0; j < W / 8; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int off = frag_row(2 * h) * lay.ld_h + j * 8 + frag_col(0);
-            const float2 y2 = unpack_half2(*reinterpret_cast<const uint32_t*>(y + off));
-            const float2 z2 = z ? unpack_half2(*reinterpret_cast<const uint32_t*>(z + off)) : make_float2(0.f, 0.f);
-            yv[j][2 * h] = y2.x;
-            yv[j][2 * h + 1] = y2.y;
-            zv[j][2 * h] = z2.x;
-            zv[j][2 * h + 1] = z2.y;
-          }
-        with_activation(p.act_hidden, [&](auto act) {
-#pragma unroll
-          for (int j = 0; j < W / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dA[j][e] *= activation_derivative(decltype(act)::value, yv[j][e], zv[j][e]);
-        });
-        uint32_t adz[W / 16][4];
-#pragma unroll
-        for (int j = 0; j < W / 8; ++j) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t packed = pack_half2(dA[j][2 * h], dA[j][2 * h + 1]);
-            *reinterpret_cast<uint32_t*>(dz + frag_row(2 * h) * lay.ld_dz + j * 8 + frag_col(0)) = packed;
-            adz[j >> 1][(j & 1) * 2 + h] = packed;
-          }
-        }
-        if (l > 0) {
-          // dA_{l-1} = dZ_l W_l
-#pragma unroll
-          for (int j = 0; j < W / 8; ++j) dA[j][0] = dA[j][1] = dA[j][2] = dA[j][3] = 0.0f;
-          const __half* w = Wl(l);
-#pragma unroll
-          for (int kt = 0; kt < W / 16; ++kt) {
-#pragma unroll
-            for (int q = 0; q < W / 16; ++q) {
-              uint32_t b[4];
-              ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_h + q * 16 + lo.tr_col);
-              mma16816(dA[2 * q], adz[kt], b[0], b[1]);
-              mma16816(dA[2 * q + 1], adz[kt], b[2], b[3]);
-            }
-          }
-        } else if (GD > 0 || p.dL_din) {
-          // dL/dx = dZ_0 W_0, unscaled, straight to global memory, or with a grid input
-          // to shared memory for the block's scatter (scatter_tile).
-          const float scale = p.input_grad_scale / loss_scale;
-          const __half* w = Wl(0);
-          for (int q = 0; q < p.in_pad / 16; ++q) {
-            float d[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-            for (int kt = 0; kt < W / 16; ++kt) {
-              uint32_t b[4];
-              ldsm_x4_trans(b, w + (kt * 16 + lo.tr_row) * lay.ld_x + q * 16 + lo.tr_col);
-              mma16816(d[0], adz[kt], b[0], b[1]);
-              mma16816(d[1], adz[kt], b[2], b[3]);
-            }
-            if constexpr (GD > 0) {
-#pragma unroll
-              for (int j = 0; j < 2; ++j)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                  const int r = warp_row + frag_row(2 * h), col = q * 16 + j * 8 + frag_col(0);
-                  *reinterpret_cast<float2*>(gin + r * lay.ld_gin + col) =
-                      make_float2(d[j][2 * h] * scale, d[j][2 * h + 1] * scale);
-                }
-            } else {
-#pragma unroll
-              for (int j = 0; j < 2; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                  const int r = warp_row + frag_row(e), col = q * 16 + j * 8 + frag_col(e);
-                  if (r < valid_rows && col < p.in_w) p.dL_din[(row0 + r) * p.in_w + col] = d[j][e] * scale;
-                }
-            }
-          }
-        }
-      }  // row warps
       __syncthreads();
-      if constexpr (GD > 0) {
-        if (l == 0) scatter_tile<GD>(p, lay, gin, row0, valid_rows);
+    } else {
+      const int d = warp - p.row_warps;  // 0 .. 7
+      // Hidden layer l (1 .. n_hidden-1): 64 x 64 in eight 16 x 32 units, unit d.
+      const int h_mt = d >> 1, h_nt0 = 2 * (d & 1);
+      const NarrowShare s0(p.width, p.in_pad, d, p.rows), sH(p.out_pad, p.width, d, p.rows);
+      float acc_h[kMaxRegHiddenLayers][4][4], acc_0[2][4], acc_H[2][4];
+#pragma unroll
+      for (int i = 0; i < kMaxRegHiddenLayers; ++i) zero(acc_h[i]);
+      zero(acc_0);
+      zero(acc_H);
+      auto narrow = [&](float (&acc)[2][4], const NarrowShare& s, const __half* dz, const __half* x, int ldx) {
+        weight_grad_mma<1, 2>(acc, s.r0, s.r1, dz, lay.ld_dz, x, ldx, s.mt, s.nt, lo);
+      };
+      // Layer 0 of the tile before (its dZ_0 sits in the buffer the current tile's dZ_H does not use).
+      auto layer0 = [&](int prev_buf) {
+        const __half* dz0 = dzs + size_t((p.n_hidden + (dz_flip ^ flip_step)) & 1) * R * lay.ld_dz;
+        narrow(acc_0, s0, dz0, X16(prev_buf), lay.ld_x);
+      };
+      int buf = 0;
+      bool have_prev = false;
+      for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1, dz_flip ^= flip_step) {
+        const int next = tile + int(gridDim.x);
+        ptx::cp_async_wait<0>();
+        __syncthreads();
+        if (next < p.n_tiles) stage_tile(next, buf ^ 1, dw_tid, dw_threads);
+        cp_async_commit();
+        if (have_prev) layer0(buf ^ 1);
+        have_prev = true;
+        __syncthreads();
+        narrow(acc_H, sH, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h);
+#pragma unroll
+        for (int l = kMaxRegHiddenLayers; l >= 1; --l) {
+          if (l < p.n_hidden) {
+            __syncthreads();
+            weight_grad_mma<2, 2>(acc_h[l - 1], 0, p.rows, DZ(l), lay.ld_dz, Y(l - 1), lay.ld_h, h_mt, h_nt0, lo);
+          }
+        }
       }
-      if constexpr (StoreLayers) store_layer(l, row0, valid_rows);
-      else block_weight_grad<W, GD>(p, lay, l, DZ(l), l == 0 ? x16 : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
+      __syncthreads();
+      // The last tile's layer 0 (buf and dz_flip have stepped past it, as at a loop top),
+      // then every unit into the block's partial.
+      if (have_prev) layer0(buf ^ 1);
+      red_unit<1>(acc_0, dW, p.in_pad, s0.mt, s0.nt);
+      red_unit<1>(acc_H, dW + global_layer_offset(p, p.n_hidden), p.width, sH.mt, sH.nt);
+#pragma unroll
+      for (int l = 1; l <= kMaxRegHiddenLayers; ++l)
+        if (l < p.n_hidden) red_unit<2>(acc_h[l - 1], dW + global_layer_offset(p, l), p.width, h_mt, h_nt0);
     }
-    // No barrier needed here: the next tile writes staging/x16/y/dz only after its own
-    // top-of-loop barrier, which every warp reaches after finishing this dW phase.
+  } else {
+    int buf = 0;
+    for (int tile = blockIdx.x; tile < p.n_tiles; tile += gridDim.x, buf ^= 1) {
+      const size_t row0 = size_t(tile) * p.rows;
+      const int valid_rows = int(min(R, p.batch - row0));
+      const int next = tile + int(gridDim.x);
+      if (dw_warps_stage) {
+        ptx::cp_async_wait<0>();
+      } else {
+        if (next < p.n_tiles) stage_tile(next, buf ^ 1, threadIdx.x, blockDim.x);
+        cp_async_commit();
+        cp_async_wait_one();
+      }
+      __syncthreads();
+      if (dw_warps_stage && !row_warp) {
+        if (next < p.n_tiles) stage_tile(next, buf ^ 1, dw_tid, dw_threads);
+        cp_async_commit();
+      }
+
+      float dA[W / 8][4];  // dL/d(output of the current hidden layer), per row warp
+      // Grid input: all warps encode (the dW-only warps are idle in the forward pass).
+      if constexpr (GD > 0) {
+        encode_tile<GD>(p, lay, in_stage(buf), valid_rows, X16(0));
+        __syncthreads();
+      }
+      if (row_warp) row_forward(buf, row0, valid_rows, dA);
+      __syncthreads();
+      if constexpr (StoreLayers) store_layer(p.n_hidden, row0, valid_rows);
+      else block_weight_grad<W, GD>(p, lay, p.n_hidden, DZ(p.n_hidden), Y(p.n_hidden - 1), lay.ld_h, dW, lo);
+
+      // ---- backward through the hidden layers: per warp, then the block's dW_l ----
+      for (int l = p.n_hidden - 1; l >= 0; --l) {
+        if (row_warp) row_backward(l, row0, valid_rows, dA);
+        __syncthreads();
+        if constexpr (GD > 0) {
+          if (l == 0) scatter_tile<GD>(p, lay, gin, row0, valid_rows);
+        }
+        if constexpr (StoreLayers) store_layer(l, row0, valid_rows);
+        else block_weight_grad<W, GD>(p, lay, l, DZ(l), l == 0 ? X16(0) : Y(l - 1), l == 0 ? lay.ld_x : lay.ld_h, dW, lo);
+      }
+      // No barrier needed here: the next tile writes staging/x16/y/dz only after its own
+      // top-of-loop barrier, which every warp reaches after finishing this dW phase.
+    }
+    __syncthreads();  // every warp's last dW units are in before the partial is copied out
   }
-  __syncthreads();  // every warp's last dW units are in before the partial is copied out
 
   if (p.grads_in_smem) {
     // Padded shared rows to the dense global layout, layer by layer (K % 4 == 0: a float4
@@ -929,10 +1063,41 @@ MmaParams base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
   return p;
 }
 
+// The kernel instance for a width, mode and grid input (GD: 0 = none; grid inputs are
+// compiled for width 64 with in-kernel weight gradients only) and, at width 64, the
+// dW-in-registers instance; null when not compiled.
+template <int W>
+const void* kernel_symbol(bool training, bool gemm_dw, int grid_dims, bool dw_regs) {
+  if (grid_dims == 0) {
+    if constexpr (W == 64)
+      if (training && !gemm_dw && dw_regs) return as_symbol(mma_train_kernel<W, false, 0, true>);
+    return !training ? as_symbol(mma_inference_kernel<W, 0>)
+           : gemm_dw ? as_symbol(mma_train_kernel<W, true, 0>)
+                     : as_symbol(mma_train_kernel<W, false, 0>);
+  }
+  if constexpr (W == 64) {
+    if (gemm_dw) return nullptr;
+    if (grid_dims == 2)
+      return training ? as_symbol(mma_train_kernel<W, false, 2>) : as_symbol(mma_inference_kernel<W, 2>);
+    if (grid_dims == 3)
+      return training ? as_symbol(mma_train_kernel<W, false, 3>) : as_symbol(mma_inference_kernel<W, 3>);
+  }
+  return nullptr;
+}
+
+// kernel_symbol for p's run-time width, grid input and dW placement.
+const void* mma_kernel(const MmaParams& p, bool training, bool gemm_dw) {
+  const void* kernel = nullptr;
+  dispatch_width(uint32_t(p.width), [&](auto w) {
+    kernel = kernel_symbol<decltype(w)::value>(training, gemm_dw, p.grid_dims, p.dw_in_registers);
+  });
+  return kernel;
+}
+
 // Picks rows per block (16 per warp) and whether the gradient accumulators fit in shared
 // memory, maximizing warps per SM; blocks = 0 when even 32 rows do not fit (weights must
 // be resident), in which case the WMMA kernel takes over.
-FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training, bool weight_grads_by_gemm) {
+FusedLaunchInfo plan_for(MmaParams& p, bool training, bool weight_grads_by_gemm) {
   const DeviceLimits lim = device_limits();
   FusedLaunchInfo best;
   long best_score = 0;
@@ -946,6 +1111,9 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training, bool w
       p.warps = p.row_warps * extra;
       if (p.warps > (p.width <= 64 ? 16 : 8)) continue;
       p.grads_in_smem = training && grads_smem;
+      p.dw_in_registers = training && !weight_grads_by_gemm && dw_registers_fit(p);
+      const void* kernel = mma_kernel(p, training, weight_grads_by_gemm);
+      if (!kernel) continue;
       const MmaLayout lay(p, training);
       if (lay.total > lim.smem_optin) continue;
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.total)));
@@ -965,6 +1133,7 @@ FusedLaunchInfo plan_for(MmaParams& p, const void* kernel, bool training, bool w
       best.shared_bytes = lay.total;
       best.weights_in_shared = true;
       best.grads_in_shared = p.grads_in_smem;
+      best.grads_in_registers = p.dw_in_registers;
       best.weight_grads_by_gemm = weight_grads_by_gemm;
     }
     }
@@ -977,43 +1146,18 @@ void apply_plan(MmaParams& p, const FusedLaunchInfo& plan) {
   p.row_warps = p.rows / 16;
   p.warps = int(plan.warps_per_block);
   p.grads_in_smem = plan.grads_in_shared;
+  p.dw_in_registers = plan.grads_in_registers;
   p.n_tiles = int((p.batch + p.rows - 1) / p.rows);
 }
 
 }  // namespace
-
-// The kernel instance for a width, mode and grid input (GD: 0 = none; grid inputs are
-// compiled for width 64 with in-kernel weight gradients only); null when not compiled.
-template <int W>
-const void* kernel_symbol(bool training, bool gemm_dw, int grid_dims) {
-  if (grid_dims == 0)
-    return !training ? as_symbol(mma_inference_kernel<W, 0>)
-           : gemm_dw ? as_symbol(mma_train_kernel<W, true, 0>)
-                     : as_symbol(mma_train_kernel<W, false, 0>);
-  if constexpr (W == 64) {
-    if (gemm_dw) return nullptr;
-    if (grid_dims == 2)
-      return training ? as_symbol(mma_train_kernel<W, false, 2>) : as_symbol(mma_inference_kernel<W, 2>);
-    if (grid_dims == 3)
-      return training ? as_symbol(mma_train_kernel<W, false, 3>) : as_symbol(mma_inference_kernel<W, 3>);
-  }
-  return nullptr;
-}
-
-// kernel_symbol for a run-time width.
-const void* mma_kernel(uint32_t width, bool training, bool gemm_dw, int grid_dims) {
-  const void* kernel = nullptr;
-  dispatch_width(width, [&](auto w) { kernel = kernel_symbol<decltype(w)::value>(training, gemm_dw, grid_dims); });
-  return kernel;
-}
 
 FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                          bool weight_grads_by_gemm, int grid_dims) {
   MmaParams p = base_params(shape, acts, std::max<size_t>(batch, 1));
   p.grid_dims = grid_dims;
   const bool gemm_dw = training && weight_grads_by_gemm;
-  const void* kernel = mma_kernel(shape.width, training, gemm_dw, grid_dims);
-  return kernel ? plan_for(p, kernel, training, gemm_dw) : FusedLaunchInfo{};
+  return plan_for(p, training, gemm_dw);
 }
 
 size_t layer_store_halves(const MlpShape& shape, size_t batch) {
@@ -1054,7 +1198,7 @@ void set_grid(MmaParams& p, const FusedGridInput& g) {
 // with the plan's configuration.
 void launch_mma(MmaParams p, const FusedLaunchInfo& plan, bool training, cudaStream_t stream) {
   const bool gemm_dw = training && plan.weight_grads_by_gemm;
-  const void* kernel = mma_kernel(uint32_t(p.width), training, gemm_dw, p.grid_dims);
+  const void* kernel = mma_kernel(p, training, gemm_dw);
   TESSERA_CHECK(kernel, "FullyFusedMLP: no {} kernel for a {}-D grid input at width {}",
                 training ? "training" : "inference", p.grid_dims, p.width);
   TESSERA_CUDA_CHECK(
