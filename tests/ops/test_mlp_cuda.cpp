@@ -237,10 +237,14 @@ std::vector<Case> cases() {
   v.push_back({17, 128, 3, 5, Activation::ReLU, Activation::None, 1000});
   v.push_back({64, 128, 8, 33, Activation::Sine, Activation::None, 127});
   v.push_back({32, 64, 2, 16, Activation::ReLU, Activation::None, (size_t(1) << 18) + 3});
-  // width 64, 3-4 hidden layers: weight gradients in the dW-only warps' registers (even
-  // depth: the dZ buffers alternate between tiles; layer 0 16 wide: its units split by rows)
+  // width 64, 2-4 hidden layers (as the w64 h2 cases above): weight gradients in the
+  // dW-only warps' registers (even depth: the dZ buffers alternate between tiles; layer 0
+  // 16 wide: its units split by rows)
   v.push_back({32, 64, 4, 16, Activation::ReLU, Activation::None, (size_t(1) << 17) + 5});
   v.push_back({13, 64, 3, 29, Activation::Tanh, Activation::None, 1000});
+  // width 64 past the register share (layer 0 48 wide, 4 hidden-to-hidden layers): the
+  // L2 accumulators' RED units
+  v.push_back({40, 64, 5, 8, Activation::ReLU, Activation::None, 1000});
   v.push_back({3, 128, 2, 3, Activation::Sigmoid, Activation::Sigmoid, (size_t(1) << 18) + 3});
   return v;
 }
@@ -251,7 +255,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, FusedMlpVsCpu,
                            return name_of(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
                          });
 
-// The register placement of the weight gradients is what the w64 h3/h4 cases above test:
+// The register placement of the weight gradients is what the w64 h2-h4 cases above test:
 // the plan must take it there, and only where a warp's share fits.
 TEST(FusedMlpCuda, Width64DeepNetsKeepWeightGradientsInRegistersWhereTheyFit) {
   REQUIRE_CUDA();
@@ -261,9 +265,11 @@ TEST(FusedMlpCuda, Width64DeepNetsKeepWeightGradientsInRegistersWhereTheyFit) {
                                               training, ops::FusedMlpOptions{});
   };
   EXPECT_TRUE(info(32, 4, 16).grads_in_registers);
+  EXPECT_TRUE(info(5, 2, 3).grads_in_registers);
   EXPECT_TRUE(info(13, 3, 29).grads_in_registers);
   EXPECT_FALSE(info(32, 4, 16, false).grads_in_registers) << "inference has no gradients";
   EXPECT_FALSE(info(64, 4, 16).grads_in_registers) << "layer 0 of 64 x 64 is past a warp's register share";
+  EXPECT_FALSE(info(40, 4, 8).grads_in_registers) << "layer 0 of 64 x 48 is past a warp's register share";
   EXPECT_FALSE(info(32, 6, 16).grads_in_registers) << "five hidden-to-hidden layers are past a warp's register share";
 }
 

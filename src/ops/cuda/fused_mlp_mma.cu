@@ -1121,8 +1121,8 @@ FusedLaunchInfo plan_for(MmaParams& p, bool training, bool weight_grads_by_gemm)
       TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.warps * 32, lay.total));
       if (per_sm < 1) continue;
       // Warps per SM first (latency hiding), then rows per block (fewer passes over the
-      // gradient accumulators), then accumulators in shared memory.
-      const long score = (long(per_sm) * p.warps * 1000 + rows) * 2 + (p.grads_in_smem ? 1 : 0);
+      // gradient accumulators), then accumulators in registers, then in shared memory.
+      const long score = (long(per_sm) * p.warps * 1000 + rows) * 3 + (p.dw_in_registers ? 2 : p.grads_in_smem ? 1 : 0);
       if (score <= best_score) continue;
       best_score = score;
       const size_t n_tiles = (p.batch + rows - 1) / rows;
