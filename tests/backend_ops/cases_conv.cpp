@@ -148,5 +148,37 @@ const RegisterOpCases winograd_cases([](std::vector<OpCase>& cases) {
       }
 });
 
+// Implicit GEMM chosen explicitly (fp16 NHWC, the backends that have it): pixel counts
+// that cut the 128-row tiles, K past one 64- or 128-wide block, C below one 32-channel
+// stage, stride, dilation, non-square and 1x1 kernels, padding past the kernel, and a
+// deep product on few pixels (split-K).
+const RegisterOpCases implicit_gemm_cases([](std::vector<OpCase>& cases) {
+  struct Shape {
+    const char* name;
+    uint32_t N, C, H, W, K, R, S, stride, pad, dilation;
+  };
+  const Shape shapes[] = {{"N2_C8_9x7_K24_3x3", 2, 8, 9, 7, 24, 3, 3, 1, 1, 1},
+                          {"N3_C40_13x11_K136_3x3", 3, 40, 13, 11, 136, 3, 3, 1, 1, 1},
+                          {"N1_C64_10x10_K72_5x3_pad2", 1, 64, 10, 10, 72, 5, 3, 1, 2, 1},
+                          {"N2_C16_12x9_K8_1x1", 2, 16, 12, 9, 8, 1, 1, 1, 0, 1},
+                          {"N1_C24_6x6_K16_dilation2", 1, 24, 6, 6, 16, 3, 3, 1, 2, 2},
+                          {"N1_C8_3x3_K8_pad4", 1, 8, 3, 3, 8, 3, 3, 1, 4, 1},
+                          {"N2_C32_15x17_K48_stride2", 2, 32, 15, 17, 48, 3, 3, 2, 1, 1},
+                          {"N1_C256_5x4_K136_split_k", 1, 256, 5, 4, 136, 3, 3, 1, 1, 1}};
+  for (ConvOp op : {ConvOp::forward, ConvOp::backward_data, ConvOp::backward_weight})
+    for (const Shape& sh : shapes) {
+      if (op == ConvOp::backward_data && sh.stride != 1) continue;  // the kernel's backward-data is stride 1
+      ConvDesc d;
+      d.N = sh.N, d.C = sh.C, d.H = sh.H, d.W = sh.W, d.K = sh.K, d.R = sh.R, d.S = sh.S;
+      d.stride_h = d.stride_w = sh.stride, d.pad_h = d.pad_w = sh.pad, d.dilation_h = d.dilation_w = sh.dilation;
+      d.layout = ConvLayout::nhwc;
+      auto supported = [](const Backend& be) { return be.kind() == DeviceKind::cpu || be.kind() == DeviceKind::cuda; };
+      cases.push_back({ops::to_string(op), std::string("implicit_gemm_f16_nhwc_") + sh.name, kTolF16, supported,
+                       [op, d](Backend& b, uint64_t seed) {
+                         return run_conv<uint16_t>(b, op, d, seed, ops::ConvAlgo::implicit_gemm);
+                       }});
+    }
+});
+
 }  // namespace
 }  // namespace tessera::test

@@ -93,7 +93,7 @@ TEST(ConvCuda, WinogradAndIm2colMatchTheCpuReference) {
                 to_string(cases[c].algo), worst[c][0], worst[c][1]);
 }
 
-TEST(ConvCuda, WinogradRefusesWhatItCannotDo) {
+TEST(ConvCuda, WinogradAndImplicitGemmRefuseWhatTheyCannotDo) {
   REQUIRE_CUDA();
   ConvDesc d;
   d.C = 4, d.K = 4, d.H = d.W = 8, d.pad_h = d.pad_w = 1, d.stride_h = d.stride_w = 2;
@@ -117,7 +117,21 @@ TEST(ConvCuda, WinogradRefusesWhatItCannotDo) {
   EXPECT_NE(test::error_of([&] {
               ops::call<ops::Conv2dForward>(DeviceKind::cuda, d, Activation::None, buf.view(), buf.view(), TensorView(),
                                             buf.view());
-            }).find("not available on the cuda backend"),
+            }).find("fp16 or bf16 NHWC"),
+            std::string::npos);
+  // The implicit GEMM's own limits name themselves: C not a multiple of 8, backward-data at
+  // stride 2.
+  d.type = DType::f16, d.layout = ConvLayout::nhwc, d.C = 12, d.K = 8;
+  EXPECT_NE(test::error_of([&] {
+              ops::call<ops::Conv2dForward>(DeviceKind::cuda, d, Activation::None, half.view(), half.view(),
+                                            TensorView(), half.view());
+            }).find("multiples of 8"),
+            std::string::npos);
+  d.C = 8, d.stride_h = d.stride_w = 2;
+  EXPECT_NE(test::error_of([&] {
+              ops::call<ops::Conv2dBackwardData>(DeviceKind::cuda, d, Activation::None, half.view(), half.view(),
+                                                 TensorView(), half.view());
+            }).find("stride 1"),
             std::string::npos);
 }
 

@@ -105,8 +105,10 @@ Json bench_shape(const Shape& s, ops::ConvOp op, const ConvBenchOptions& o, cons
   d.type = half ? DType::f16 : DType::f32;
   d.layout = half ? ops::ConvLayout::nhwc : ops::ConvLayout::nchw;
   d.algo = ops::conv_algo_from_string(o.algo);
-  // An algorithm that does not apply to this op (Winograd's backward-weight): the automatic choice.
-  const std::string why_not = ops::conv_algo_rejects(d.algo, op, d);
+  // An algorithm that does not apply to this op (Winograd's backward-weight, implicit GEMM in
+  // fp32): the automatic choice.
+  std::string why_not = ops::conv_algo_rejects(d.algo, op, d);
+  if (why_not.empty() && d.algo == ops::ConvAlgo::implicit_gemm) why_not = ops::cuda::implicit_gemm_rejects(op, d);
   if (!why_not.empty()) d.algo = ops::ConvAlgo::automatic;
   Pcg32 rng(7);
   auto random = [&](size_t n) {

@@ -4,7 +4,8 @@
 // pick). The CPU backend has the reference (direct, accumulating in double), im2col + an
 // fp32 GEMM (its fast path) and Winograd F(2x2,3x3) / F(4x4,3x3) in fp32 (the reference
 // for the GPU transforms). The CUDA backend has the direct kernels (every shape), im2col +
-// GEMM (groups 1) and Winograd F(2x2,3x3) / F(4x4,3x3) in fp32 (forward, backward-data).
+// GEMM (groups 1), implicit GEMM on tensor cores (fp16/bf16 NHWC) and Winograd
+// F(2x2,3x3) / F(4x4,3x3) in fp32 (forward, backward-data).
 //
 // Shapes: input x [N, C, H, W] (NCHW) or [N, H, W, C] (NHWC); filters w [K, C/groups, R, S]
 // (NCHW) or [K, R, S, C/groups] (NHWC); output [N, K, P, Q] or [N, P, Q, K] with
@@ -136,8 +137,19 @@ void conv2d_backward_data_im2col(Stream& stream, const ConvDesc& d, Activation b
                                  const void* x, void* dx);
 void conv2d_backward_weight_im2col(Stream& stream, const ConvDesc& d, const void* x, const void* dz, void* dw,
                                    float* dbias);
-// The algorithm automatic means on CUDA for the op and shape (direct, im2col_gemm or
-// winograd_4x4).
+// Implicit GEMM on tensor cores (fp16/bf16 NHWC, groups 1, C and K multiples of 8; forward
+// with bias + activation, backward-data at stride 1 with the layer below's derivative,
+// backward-weight with the bias gradient):
+// implicit_gemm_rejects says "" where it applies, else why not.
+std::string implicit_gemm_rejects(ConvOp op, const ConvDesc& d);
+void conv2d_forward_implicit_gemm(Stream& stream, const ConvDesc& d, Activation activation, const void* x,
+                                  const void* w, const float* bias, void* y);
+void conv2d_backward_data_implicit_gemm(Stream& stream, const ConvDesc& d, Activation below, const void* dz,
+                                        const void* w, const void* x, void* dx);
+void conv2d_backward_weight_implicit_gemm(Stream& stream, const ConvDesc& d, const void* x, const void* dz, void* dw,
+                                          float* dbias);
+// The algorithm automatic means on CUDA for the op and shape (direct, im2col_gemm,
+// implicit_gemm or winograd_4x4).
 ConvAlgo automatic_conv_algo(ConvOp op, const ConvDesc& d);
 // Winograd F(m x m, 3x3), m = 2 or 4, fp32 storage (conv_algo_rejects must say "" first):
 // transforms and the alpha^2 batched products in fp32 (stream workspace for U, V, M).

@@ -1,4 +1,6 @@
 // The CUDA backend's op table: every op runs on the stream it is given.
+#include <fmt/format.h>
+
 #include "../register_ops.h"
 #include "tessera/ops/conv.h"
 #include "tessera/ops/encodings.h"
@@ -55,19 +57,42 @@ FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
 }
 // The CUDA conv algorithms of each op, plus the CUDA kernels' own limits.
 void check_cuda_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo) {
-  if (op == ConvOp::backward_weight) check_conv_algo(op, d, algo, "cuda", {ConvAlgo::direct, ConvAlgo::im2col_gemm});
+  if (op == ConvOp::backward_weight)
+    check_conv_algo(op, d, algo, "cuda", {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::implicit_gemm});
   else
     check_conv_algo(op, d, algo, "cuda",
-                    {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
+                    {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::implicit_gemm, ConvAlgo::winograd_2x2,
+                     ConvAlgo::winograd_4x4});
   TESSERA_CHECK(algo != ConvAlgo::im2col_gemm || d.groups == 1,
                 "{}: the CUDA im2col_gemm takes groups = 1 (got {}); use direct", to_string(op), d.groups);
+  if (algo == ConvAlgo::implicit_gemm) {
+    const std::string why = implicit_gemm_rejects(op, d);
+    TESSERA_CHECK(why.empty(), "{}: {}; use im2col_gemm or direct", to_string(op), why);
+  }
 }
 }  // namespace
 
+// The implicit-GEMM kernel's limits (conv_implicit_gemm.cu).
+std::string implicit_gemm_rejects(ConvOp op, const ConvDesc& d) {
+  if (d.layout != ConvLayout::nhwc || (d.type != DType::f16 && d.type != DType::bf16))
+    return "the CUDA implicit_gemm takes fp16 or bf16 NHWC tensors (tensor cores)";
+  if (d.groups != 1) return "the CUDA implicit_gemm takes groups = 1";
+  if (d.C % 8 != 0 || d.K % 8 != 0)
+    return fmt::format("the CUDA implicit_gemm needs C and K multiples of 8 (16-byte copies; got C {}, K {})", d.C, d.K);
+  if (uint64_t(d.N) * d.P() * d.Q() >= (1ull << 31) || uint64_t(d.N) * d.H * d.W >= (1ull << 31))
+    return "the CUDA implicit_gemm indexes pixels in 32 bits (N P Q and N H W below 2^31)";
+  if (op == ConvOp::backward_data && (d.stride_h != 1 || d.stride_w != 1))
+    return fmt::format("the CUDA implicit_gemm backward-data needs stride 1 (got {}x{})", d.stride_h, d.stride_w);
+  return "";
+}
+
 ConvAlgo automatic_conv_algo(ConvOp op, const ConvDesc& d) {
   // Measured on the H200 (BENCHMARKS.md, issue 12): Winograd F(4x4) fp32 beats im2col and
-  // direct where it applies; im2col + GEMM beats direct by 10-100x elsewhere with groups 1.
+  // direct where it applies, implicit GEMM (fp16/bf16 NHWC) beats im2col; im2col + GEMM beats
+  // direct by 10-100x elsewhere with groups 1.
   if (d.type == DType::f32 && conv_algo_rejects(ConvAlgo::winograd_4x4, op, d).empty()) return ConvAlgo::winograd_4x4;
+  // fp16 NHWC on the bench shapes: implicit GEMM 0.044-0.083 ms against im2col's 0.06-0.56.
+  if (implicit_gemm_rejects(op, d).empty()) return ConvAlgo::implicit_gemm;
   return d.groups == 1 ? ConvAlgo::im2col_gemm : ConvAlgo::direct;
 }
 
@@ -81,6 +106,8 @@ void register_ops(Backend& b) {
       conv2d_forward_direct(d, activation, x.address(), w.address(), bias.data<const float>(), y.address(), &s);
     else if (algo == ConvAlgo::im2col_gemm)
       conv2d_forward_im2col(s, d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
+    else if (algo == ConvAlgo::implicit_gemm)
+      conv2d_forward_implicit_gemm(s, d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
     else
       conv2d_forward_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, activation, x.data<const float>(),
                               w.data<const float>(), bias.data<const float>(), y.data<float>());
@@ -93,6 +120,8 @@ void register_ops(Backend& b) {
       conv2d_backward_data_direct(d, below, dz.address(), w.address(), x.address(), dx.address(), &s);
     else if (algo == ConvAlgo::im2col_gemm)
       conv2d_backward_data_im2col(s, d, below, dz.address(), w.address(), x.address(), dx.address());
+    else if (algo == ConvAlgo::implicit_gemm)
+      conv2d_backward_data_implicit_gemm(s, d, below, dz.address(), w.address(), x.address(), dx.address());
     else
       conv2d_backward_data_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, below, dz.data<const float>(),
                                     w.data<const float>(), x.data<const float>(), dx.data<float>());
@@ -103,6 +132,8 @@ void register_ops(Backend& b) {
     check_cuda_conv_algo(ConvOp::backward_weight, d, algo);
     if (algo == ConvAlgo::direct)
       conv2d_backward_weight_direct(d, x.address(), dz.address(), dw.address(), dbias.data<float>(), &s);
+    else if (algo == ConvAlgo::implicit_gemm)
+      conv2d_backward_weight_implicit_gemm(s, d, x.address(), dz.address(), dw.address(), dbias.data<float>());
     else
       conv2d_backward_weight_im2col(s, d, x.address(), dz.address(), dw.address(), dbias.data<float>());
   });
