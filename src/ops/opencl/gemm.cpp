@@ -21,9 +21,15 @@ void run_gemm(Stream& stream, const GemmDesc& d, V A, V B, V C, int epilogue, Ac
   size_t bm = 128, tm = 8;
   if (rt.max_work_group_size() < 256) bm = 32, tm = 4;
   else if (big_tiles < 2 * std::max<size_t>(cus, 1)) bm = 64, tm = 4;
-  const std::string options = fmt::format("-DBM={0} -DBN={0} -DBK=16 -DTM={1} -DTN={1} -DA_KC={2} -DB_NC={3} -DEPILOGUE={4} ",
-                                          bm, tm, sa.col == 1 ? 1 : 0, sb.col == 1 ? 1 : 0, epilogue) +
-                              act_define(act);
+  // float4 tile loads where the operand's contiguous rows start 16-byte aligned.
+  const detail::ClAddress a_at = rt.resolve(A.address()), b_at = rt.resolve(B.address());
+  const bool vec_a = sa.col == 1 && sa.row % 4 == 0 && d.a.batch_stride % 4 == 0 && a_at.offset % 16 == 0;
+  const bool vec_b = sb.col == 1 && sb.row % 4 == 0 && d.b.batch_stride % 4 == 0 && b_at.offset % 16 == 0;
+  const std::string options =
+      fmt::format("-DBM={0} -DBN={0} -DBK=16 -DTM={1} -DTN={1} -DA_KC={2} -DB_NC={3} -DEPILOGUE={4} -DVEC_A={5} "
+                  "-DVEC_B={6} ",
+                  bm, tm, sa.col == 1 ? 1 : 0, sb.col == 1 ? 1 : 0, epilogue, vec_a ? 1 : 0, vec_b ? 1 : 0) +
+      act_define(act);
   cl_kernel k = program_kernel(rt, "gemm.cl", sources::kGemm, options, "gemm_f32");
   const OperandStrides sc = d.c.layout == Layout::row_major ? OperandStrides{d.c.ld, 1} : OperandStrides{1, d.c.ld};
   Args args{k};
