@@ -41,12 +41,13 @@ void launch_items(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t
 }
 
 // The automatic choice, from bench conv --device opencl on an H200 through NVIDIA's OpenCL
-// (BENCHMARKS.md): Winograd F(2x2) for 3x3 stride-1 products with more than 64 channels on
-// both sides (C128 28x28: 3.2x the direct kernel; C512 7x7: 6-11x), the direct kernel below
-// (C64: direct 0.62 ms vs Winograd 0.77: the transforms cost more than the GEMM saves).
+// (BENCHMARKS.md): Winograd F(2x2) for 3x3 stride-1 products with at least 64 channels on
+// both sides (C64 56x56: 0.39 ms vs direct 0.61 since the float4 GEMM, c3ed144; C512 7x7:
+// 7-12x), the direct kernel for thinner layers (not measured below 64 channels, where the
+// batched GEMMs' K shrinks while the transforms' cost stays).
 ConvAlgo automatic_algo(ConvOp op, const ConvDesc& d) {
   if (op != ConvOp::backward_weight && conv_algo_rejects(ConvAlgo::winograd_2x2, op, d).empty() &&
-      std::min(d.C, d.K) > 64)
+      std::min(d.C, d.K) >= 64)
     return ConvAlgo::winograd_2x2;
   return ConvAlgo::direct;
 }
