@@ -44,7 +44,7 @@ struct IgParams {
   bool backward_data;     // backward-data: out = acc * below'(below_at), below_at laid out as out
   const void* below_at;
   Activation below;
-  // Split-K (blockIdx.z of `splits` takes a share of the R S C/32 stages): fp32 partial sums
+  // Split-K (blockIdx.z of `splits` takes a share of the R S C/BK stages): fp32 partial sums
   // added into `partial` [N P Q, K] (zeroed first); finish_kernel applies the epilogue.
   int splits;
   float* partial;
