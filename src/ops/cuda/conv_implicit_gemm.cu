@@ -97,6 +97,25 @@ constexpr int b_stage_halves() { return FlippedB ? BK * (BN + 8) : BN * (BK + 8)
 template <int BN, int BK, bool FlippedB>
 constexpr size_t smem_bytes() { return size_t(kStages) * (kBM * (BK + 8) + b_stage_halves<BN, BK, FlippedB>()) * 2; }
 
+// The cp.async pipeline both kernels share: load_stage(slot, i) issues stage i's copies
+// into shared slot `slot`, compute(slot) consumes one; kStages - 1 stages stay in flight.
+template <class Load, class Compute>
+__device__ __forceinline__ void pipelined_stages(int total, Load&& load_stage, Compute&& compute) {
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < total) load_stage(st, st);
+    ptx::cp_async_commit();
+  }
+  for (int it = 0; it < total; ++it) {
+    ptx::cp_async_wait<kStages - 2>();
+    __syncthreads();  // stage it % kStages is in; every warp is done with the slot refilled next
+    const int nxt = it + kStages - 1;
+    if (nxt < total) load_stage(nxt % kStages, nxt);
+    ptx::cp_async_commit();
+    compute(it % kStages);
+  }
+}
+
 // BN: output channels per block (64 or 128); each warp holds 32 x BN/2 of the tile.
 // FlippedB: g.filters are the forward filters [C_out, R, S, C_in] of a backward-data
 // (g.K = C_in outputs, g.C = C_out taps), read as w[c][R-1-r][S-1-s][k]: rows of BN output
@@ -183,19 +202,9 @@ __global__ void __launch_bounds__(kThreads, 2) implicit_gemm_kernel(IgParams g) 
   const int a_row = (lane & 7) + (((lane >> 3) & 1) << 3), a_col = (lane >> 4) << 3;
   const int b_row = (lane & 7) + ((lane >> 4) << 3), b_col = ((lane >> 3) & 1) << 3;
 
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < total) load_stage(st, st);
-    ptx::cp_async_commit();
-  }
-  for (int it = 0; it < total; ++it) {
-    ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage it % kStages is in; every warp is done with the stage refilled next
-    const int nxt = it + kStages - 1;
-    if (nxt < total) load_stage(nxt % kStages, nxt);
-    ptx::cp_async_commit();
-    const __half* as = As + (it % kStages) * kBM * kLd + (warp_m * 32) * kLd;
-    const __half* bs = Bs + (it % kStages) * kBStage;
+  pipelined_stages(total, load_stage, [&](int slot) {
+    const __half* as = As + slot * kBM * kLd + (warp_m * 32) * kLd;
+    const __half* bs = Bs + slot * kBStage;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       uint32_t a[2][4];
@@ -214,7 +223,7 @@ __global__ void __launch_bounds__(kThreads, 2) implicit_gemm_kernel(IgParams g) 
         }
       }
     }
-  }
+  });
 
   // Epilogue straight from the fragments: element pairs (col, col + 1) of rows lane / 4 (+ 8),
   // or with split-K their float2 REDs into the partial sums.
@@ -366,19 +375,9 @@ __global__ void __launch_bounds__(wg_threads<TM, TN>()) weight_grad_kernel(WgPar
   const int at_row = (lane & 7) + ((lane >> 4) << 3), at_col = ((lane >> 3) & 1) << 3;
   const int bt_row = (lane & 7) + (((lane >> 3) & 1) << 3), bt_col = (lane >> 4) << 3;
 
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < total) load_stage(st, st);
-    ptx::cp_async_commit();
-  }
-  for (int it = 0; it < total; ++it) {
-    ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();
-    const int nxt = it + kStages - 1;
-    if (nxt < total) load_stage(nxt % kStages, nxt);
-    ptx::cp_async_commit();
-    const __half* as = As + (it % kStages) * kWgPixels * kLdA;
-    const __half* bs = Bs + (it % kStages) * kWgPixels * kLdB;
+  pipelined_stages(total, load_stage, [&](int slot) {
+    const __half* as = As + slot * kWgPixels * kLdA;
+    const __half* bs = Bs + slot * kWgPixels * kLdB;
 #pragma unroll
     for (int kk = 0; kk < kWgPixels; kk += 16) {
       uint32_t a[2][4], b[2][4];
@@ -394,7 +393,7 @@ __global__ void __launch_bounds__(wg_threads<TM, TN>()) weight_grad_kernel(WgPar
           mma_16816<T>(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
         }
     }
-  }
+  });
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
