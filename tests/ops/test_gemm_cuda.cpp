@@ -125,6 +125,8 @@ TEST_P(GemmCudaVsCpu, MatchesReference) {
   if (c.kernel) {
     if (*c.kernel == ops::cuda::GemmKernel::wgmma && !hopper())
       GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU";
+    if (*c.kernel == ops::cuda::GemmKernel::tf32x3 && cuda_devices()[0].compute_major < 8)
+      GTEST_SKIP() << "the tf32x3 kernel needs a compute capability 8.0 GPU";
     ASSERT_TRUE(ops::cuda::gemm_kernel_can_run(*c.kernel, d, da.data(), db.data()));
     ops::cuda::gemm(d, da.data(), db.data(), dc.data(), *c.kernel);
   } else {
@@ -206,6 +208,19 @@ std::vector<Case> cases() {
     v.push_back({1030, 1100, 37, 1, bool(bits & 1), bool(bits & 2), Layout::row_major, Layout::row_major,
                  bits == 3 ? Layout::col_major : Layout::row_major, DType::f32, DType::f32, 0, bits == 1 ? 0.5f : 0.0f,
                  0, GemmKernel::simt, true});
+  // The 3xTF32 kernel: every transpose x layout (element copies for the MN-contiguous
+  // operands), 16-byte copies with tails and padding, beta, batches, and 4096^3; its
+  // tolerance is fp32's.
+  for (int bits = 0; bits < 32; ++bits) {
+    const Layout la = bits & 4 ? Layout::col_major : Layout::row_major, lb = bits & 8 ? Layout::col_major : Layout::row_major;
+    v.push_back({17, 33, 65, 1, bool(bits & 1), bool(bits & 2), la, lb, bits & 16 ? Layout::col_major : Layout::row_major,
+                 DType::f32, DType::f32, 0, 0.0f, 0, GemmKernel::tf32x3});
+  }
+  v.push_back({777, 333, 1999, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f32, DType::f32, 0, 0.0f, 0, GemmKernel::tf32x3, true});
+  v.push_back({777, 333, 1999, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f32, DType::f32, 3, 0.5f, 0, GemmKernel::tf32x3});
+  v.push_back({64, 6272, 64, 36, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f32, DType::f32, 0, 0.0f, 0, GemmKernel::tf32x3, true});
+  v.push_back({130, 70, 203, 3, true, false, Layout::row_major, Layout::row_major, Layout::col_major, DType::f32, DType::f32, 8, 0.0f, 0, GemmKernel::tf32x3});
+  v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f32, DType::f32, 0, 0.0f, 8, GemmKernel::tf32x3, true});
   // The same 4096^3 products on the WMMA kernel (gemm() picks wgmma for them on Hopper).
   v.push_back({4096, 4096, 4096, 1, false, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::f16, DType::f32, 0, 0.0f, 8, GemmKernel::wmma});
   v.push_back({4096, 4096, 4096, 1, true, false, Layout::row_major, Layout::row_major, Layout::row_major, DType::bf16, DType::bf16, 0, 0.0f, 8, GemmKernel::wmma});
@@ -267,6 +282,8 @@ TEST(GemmCuda, NamedKernelThatCannotRunIsAnError) {
   Buffer<uint16_t> h(DeviceKind::cuda, 64 * 65);
   expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::simt); },
                                 "fp32 inputs only");
+  expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::tf32x3); },
+                          "tf32x3 kernel takes fp32 inputs only");
   if (!hopper()) {
     expect_error_containing([&] { ops::cuda::gemm(d, h.data(), h.data(), c.data(), GemmKernel::wgmma); },
                             "compute capability 9.0");

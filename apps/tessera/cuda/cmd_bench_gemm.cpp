@@ -119,6 +119,10 @@ void run_gemm(const GemmBenchOptions& o) {
    std::vector<ops::cuda::GemmKernel> kernels;
    if (c.in == ops::DType::f32) {
      kernels = {ops::cuda::GemmKernel::simt};
+     ops::GemmDesc probe;
+     probe.a = probe.b = probe.c = {ops::DType::f32, ops::Layout::row_major, false, 1, 0};
+     if (ops::cuda::gemm_kernel_can_run(ops::cuda::GemmKernel::tf32x3, probe, nullptr, nullptr))
+       kernels.push_back(ops::cuda::GemmKernel::tf32x3);
    } else {
      ops::GemmDesc probe;
      probe.M = c.M, probe.N = c.N, probe.K = c.K;

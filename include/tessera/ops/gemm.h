@@ -94,8 +94,9 @@ namespace cuda {
 // simt: fp32 CUDA cores. wmma: fp16/bf16 on WMMA 16x16x16 (any NVIDIA tensor-core GPU).
 // wgmma: fp16/bf16 on Hopper's warpgroup MMA fed by TMA (compute capability 9.0 only;
 // operands whose base, leading dimension or batch stride is not 16-byte aligned are first
-// copied to aligned scratch).
-enum class GemmKernel { simt, wmma, wgmma };
+// copied to aligned scratch). tf32x3: fp32 on TF32 tensor cores (compute capability 8.0
+// or later) at fp32 accuracy: each operand split into two TF32 parts, three products.
+enum class GemmKernel { simt, wmma, wgmma, tf32x3 };
 const char* to_string(GemmKernel k);
 // Runs the fastest kernel that can: fp32 -> simt; fp16/bf16 -> wgmma on Hopper, else wmma.
 // Without a stream: the CUDA backend's default stream.

@@ -2,11 +2,12 @@
 // the CPU version's pipeline (src/ops/cpu/conv_winograd.cpp) as four launches:
 //   filters  U[xi][k][c] = (G g_kc G^T)[xi]
 //   input    V[xi][c][t] = (B^T d_ct B)[xi]        (t: output tile over the batch)
-//   product  M[xi] = U[xi] V[xi]                    (alpha^2 batched fp32 GEMMs, ours)
+//   product  M[xi] = U[xi] V[xi]                    (alpha^2 batched fp32 GEMMs, ours: 3xTF32)
 //   output   y_kt = A^T M_kt A (+ bias, activation)
 // Backward-data runs the same pipeline on dz with the flipped, transposed filters and the
 // padding 2 - pad, applying the layer below's derivative as it stores dx.
 // Not fused yet: U, V and M make a round trip through memory (see BENCHMARKS.md).
+#include "device_attributes.h"
 #include "launch.h"
 #include "stream.h"
 #include "tessera/core/backend.h"
@@ -102,8 +103,34 @@ __global__ void filter_transform_kernel(WinoGeom g, const float* __restrict__ w,
       U[(a * A + b) * plane + i] = W::G(b, 0) * t[a][0] + W::G(b, 1) * t[a][1] + W::G(b, 2) * t[a][2];
 }
 
-// One thread per (channel, tile); t fastest so V's rows are written contiguously.
+// M consecutive floats (M = 2 or 4) as one aligned vector access.
 template <int M>
+struct Row {
+  float v[M];
+};
+template <int M>
+__device__ __forceinline__ Row<M> load_row(const float* p) {
+  Row<M> r;
+  if constexpr (M == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(p);
+    r.v[0] = q.x, r.v[1] = q.y, r.v[2] = q.z, r.v[3] = q.w;
+  } else {
+    const float2 q = *reinterpret_cast<const float2*>(p);
+    r.v[0] = q.x, r.v[1] = q.y;
+  }
+  return r;
+}
+template <int M>
+__device__ __forceinline__ void store_row(float* p, const Row<M>& r) {
+  if constexpr (M == 4) *reinterpret_cast<float4*>(p) = make_float4(r.v[0], r.v[1], r.v[2], r.v[3]);
+  else *reinterpret_cast<float2*>(p) = make_float2(r.v[0], r.v[1]);
+}
+
+// One thread per (channel, tile); t fastest so V's rows are written contiguously.
+// VecRows (NCHW, pad_w 1, Wi % M == 0, x aligned): a tile row's A = M + 2 inputs are the M
+// aligned ones at tw M (one vector load) and one on each side, instead of A scalar loads
+// 4 bytes apart across the warp (the L2 traffic of those held this kernel).
+template <int M, bool VecRows>
 __global__ void input_transform_kernel(WinoGeom g, const float* __restrict__ x, float* __restrict__ V) {
   using W = Wino<M>;
   constexpr int A = W::A;
@@ -114,12 +141,25 @@ __global__ void input_transform_kernel(WinoGeom g, const float* __restrict__ x, 
   const int h0 = th * M - g.pad_h, w0 = tw * M - g.pad_w;
   float d[A][A], u[A][A];
 #pragma unroll
-  for (int a = 0; a < A; ++a)
+  for (int a = 0; a < A; ++a) {
+    const int h = h0 + a;
+    if constexpr (VecRows) {
+      static_assert(A == M + 2, "one input on each side of the vector");
+      const bool row_in = h >= 0 && h < g.Hi;
+      const float* row = x + g.in(n, c, row_in ? h : 0, 0);
+      const Row<M> mid = row_in ? load_row<M>(row + tw * M) : Row<M>{};
+      d[a][0] = row_in && w0 >= 0 ? row[w0] : 0.0f;
 #pragma unroll
-    for (int b = 0; b < A; ++b) {
-      const int h = h0 + a, w = w0 + b;
-      d[a][b] = h >= 0 && h < g.Hi && w >= 0 && w < g.Wi ? x[g.in(n, c, h, w)] : 0.0f;
+      for (int b = 0; b < M; ++b) d[a][b + 1] = mid.v[b];
+      d[a][A - 1] = row_in && w0 + A - 1 < g.Wi ? row[w0 + A - 1] : 0.0f;
+    } else {
+#pragma unroll
+      for (int b = 0; b < A; ++b) {
+        const int w = w0 + b;
+        d[a][b] = h >= 0 && h < g.Hi && w >= 0 && w < g.Wi ? x[g.in(n, c, h, w)] : 0.0f;
+      }
     }
+  }
 #pragma unroll
   for (int a = 0; a < A; ++a)
 #pragma unroll
@@ -142,8 +182,10 @@ __global__ void input_transform_kernel(WinoGeom g, const float* __restrict__ x, 
 }
 
 // One thread per (output channel, tile). Forward: + bias, activation. Backward-data:
-// times the derivative of `act` (the layer below's) at `below_y`.
-template <int M>
+// times the derivative of `act` (the layer below's) at `below_y`. VecRows (NCHW, Wo % M ==
+// 0, y and below_y aligned): each output row of the tile is one vector store (scalar
+// stores 4 M bytes apart across the warp made this kernel L2-bound).
+template <int M, bool VecRows>
 __global__ void output_transform_kernel(WinoGeom g, const float* __restrict__ Mx, const float* __restrict__ bias,
                                         Activation act, bool derivative, const float* __restrict__ below_y,
                                         float* __restrict__ y) {
@@ -169,23 +211,38 @@ __global__ void output_transform_kernel(WinoGeom g, const float* __restrict__ Mx
       u[a][b] = s;
     }
   const float add = bias ? bias[k] : 0.0f;
+  auto finish = [&](float s, float below) {
+    if (derivative) return act != Activation::None ? s * activation_derivative<float>(act, below, below) : s;
+    return activation_value<float>(act, s + add);
+  };
 #pragma unroll
-  for (int a = 0; a < M; ++a)
+  for (int a = 0; a < M; ++a) {
+    const int h = th * M + a;
+    if (h >= g.Ho) continue;
+    Row<M> row;
 #pragma unroll
     for (int b = 0; b < M; ++b) {
-      const int h = th * M + a, w = tw * M + b;
-      if (h >= g.Ho || w >= g.Wo) continue;
       float s = 0;
 #pragma unroll
       for (int j = 0; j < A; ++j) s += u[a][j] * W::AT(b, j);
-      const size_t at = g.out(n, k, h, w);
-      if (derivative) {
-        if (act != Activation::None) s *= activation_derivative<float>(act, below_y[at], below_y[at]);
-      } else {
-        s = activation_value<float>(act, s + add);
-      }
-      y[at] = s;
+      row.v[b] = s;
     }
+    if constexpr (VecRows) {
+      const size_t at = g.out(n, k, h, tw * M);
+      const Row<M> below = derivative && act != Activation::None ? load_row<M>(below_y + at) : Row<M>{};
+#pragma unroll
+      for (int b = 0; b < M; ++b) row.v[b] = finish(row.v[b], below.v[b]);
+      store_row<M>(y + at, row);
+    } else {
+#pragma unroll
+      for (int b = 0; b < M; ++b) {
+        const int w = tw * M + b;
+        if (w >= g.Wo) continue;
+        const size_t at = g.out(n, k, h, w);
+        y[at] = finish(row.v[b], derivative && act != Activation::None ? below_y[at] : 0.0f);
+      }
+    }
+  }
 }
 
 template <int M>
@@ -202,16 +259,25 @@ void run_winograd(Stream& stream, const WinoGeom& g, const float* in, const floa
   constexpr unsigned kThreads = 256;
   filter_transform_kernel<M><<<detail::blocks_for(size_t(g.Ko) * g.Ci, kThreads), kThreads, 0, s>>>(g, w, U);
   TESSERA_CUDA_CHECK_LAUNCH("winograd filter_transform_kernel");
-  input_transform_kernel<M><<<detail::blocks_for(size_t(g.Ci) * g.T, kThreads), kThreads, 0, s>>>(g, in, V);
+  auto aligned = [](const void* p) { return p == nullptr || reinterpret_cast<uintptr_t>(p) % (M * sizeof(float)) == 0; };
+  const unsigned in_blocks = detail::blocks_for(size_t(g.Ci) * g.T, kThreads);
+  if (!g.nhwc && g.pad_w == 1 && g.Wi % M == 0 && g.tiles_w * M <= g.Wi && aligned(in))
+    input_transform_kernel<M, true><<<in_blocks, kThreads, 0, s>>>(g, in, V);
+  else
+    input_transform_kernel<M, false><<<in_blocks, kThreads, 0, s>>>(g, in, V);
   TESSERA_CUDA_CHECK_LAUNCH("winograd input_transform_kernel");
   GemmDesc d;
   d.M = size_t(g.Ko), d.N = size_t(g.T), d.K = size_t(g.Ci), d.batch = size_t(A * A);
   d.a = {DType::f32, Layout::row_major, false, size_t(g.Ci), int64_t(g.Ko) * g.Ci};
   d.b = {DType::f32, Layout::row_major, false, size_t(g.T), int64_t(g.Ci) * g.T};
   d.c = {DType::f32, Layout::row_major, false, size_t(g.T), int64_t(g.Ko) * g.T};
-  gemm(stream, d, U, V, Mx);
-  output_transform_kernel<M><<<detail::blocks_for(size_t(g.Ko) * g.T, kThreads), kThreads, 0, s>>>(
-      g, Mx, bias, act, derivative, below_y, out);
+  // fp32-accurate on the tensor cores where there are TF32 ones (3 TF32 products per multiply).
+  gemm(stream, d, U, V, Mx, detail::compute_capability() >= 80 ? GemmKernel::tf32x3 : GemmKernel::simt);
+  const unsigned out_blocks = detail::blocks_for(size_t(g.Ko) * g.T, kThreads);
+  if (!g.nhwc && g.Wo % M == 0 && aligned(out) && aligned(below_y))
+    output_transform_kernel<M, true><<<out_blocks, kThreads, 0, s>>>(g, Mx, bias, act, derivative, below_y, out);
+  else
+    output_transform_kernel<M, false><<<out_blocks, kThreads, 0, s>>>(g, Mx, bias, act, derivative, below_y, out);
   TESSERA_CUDA_CHECK_LAUNCH("winograd output_transform_kernel");
 }
 

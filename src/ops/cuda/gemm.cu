@@ -110,6 +110,11 @@ const char* cannot_run(GemmKernel kernel, const GemmDesc& d, const detail::GemmP
   switch (kernel) {
     case GemmKernel::simt:
       return d.a.type == DType::f32 ? nullptr : "the simt kernel takes fp32 inputs only";
+    case GemmKernel::tf32x3:
+      if (d.a.type != DType::f32) return "the tf32x3 kernel takes fp32 inputs only";
+      if (d.c.type != DType::f32) return "the tf32x3 kernel writes fp32 C only";
+      if (detail::compute_capability() < 80) return "the tf32x3 kernel needs a compute capability 8.0 or later GPU";
+      return nullptr;
     case GemmKernel::wmma:
       return half_inputs ? nullptr : "the wmma kernel takes fp16 or bf16 inputs only";
     case GemmKernel::wgmma:
@@ -136,6 +141,7 @@ const char* to_string(GemmKernel k) {
     case GemmKernel::simt: return "simt";
     case GemmKernel::wmma: return "wmma";
     case GemmKernel::wgmma: return "wgmma";
+    case GemmKernel::tf32x3: return "tf32x3";
   }
   return "?";
 }
@@ -188,6 +194,9 @@ void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void*
   switch (kernel) {
     case GemmKernel::simt:
       detail::launch_simt_gemm(p);
+      return;
+    case GemmKernel::tf32x3:
+      detail::launch_tf32x3_gemm(p);
       return;
     case GemmKernel::wmma: {
       plan_split_k(p, 128, 128, 32, 4, true, 32);

@@ -64,6 +64,8 @@ template <>
 __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
 void launch_simt_gemm(const GemmParams& p);
+// fp32 3xTF32 on mma.sync (compute capability 8.0 or later).
+void launch_tf32x3_gemm(const GemmParams& p);
 void launch_split_k_reduce(const GemmParams& p, DType out);
 void launch_wmma_gemm(const GemmParams& p, DType in, DType out);
 // C (p's strides, type out) = epilogue of src (fp32, row-major M x N per batch entry, M * N

@@ -1,6 +1,7 @@
 #pragma once
 // PTX wrappers for sm_80 and later that several kernels use: shared-memory addresses,
-// ldmatrix, mma.sync m16n8k16, cp.async. (Hopper-only instructions: sm90/hopper_ptx.h.)
+// ldmatrix, mma.sync m16n8k16 (fp16) and m16n8k8 (TF32), cp.async and its pipeline.
+// (Hopper-only instructions: sm90/hopper_ptx.h.)
 #include <cuda_fp16.h>
 
 #include <cstdint>
@@ -35,11 +36,43 @@ __device__ __forceinline__ void cp_async_16_zfill(void* smem, const void* gmem, 
 __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }
+// 4 bytes, or a zero when src_bytes is 0 (gmem is then not read).
+__device__ __forceinline__ void cp_async_4_zfill(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 // Waits until at most N committed groups are still in flight.
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// A cp.async pipeline over `total` stages of Stages shared-memory slots: load_stage(slot, i)
+// issues stage i's copies into slot `slot`, compute(slot) consumes one; Stages - 1 stages
+// stay in flight, and one barrier per stage both publishes the stage and frees the slot
+// refilled next.
+template <int Stages, class Load, class Compute>
+__device__ __forceinline__ void pipelined_stages(int total, Load&& load_stage, Compute&& compute) {
+#pragma unroll
+  for (int st = 0; st < Stages - 1; ++st) {
+    if (st < total) load_stage(st, st);
+    cp_async_commit();
+  }
+  for (int it = 0; it < total; ++it) {
+    cp_async_wait<Stages - 2>();
+    __syncthreads();  // stage it % Stages is in; every warp is done with the slot refilled next
+    const int nxt = it + Stages - 1;
+    if (nxt < total) load_stage(nxt % Stages, nxt);
+    cp_async_commit();
+    compute(it % Stages);
+  }
+}
+
+// c += a b: TF32 A (row) and B (col) fragments of m16n8k8, fp32 accumulators.
+__device__ __forceinline__ void mma1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 }  // namespace tessera::ops::cuda::ptx
