@@ -97,25 +97,6 @@ constexpr int b_stage_halves() { return FlippedB ? BK * (BN + 8) : BN * (BK + 8)
 template <int BN, int BK, bool FlippedB>
 constexpr size_t smem_bytes() { return size_t(kStages) * (kBM * (BK + 8) + b_stage_halves<BN, BK, FlippedB>()) * 2; }
 
-// The cp.async pipeline both kernels share: load_stage(slot, i) issues stage i's copies
-// into shared slot `slot`, compute(slot) consumes one; kStages - 1 stages stay in flight.
-template <class Load, class Compute>
-__device__ __forceinline__ void pipelined_stages(int total, Load&& load_stage, Compute&& compute) {
-#pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < total) load_stage(st, st);
-    ptx::cp_async_commit();
-  }
-  for (int it = 0; it < total; ++it) {
-    ptx::cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage it % kStages is in; every warp is done with the slot refilled next
-    const int nxt = it + kStages - 1;
-    if (nxt < total) load_stage(nxt % kStages, nxt);
-    ptx::cp_async_commit();
-    compute(it % kStages);
-  }
-}
-
 // BN: output channels per block (64 or 128); each warp holds 32 x BN/2 of the tile.
 // FlippedB: g.filters are the forward filters [C_out, R, S, C_in] of a backward-data
 // (g.K = C_in outputs, g.C = C_out taps), read as w[c][R-1-r][S-1-s][k]: rows of BN output
@@ -202,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2) implicit_gemm_kernel(IgParams g) 
   const int a_row = (lane & 7) + (((lane >> 3) & 1) << 3), a_col = (lane >> 4) << 3;
   const int b_row = (lane & 7) + ((lane >> 4) << 3), b_col = ((lane >> 3) & 1) << 3;
 
-  pipelined_stages(total, load_stage, [&](int slot) {
+  ptx::pipelined_stages<kStages>(total, load_stage, [&](int slot) {
     const __half* as = As + slot * kBM * kLd + (warp_m * 32) * kLd;
     const __half* bs = Bs + slot * kBStage;
 #pragma unroll
@@ -300,11 +281,13 @@ void launch_implicit_gemm(Stream& stream, IgParams g) {
 }
 
 // ---- backward-weight: dw [K, R S C] = dz^T [K, N P Q] im2col(x) [N P Q, R S C] ----
-// A block owns a TM x TN tile of dw (TM output channels x TN input channels of one (r, s))
-// and sums over its split's share of the output pixels, 64 per stage: dz's rows give
-// dz^T's fragments through ldmatrix.trans, and x's rows at the tap's offset (zero-filled
-// outside the image) give im2col's. Warps of 32 x 32; the split sums meet in fp32 by
-// float2 REDs.
+// A tile of dw is TM output channels x TN input channels of one (r, s); its sum runs over
+// the output pixels, 64 per stage: dz's rows give dz^T's fragments through ldmatrix.trans,
+// and x's rows at the tap's offset (zero-filled outside the image) give im2col's. Warps of
+// 32 x 32. The work is split stream-K style: the (tile, stage) units, stages fastest, are
+// cut into one equal run per block (as many blocks as fit on the GPU at once), so every SM
+// gets the same number of stages however few the tiles; a block adds each tile's partial
+// sum it computed into dw (fp32) with float2 REDs.
 constexpr int kWgPixels = 64;  // pixels per stage
 template <int TM, int TN>
 constexpr int wg_threads() { return (TM / 32) * (TN / 32) * 32; }
@@ -317,7 +300,8 @@ struct WgParams {
   const void* x;
   const void* dz;
   float* dw;  // fp32 [K, R, S, C], zeroed
-  long long pixels_per_split;
+  int tiles_k, stages_per_tile;  // tiles along K; ceil(pixels / kWgPixels)
+  long long units;               // tiles * stages_per_tile
 };
 
 template <class T, int TM, int TN>
@@ -329,85 +313,94 @@ __global__ void __launch_bounds__(wg_threads<TM, TN>()) weight_grad_kernel(WgPar
   const T* x = static_cast<const T*>(g.x);
   const T* dz = static_cast<const T*>(g.dz);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, warp_m = warp % (TM / 32), warp_n = warp / (TM / 32);
-  const int k0 = blockIdx.x * TM;
-  const int c_blocks = (g.C + TN - 1) / TN, cb = blockIdx.y % c_blocks, rs = blockIdx.y / c_blocks;
-  const int s = rs % g.S, r = rs / g.S, c0 = cb * TN;
+  const int c_blocks = (g.C + TN - 1) / TN;
   const long long pixels = (long long)g.N * g.P * g.Q;
-  const long long first = blockIdx.z * g.pixels_per_split;
-  const long long last = min(pixels, first + g.pixels_per_split);
-  const int total = first < last ? int((last - first + kWgPixels - 1) / kWgPixels) : 0;
+  // This block's run of units [u_begin, u_end) over one or more tiles.
+  const long long u_begin = blockIdx.x * g.units / gridDim.x, u_end = (blockIdx.x + 1) * g.units / gridDim.x;
+  for (long long u = u_begin; u < u_end;) {
+    const int tile = int(u / g.stages_per_tile), kb = tile % g.tiles_k, ny = tile / g.tiles_k;
+    const long long tile_units = (long long)tile * g.stages_per_tile;
+    const int st0 = int(u - tile_units), st1 = int(min(u_end - tile_units, (long long)g.stages_per_tile));
+    u = tile_units + st1;
+    const int k0 = kb * TM, cb = ny % c_blocks, rs = ny / c_blocks;
+    const int s = rs % g.S, r = rs / g.S, c0 = cb * TN;
+    const long long first = (long long)st0 * kWgPixels;
+    const long long last = min(pixels, (long long)st1 * kWgPixels);
+    const int total = st1 - st0;
 
-  auto load_stage = [&](int stage, int it) {
-    __half* as = As + stage * kWgPixels * kLdA;
-    __half* bs = Bs + stage * kWgPixels * kLdB;
-    const long long pix0 = first + (long long)it * kWgPixels;
+    auto load_stage = [&](int stage, int it) {
+      __half* as = As + stage * kWgPixels * kLdA;
+      __half* bs = Bs + stage * kWgPixels * kLdB;
+      const long long pix0 = first + (long long)it * kWgPixels;
 #pragma unroll
-    for (int i = 0; i < kWgPixels * TM / 8 / kThreadsWg; ++i) {  // dz: TM / 8 copies of 16 bytes per pixel
-      const int e = tid + i * kThreadsWg, row = e / (TM / 8), col = (e % (TM / 8)) * 8;
-      const long long pix = pix0 + row;
-      const bool ok = pix < last && k0 + col < g.K;
-      ptx::cp_async_16_zfill(as + row * kLdA + col, ok ? dz + (pix * g.K + k0 + col) : dz, ok ? 16 : 0);
-    }
-#pragma unroll
-    for (int i = 0; i < kWgPixels * TN / 8 / kThreadsWg; ++i) {  // x at the tap's offset
-      const int e = tid + i * kThreadsWg, row = e / (TN / 8), col = (e % (TN / 8)) * 8;
-      const long long pix = pix0 + row;
-      const bool in = pix < last;
-      const int c = c0 + col;
-      // 32-bit divisions (pixels < 2^31, implicit_gemm_rejects): 64-bit ones per copy and stage cost more.
-      const unsigned pp = in ? unsigned(pix) : 0u, pq = pp / unsigned(g.Q);
-      const int q = int(pp - pq * unsigned(g.Q)), p = int(pq % unsigned(g.P));
-      const long long n = pq / unsigned(g.P);
-      const int h = p * g.stride_h - g.pad_h + r * g.dil_h, w = q * g.stride_w - g.pad_w + s * g.dil_w;
-      const bool b_ok = in && c < g.C && h >= 0 && h < g.H && w >= 0 && w < g.W;
-      ptx::cp_async_16_zfill(bs + row * kLdB + col, b_ok ? x + (((n * g.H + h) * g.W + w) * g.C + c) : x,
-                             b_ok ? 16 : 0);
-    }
-  };
-
-  float acc[2][4][4];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
-  // ldmatrix.trans lane addresses: A = dz^T from [pixel][k]: rows (lane & 7) + 8 (lane >> 4),
-  // cols 8 ((lane >> 3) & 1); B from [pixel][c]: rows (lane & 7) + 8 ((lane >> 3) & 1), cols 8 (lane >> 4).
-  const int at_row = (lane & 7) + ((lane >> 4) << 3), at_col = ((lane >> 3) & 1) << 3;
-  const int bt_row = (lane & 7) + (((lane >> 3) & 1) << 3), bt_col = (lane >> 4) << 3;
-
-  pipelined_stages(total, load_stage, [&](int slot) {
-    const __half* as = As + slot * kWgPixels * kLdA;
-    const __half* bs = Bs + slot * kWgPixels * kLdB;
-#pragma unroll
-    for (int kk = 0; kk < kWgPixels; kk += 16) {
-      uint32_t a[2][4], b[2][4];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) ptx::ldsm_x4_trans(a[i], as + (kk + at_row) * kLdA + warp_m * 32 + i * 16 + at_col);
-#pragma unroll
-      for (int j = 0; j < 2; ++j) ptx::ldsm_x4_trans(b[j], bs + (kk + bt_row) * kLdB + warp_n * 32 + j * 16 + bt_col);
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          mma_16816<T>(acc[i][2 * j], a[i], b[j][0], b[j][1]);
-          mma_16816<T>(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
-        }
-    }
-  });
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int k = k0 + warp_m * 32 + i * 16 + (lane >> 2) + h * 8;
-      if (k >= g.K) continue;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = c0 + warp_n * 32 + j * 8 + ((lane & 3) << 1);
-        if (c >= g.C) continue;  // C % 8 == 0: c + 1 is in when c is
-        float* at = g.dw + ((long long)(k * g.R + r) * g.S + s) * g.C + c;
-        atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]));
+      for (int i = 0; i < kWgPixels * TM / 8 / kThreadsWg; ++i) {  // dz: TM / 8 copies of 16 bytes per pixel
+        const int e = tid + i * kThreadsWg, row = e / (TM / 8), col = (e % (TM / 8)) * 8;
+        const long long pix = pix0 + row;
+        const bool ok = pix < last && k0 + col < g.K;
+        ptx::cp_async_16_zfill(as + row * kLdA + col, ok ? dz + (pix * g.K + k0 + col) : dz, ok ? 16 : 0);
       }
-    }
+#pragma unroll
+      for (int i = 0; i < kWgPixels * TN / 8 / kThreadsWg; ++i) {  // x at the tap's offset
+        const int e = tid + i * kThreadsWg, row = e / (TN / 8), col = (e % (TN / 8)) * 8;
+        const long long pix = pix0 + row;
+        const bool in = pix < last;
+        const int c = c0 + col;
+        // 32-bit divisions (pixels < 2^31, implicit_gemm_rejects): 64-bit ones per copy and stage cost more.
+        const unsigned pp = in ? unsigned(pix) : 0u, pq = pp / unsigned(g.Q);
+        const int q = int(pp - pq * unsigned(g.Q)), p = int(pq % unsigned(g.P));
+        const long long n = pq / unsigned(g.P);
+        const int h = p * g.stride_h - g.pad_h + r * g.dil_h, w = q * g.stride_w - g.pad_w + s * g.dil_w;
+        const bool b_ok = in && c < g.C && h >= 0 && h < g.H && w >= 0 && w < g.W;
+        ptx::cp_async_16_zfill(bs + row * kLdB + col, b_ok ? x + (((n * g.H + h) * g.W + w) * g.C + c) : x,
+                               b_ok ? 16 : 0);
+      }
+    };
+
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+    // ldmatrix.trans lane addresses: A = dz^T from [pixel][k]: rows (lane & 7) + 8 (lane >> 4),
+    // cols 8 ((lane >> 3) & 1); B from [pixel][c]: rows (lane & 7) + 8 ((lane >> 3) & 1), cols 8 (lane >> 4).
+    const int at_row = (lane & 7) + ((lane >> 4) << 3), at_col = ((lane >> 3) & 1) << 3;
+    const int bt_row = (lane & 7) + (((lane >> 3) & 1) << 3), bt_col = (lane >> 4) << 3;
+
+    ptx::pipelined_stages<kStages>(total, load_stage, [&](int slot) {
+      const __half* as = As + slot * kWgPixels * kLdA;
+      const __half* bs = Bs + slot * kWgPixels * kLdB;
+#pragma unroll
+      for (int kk = 0; kk < kWgPixels; kk += 16) {
+        uint32_t a[2][4], b[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) ptx::ldsm_x4_trans(a[i], as + (kk + at_row) * kLdA + warp_m * 32 + i * 16 + at_col);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) ptx::ldsm_x4_trans(b[j], bs + (kk + bt_row) * kLdB + warp_n * 32 + j * 16 + bt_col);
+#pragma unroll
+        for (int i = 0; i < 2; ++i)
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            mma_16816<T>(acc[i][2 * j], a[i], b[j][0], b[j][1]);
+            mma_16816<T>(acc[i][2 * j + 1], a[i], b[j][2], b[j][3]);
+          }
+      }
+    });
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int k = k0 + warp_m * 32 + i * 16 + (lane >> 2) + h * 8;
+        if (k >= g.K) continue;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int c = c0 + warp_n * 32 + j * 8 + ((lane & 3) << 1);
+          if (c >= g.C) continue;  // C % 8 == 0: c + 1 is in when c is
+          float* at = g.dw + ((long long)(k * g.R + r) * g.S + s) * g.C + c;
+          atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]));
+        }
+      }
+    __syncthreads();  // the next tile's first copies refill slots other warps may still read
+  }
 }
 
 // dw (storage type) from the fp32 sums.
@@ -483,16 +476,16 @@ void conv2d_backward_weight_implicit_gemm(Stream& stream, const ConvDesc& d, con
   g.dw = static_cast<float*>(stream.workspace().get("conv.implicit_gemm.dw", n * sizeof(float)));
   TESSERA_CUDA_CHECK(cudaMemsetAsync(g.dw, 0, n * sizeof(float), s));
   // 128 x 128 tiles of dw where K and C fill them (twice the MMAs per byte staged), else
-  // 64 x 64. The tiles are few (N32 C64: 9), the pixels many: split the pixels so that the
-  // blocks fill one wave, 2 per SM (128 x 128) or 4 (64 x 64), rounding down: a few blocks
-  // past the wave double the time (N32 C64 56x56: 58 splits 0.061 ms, 59 splits 0.079).
+  // 64 x 64. The tiles are few (N32 C64: 9, C512: 144), the pixels many: one wave of
+  // blocks, 2 per SM (128 x 128) or 4 (64 x 64), each summing an equal run of at least 4
+  // stages (a few blocks past the wave doubled the time: N32 C64 56x56 with 59 pixel splits
+  // of 9 tiles took 0.079 ms against 0.061 with 58).
   const bool big = g.K >= 128 && g.C >= 128;
   const int tm = big ? 128 : 64;
-  const unsigned tiles_k = unsigned((g.K + tm - 1) / tm), tiles_n = unsigned(g.R * g.S * ((g.C + tm - 1) / tm));
-  const long long tiles = std::max<long long>(1, (long long)tiles_k * tiles_n);
-  const long long want = (big ? 2LL : 4LL) * detail::sm_count() / tiles;
-  const long long splits = std::clamp<long long>(want, 1, std::max<long long>(1, pixels / (4 * kWgPixels)));
-  g.pixels_per_split = (pixels + splits - 1) / splits;
+  g.tiles_k = (g.K + tm - 1) / tm;
+  g.stages_per_tile = int((pixels + kWgPixels - 1) / kWgPixels);
+  g.units = (long long)g.tiles_k * g.R * g.S * ((g.C + tm - 1) / tm) * g.stages_per_tile;
+  const long long blocks = std::clamp<long long>((big ? 2LL : 4LL) * detail::sm_count(), 1, (g.units + 3) / 4);
   with_half_storage(d.type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     auto run = [&](auto tile) {
@@ -500,7 +493,7 @@ void conv2d_backward_weight_implicit_gemm(Stream& stream, const ConvDesc& d, con
       constexpr size_t smem = wg_smem_bytes<TM, TM>();
       const void* kernel = reinterpret_cast<const void*>(&weight_grad_kernel<T, TM, TM>);
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      weight_grad_kernel<T, TM, TM><<<dim3(tiles_k, tiles_n, unsigned(splits)), wg_threads<TM, TM>(), smem, s>>>(g);
+      weight_grad_kernel<T, TM, TM><<<unsigned(blocks), wg_threads<TM, TM>(), smem, s>>>(g);
       TESSERA_CUDA_CHECK_LAUNCH("conv weight_grad_kernel");
     };
     if (big) run(std::integral_constant<int, 128>{});
