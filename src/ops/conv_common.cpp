@@ -12,7 +12,8 @@ namespace {
 constexpr std::pair<ConvAlgo, const char*> kAlgoNames[] = {
     {ConvAlgo::automatic, "auto"},           {ConvAlgo::direct, "direct"},
     {ConvAlgo::im2col_gemm, "im2col_gemm"},  {ConvAlgo::implicit_gemm, "implicit_gemm"},
-    {ConvAlgo::winograd_2x2, "winograd_2x2"}, {ConvAlgo::winograd_4x4, "winograd_4x4"}};
+    {ConvAlgo::winograd_2x2, "winograd_2x2"}, {ConvAlgo::winograd_4x4, "winograd_4x4"},
+    {ConvAlgo::benchmark, "benchmark"}};
 }  // namespace
 
 const char* to_string(ConvAlgo a) {

@@ -300,6 +300,21 @@ TEST(ConvCpu, AlgorithmsThatDoNotApplyAreClearErrors) {
   EXPECT_EQ(ops::conv_algo_from_string("winograd_2x2"), ops::ConvAlgo::winograd_2x2);
 }
 
+// benchmark measures on CUDA only: on the CPU it runs automatic's algorithm, bit for bit.
+TEST(ConvCpu, BenchmarkModeIsAutomaticOnTheCpu) {
+  EXPECT_EQ(ops::conv_algo_from_string("benchmark"), ops::ConvAlgo::benchmark);
+  EXPECT_STREQ(ops::to_string(ops::ConvAlgo::benchmark), "benchmark");
+  ConvDesc d;
+  d.N = 2, d.C = 3, d.K = 5, d.H = 9, d.W = 7, d.pad_h = d.pad_w = 1;
+  auto x = test::random_floats(d.input_elements(), -1.0f, 1.0f, test::fresh_seed());
+  auto w = test::random_floats(d.filter_elements(), -1.0f, 1.0f, test::fresh_seed() + 1);
+  std::vector<float> y_auto(d.output_elements()), y_bench(d.output_elements(), -7.0f);
+  ops::call<ops::Conv2dForward>(DeviceKind::cpu, d, Activation::ReLU, f32(x), f32(w), TensorView(), f32(y_auto));
+  d.algo = ops::ConvAlgo::benchmark;
+  ops::call<ops::Conv2dForward>(DeviceKind::cpu, d, Activation::ReLU, f32(x), f32(w), TensorView(), f32(y_bench));
+  EXPECT_EQ(y_auto, y_bench);
+}
+
 TEST(ConvCpu, BadShapesAreClearErrors) {
   std::vector<float> buf(4096);
   auto forward_error = [&](const ConvDesc& d) {

@@ -135,6 +135,48 @@ TEST(ConvCuda, Im2colWeightGradientWithPixelSplitsMatchesTheCpuReference) {
               worst_bias);
 }
 
+// ConvAlgo::benchmark: the first call of each op and shape times the algorithms that can
+// run it and keeps the fastest; every op's result matches the CPU reference, the choice is
+// one that applies (Winograd only forward/backward-data, fp32) and a second call reuses it.
+TEST(ConvCuda, BenchmarkModeRunsTheFastestApplicableAlgorithm) {
+  REQUIRE_CUDA();
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  ConvDesc d;
+  d.N = 4, d.C = 32, d.H = 20, d.W = 24, d.K = 48, d.pad_h = d.pad_w = 1;
+  const auto x = test::random_floats(d.input_elements(), 0.0f, 1.0f, seed);
+  const auto w = test::random_floats(d.filter_elements(), -1.0f, 1.0f, seed + 1);
+  const auto dz = test::random_floats(d.output_elements(), -1.0f, 1.0f, seed + 2);
+  std::vector<float> ref_y(d.output_elements()), ref_dx(d.input_elements()), ref_dw(d.filter_elements());
+  ConvDesc r = d;
+  r.algo = ConvAlgo::direct;
+  auto host = [](const std::vector<float>& v) { return TensorView::of(v.data(), v.size()); };
+  auto host_out = [](std::vector<float>& v) { return TensorView::of(v.data(), v.size()); };
+  ops::call<ops::Conv2dForward>(DeviceKind::cpu, r, Activation::None, host(x), host(w), TensorView(), host_out(ref_y));
+  ops::call<ops::Conv2dBackwardData>(DeviceKind::cpu, r, Activation::None, host(dz), host(w), TensorView(),
+                                     host_out(ref_dx));
+  ops::call<ops::Conv2dBackwardWeight>(DeviceKind::cpu, r, host(x), host(dz), host_out(ref_dw), TensorView());
+  Buffer<float> gx = make_buffer(DeviceKind::cuda, x), gw = make_buffer(DeviceKind::cuda, w),
+                gdz = make_buffer(DeviceKind::cuda, dz), gy(DeviceKind::cuda, ref_y.size()),
+                gdx(DeviceKind::cuda, ref_dx.size()), gdw(DeviceKind::cuda, ref_dw.size());
+  d.algo = ConvAlgo::benchmark;
+  for (int call = 0; call < 2; ++call) {
+    ops::call<ops::Conv2dForward>(DeviceKind::cuda, d, Activation::None, gx.view(), gw.view(), TensorView(), gy.view());
+    ops::call<ops::Conv2dBackwardData>(DeviceKind::cuda, d, Activation::None, gdz.view(), gw.view(), TensorView(),
+                                       gdx.view());
+    ops::call<ops::Conv2dBackwardWeight>(DeviceKind::cuda, d, gx.view(), gdz.view(), gdw.view(), TensorView());
+    EXPECT_LT(test::rel_error(gy.to_host(), ref_y), 1e-5);
+    EXPECT_LT(test::rel_error(gdx.to_host(), ref_dx), 1e-5);
+    EXPECT_LT(test::rel_error(gdw.to_host(), ref_dw), 1e-5);
+  }
+  const ConvAlgo fwd = ops::cuda::benchmarked_conv_algo(ops::ConvOp::forward, d),
+                 bwd_w = ops::cuda::benchmarked_conv_algo(ops::ConvOp::backward_weight, d);
+  EXPECT_NE(fwd, ConvAlgo::implicit_gemm);  // fp16/bf16 NHWC only
+  EXPECT_TRUE(bwd_w == ConvAlgo::im2col_gemm || bwd_w == ConvAlgo::direct) << to_string(bwd_w);
+  std::printf("[ measured ] benchmark chose: forward %s, backward-data %s, backward-weight %s\n", to_string(fwd),
+              to_string(ops::cuda::benchmarked_conv_algo(ops::ConvOp::backward_data, d)), to_string(bwd_w));
+}
+
 // The implicit GEMM in bf16 (the backend-ops cases cover fp16): forward with bias + Tanh,
 // backward-data with the ReLU derivative, backward-weight with the bias gradient, against
 // the CPU reference on the same bf16 data. Measured on the H200: 3.0e-6 / 3.3e-5 / 4.1e-9

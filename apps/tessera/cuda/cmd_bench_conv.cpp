@@ -134,9 +134,14 @@ Json bench_shape(const Shape& s, ops::ConvOp op, const ConvBenchOptions& o, cons
   };
   const double flops = 2.0 * d.N * d.C * d.K * 9.0 * d.P() * d.Q();
   const double ms = median(time_runs(DeviceKind::cuda, o.warmup, o.iterations, ours));
+  // The algorithm that ran: automatic's or benchmark's choice, or the one asked for.
+  const ops::ConvAlgo ran = d.algo == ops::ConvAlgo::automatic   ? ops::cuda::automatic_conv_algo(op, d)
+                            : d.algo == ops::ConvAlgo::benchmark ? ops::cuda::benchmarked_conv_algo(op, d)
+                                                                 : d.algo;
   Json r{{"case", case_name(half, op, s)},
          {"op", kOpNames[int(op)]},
          {"algo", why_not.empty() ? o.algo : "auto"},
+         {"ran", ops::to_string(ran)},
          {"ms", ms},
          {"tflops", flops / (ms * 1e-3) * 1e-12},
          {"cudnn_h100_reference_tflops", (half ? s.h100_fp16 : s.h100_fp32)[int(op)]}};
@@ -199,8 +204,8 @@ void run_conv(const ConvBenchOptions& o) {
              o.algo);
   if (dnn.available()) fmt::print("cuDNN {} ({}), fastest algorithm by cudnnFind*Ex\n", dnn.version(), dnn.library());
   else fmt::print("cuDNN: not measured ({})\n", dnn.why_unavailable());
-  fmt::print("{:<44} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9}\n", "case", "ms", "TFLOP/s", "cuDNN ms", "TFLOP/s", "x cuDNN",
-             "rel diff");
+  fmt::print("{:<44} {:>9} {:>8} {:>9} {:>8} {:>8} {:>9}  {}\n", "case", "ms", "TFLOP/s", "cuDNN ms", "TFLOP/s",
+             "x cuDNN", "rel diff", "ours ran");
   Json results = Json::array();
   for (int precision = 0; precision < 2; ++precision)
     for (ops::ConvOp op : {ops::ConvOp::forward, ops::ConvOp::backward_data, ops::ConvOp::backward_weight})
@@ -211,10 +216,10 @@ void run_conv(const ConvBenchOptions& o) {
         auto field = [&](const char* key, const char* f) {
           return r.contains(key) ? fmt::format(fmt::runtime(f), r[key].get<double>()) : std::string("-");
         };
-        fmt::print("{:<44} {:>9.4f} {:>8.2f} {:>9} {:>8} {:>8} {:>9}\n", r["case"].get<std::string>(),
+        fmt::print("{:<44} {:>9.4f} {:>8.2f} {:>9} {:>8} {:>8} {:>9}  {}\n", r["case"].get<std::string>(),
                    r["ms"].get<double>(), r["tflops"].get<double>(), field("cudnn_ms", "{:.4f}"),
                    field("cudnn_tflops", "{:.2f}"), field("speedup_vs_cudnn", "{:.3f}"),
-                   field("relative_difference_vs_cudnn", "{:.1e}"));
+                   field("relative_difference_vs_cudnn", "{:.1e}"), r["ran"].get<std::string>());
         results.push_back(r);
       }
   fmt::print("(TFLOP/s = 2 N C K 9 H W / time; x cuDNN = cuDNN time / ours)\n");
@@ -230,7 +235,8 @@ void run_conv(const ConvBenchOptions& o) {
 void register_bench_conv(CLI::App& bench) {
   static ConvBenchOptions o;
   auto* cmd = bench.add_subcommand("conv", "3x3 convolution forward and backward (fp32 NCHW, fp16 NHWC) vs cuDNN");
-  cmd->add_option("--algo", o.algo, "our algorithm (auto, direct, im2col_gemm, implicit_gemm, winograd_2x2, winograd_4x4)")
+  cmd->add_option("--algo", o.algo, "our algorithm (auto, direct, im2col_gemm, implicit_gemm, winograd_2x2, winograd_4x4, or benchmark: "
+                  "the fastest of them, timed on first use)")
       ->capture_default_str();
   cmd->add_option("--only", o.only, "run only the cases whose name contains this (e.g. 'fp16', 'C256')");
   cmd->add_option("--iterations", o.iterations, "timed runs per measurement")->capture_default_str()->check(CLI::PositiveNumber);

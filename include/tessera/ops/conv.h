@@ -34,8 +34,11 @@ const char* to_string(ConvLayout l);
 // receptive fields as columns times the filters as a matrix product. implicit_gemm: the
 // same product without the columns in memory (tensor cores on CUDA). winograd_2x2 /
 // winograd_4x4: F(2x2,3x3) / F(4x4,3x3), 3x3 stride 1 dilation 1 groups 1 only (forward;
-// backward-data as the forward of the flipped filters, padding at most 2).
-enum class ConvAlgo { automatic, direct, im2col_gemm, implicit_gemm, winograd_2x2, winograd_4x4 };
+// backward-data as the forward of the flipped filters, padding at most 2). benchmark (as
+// cuDNN's benchmark mode): the first call of each op and shape on a CUDA device times every
+// algorithm that can run it and keeps the fastest for the process (that call synchronizes
+// its stream); the CPU and OpenCL backends take it as automatic.
+enum class ConvAlgo { automatic, direct, im2col_gemm, implicit_gemm, winograd_2x2, winograd_4x4, benchmark };
 const char* to_string(ConvAlgo a);
 // Parses a name of to_string(ConvAlgo) ("auto" for automatic); throws listing the choices.
 ConvAlgo conv_algo_from_string(const std::string& name);
@@ -151,6 +154,9 @@ void conv2d_backward_weight_implicit_gemm(Stream& stream, const ConvDesc& d, con
 // The algorithm automatic means on CUDA for the op and shape (direct, im2col_gemm,
 // implicit_gemm or winograd_4x4).
 ConvAlgo automatic_conv_algo(ConvOp op, const ConvDesc& d);
+// The algorithm ConvAlgo::benchmark measured fastest for the op and shape on the current
+// device, or automatic when it has not measured it yet.
+ConvAlgo benchmarked_conv_algo(ConvOp op, const ConvDesc& d);
 // Winograd F(m x m, 3x3), m = 2 or 4, fp32 storage (conv_algo_rejects must say "" first):
 // transforms and the alpha^2 batched products in fp32 (stream workspace for U, V, M).
 void conv2d_forward_winograd(Stream& stream, const ConvDesc& d, int m, Activation activation, const float* x,

@@ -19,12 +19,17 @@ namespace tessera::ops::cpu {
 
 using V = const TensorView&;
 
+namespace {
+// benchmark measures on CUDA only; here it is automatic.
+bool is_automatic(ConvAlgo a) { return a == ConvAlgo::automatic || a == ConvAlgo::benchmark; }
+}  // namespace
+
 void register_ops(Backend& b) {
   // Convolution: automatic takes im2col + fp32 GEMM (the fast path); direct is the double
   // reference; Winograd in fp32 where its math applies.
   b.add_op<Conv2dForward>([](Stream&, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
     check_conv_forward_views(d, x, w, bias, y);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::im2col_gemm : d.algo;
+    const ConvAlgo algo = is_automatic(d.algo) ? ConvAlgo::im2col_gemm : d.algo;
     check_conv_algo(ConvOp::forward, d, algo, "cpu",
                     {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
     const float* b = bias.data<const float>();
@@ -36,7 +41,7 @@ void register_ops(Backend& b) {
   });
   b.add_op<Conv2dBackwardData>([](Stream&, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
     check_conv_backward_data_views(d, below, dz, w, x, dx);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::im2col_gemm : d.algo;
+    const ConvAlgo algo = is_automatic(d.algo) ? ConvAlgo::im2col_gemm : d.algo;
     check_conv_algo(ConvOp::backward_data, d, algo, "cpu",
                     {ConvAlgo::direct, ConvAlgo::im2col_gemm, ConvAlgo::winograd_2x2, ConvAlgo::winograd_4x4});
     if (algo == ConvAlgo::direct) conv2d_backward_data(d, below, dz.address(), w.address(), x.address(), dx.address());
@@ -48,7 +53,7 @@ void register_ops(Backend& b) {
   });
   b.add_op<Conv2dBackwardWeight>([](Stream&, const ConvDesc& d, V x, V dz, V dw, V dbias) {
     check_conv_backward_weight_views(d, x, dz, dw, dbias);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? ConvAlgo::im2col_gemm : d.algo;
+    const ConvAlgo algo = is_automatic(d.algo) ? ConvAlgo::im2col_gemm : d.algo;
     check_conv_algo(ConvOp::backward_weight, d, algo, "cpu", {ConvAlgo::direct, ConvAlgo::im2col_gemm});
     if (algo == ConvAlgo::direct) conv2d_backward_weight(d, x.address(), dz.address(), dw.address(), dbias.data<float>());
     else conv2d_backward_weight_im2col(d, x.address(), dz.address(), dw.address(), dbias.data<float>());

@@ -1,7 +1,15 @@
 // The CUDA backend's op table: every op runs on the stream it is given.
+#include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
 #include "../register_ops.h"
+#include "tessera/core/cuda_check.h"
 #include "tessera/ops/conv.h"
 #include "tessera/ops/encodings.h"
 #include "tessera/ops/fused_mlp_cuda.h"
@@ -96,46 +104,146 @@ ConvAlgo automatic_conv_algo(ConvOp op, const ConvDesc& d) {
   return d.groups == 1 ? ConvAlgo::im2col_gemm : ConvAlgo::direct;
 }
 
+namespace {
+// ConvAlgo::benchmark's choices: per device, op and shape (every ConvDesc field but algo).
+struct BenchmarkedConvAlgos {
+  std::mutex mutex;
+  std::map<std::string, ConvAlgo> chosen;
+};
+BenchmarkedConvAlgos& benchmarked() {
+  static BenchmarkedConvAlgos b;
+  return b;
+}
+std::string benchmark_key(ConvOp op, const ConvDesc& d) {
+  int device = 0;
+  TESSERA_CUDA_CHECK(cudaGetDevice(&device));
+  return fmt::format("{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", device, int(op), d.N, d.C, d.H, d.W, d.K,
+                     d.R, d.S, d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.dilation_h, d.dilation_w, d.groups,
+                     int(d.layout), int(d.type));
+}
+
+// Times `run(algo)` for every CUDA algorithm that can run the op and shape (automatic's
+// choice first: one run to warm up, then the median of three on the stream's events; a
+// candidate whose warm-up run takes over 4x the best median so far is not run again) and
+// caches the fastest. The outputs are left as the last candidate wrote them: the caller
+// runs the chosen one after.
+ConvAlgo benchmark_conv_algo(Stream& s, ConvOp op, const ConvDesc& d, const std::function<void(ConvAlgo)>& run) {
+  const std::string key = benchmark_key(op, d);
+  {
+    std::lock_guard<std::mutex> lock(benchmarked().mutex);
+    if (auto it = benchmarked().chosen.find(key); it != benchmarked().chosen.end()) return it->second;
+  }
+  std::vector<ConvAlgo> candidates{automatic_conv_algo(op, d)};
+  for (ConvAlgo a : {ConvAlgo::implicit_gemm, ConvAlgo::winograd_4x4, ConvAlgo::winograd_2x2, ConvAlgo::im2col_gemm,
+                     ConvAlgo::direct}) {
+    if (std::find(candidates.begin(), candidates.end(), a) != candidates.end()) continue;
+    if ((a == ConvAlgo::winograd_2x2 || a == ConvAlgo::winograd_4x4) && d.type != DType::f32) continue;
+    try {
+      check_cuda_conv_algo(op, d, a);
+      candidates.push_back(a);
+    } catch (const Error&) {
+    }
+  }
+  const cudaStream_t stream = static_cast<cudaStream_t>(s.native());
+  cudaEvent_t start, stop;
+  TESSERA_CUDA_CHECK(cudaEventCreate(&start));
+  TESSERA_CUDA_CHECK(cudaEventCreate(&stop));
+  auto timed = [&](ConvAlgo a) {
+    TESSERA_CUDA_CHECK(cudaEventRecord(start, stream));
+    run(a);
+    TESSERA_CUDA_CHECK(cudaEventRecord(stop, stream));
+    TESSERA_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return ms;
+  };
+  ConvAlgo best = candidates.front();
+  float best_ms = 0;
+  try {
+    for (ConvAlgo a : candidates) {
+      float ms = timed(a);
+      if (a == candidates.front() || ms < 4 * best_ms) {
+        float t[3] = {timed(a), timed(a), timed(a)};
+        std::sort(t, t + 3);
+        ms = t[1];
+      }
+      if (a == candidates.front() || ms < best_ms) best = a, best_ms = ms;
+    }
+  } catch (...) {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    throw;
+  }
+  TESSERA_CUDA_CHECK(cudaEventDestroy(start));
+  TESSERA_CUDA_CHECK(cudaEventDestroy(stop));
+  std::lock_guard<std::mutex> lock(benchmarked().mutex);
+  benchmarked().chosen[key] = best;
+  return best;
+}
+
+// The algorithm an op runs: the one asked for, automatic's choice, or benchmark's.
+ConvAlgo resolve_conv_algo(Stream& s, ConvOp op, const ConvDesc& d, const std::function<void(ConvAlgo)>& run) {
+  if (d.algo == ConvAlgo::automatic) return automatic_conv_algo(op, d);
+  if (d.algo == ConvAlgo::benchmark) return benchmark_conv_algo(s, op, d, run);
+  return d.algo;
+}
+}  // namespace
+
+ConvAlgo benchmarked_conv_algo(ConvOp op, const ConvDesc& d) {
+  const std::string key = benchmark_key(op, d);
+  std::lock_guard<std::mutex> lock(benchmarked().mutex);
+  const auto it = benchmarked().chosen.find(key);
+  return it != benchmarked().chosen.end() ? it->second : automatic_conv_algo(op, d);
+}
+
 void register_ops(Backend& b) {
-  // Convolution: each op runs the algorithm asked for, or automatic_conv_algo's choice.
+  // Convolution: each op runs the algorithm asked for, automatic_conv_algo's choice, or the
+  // one benchmark measured fastest.
   b.add_op<Conv2dForward>([](Stream& s, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
     check_conv_forward_views(d, x, w, bias, y);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? automatic_conv_algo(ConvOp::forward, d) : d.algo;
-    check_cuda_conv_algo(ConvOp::forward, d, algo);
-    if (algo == ConvAlgo::direct)
-      conv2d_forward_direct(d, activation, x.address(), w.address(), bias.data<const float>(), y.address(), &s);
-    else if (algo == ConvAlgo::im2col_gemm)
-      conv2d_forward_im2col(s, d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
-    else if (algo == ConvAlgo::implicit_gemm)
-      conv2d_forward_implicit_gemm(s, d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
-    else
-      conv2d_forward_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, activation, x.data<const float>(),
-                              w.data<const float>(), bias.data<const float>(), y.data<float>());
+    auto run = [&](ConvAlgo algo) {
+      check_cuda_conv_algo(ConvOp::forward, d, algo);
+      if (algo == ConvAlgo::direct)
+        conv2d_forward_direct(d, activation, x.address(), w.address(), bias.data<const float>(), y.address(), &s);
+      else if (algo == ConvAlgo::im2col_gemm)
+        conv2d_forward_im2col(s, d, activation, x.address(), w.address(), bias.data<const float>(), y.address());
+      else if (algo == ConvAlgo::implicit_gemm)
+        conv2d_forward_implicit_gemm(s, d, activation, x.address(), w.address(), bias.data<const float>(),
+                                     y.address());
+      else
+        conv2d_forward_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, activation, x.data<const float>(),
+                                w.data<const float>(), bias.data<const float>(), y.data<float>());
+    };
+    run(resolve_conv_algo(s, ConvOp::forward, d, run));
   });
   b.add_op<Conv2dBackwardData>([](Stream& s, const ConvDesc& d, Activation below, V dz, V w, V x, V dx) {
     check_conv_backward_data_views(d, below, dz, w, x, dx);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? automatic_conv_algo(ConvOp::backward_data, d) : d.algo;
-    check_cuda_conv_algo(ConvOp::backward_data, d, algo);
-    if (algo == ConvAlgo::direct)
-      conv2d_backward_data_direct(d, below, dz.address(), w.address(), x.address(), dx.address(), &s);
-    else if (algo == ConvAlgo::im2col_gemm)
-      conv2d_backward_data_im2col(s, d, below, dz.address(), w.address(), x.address(), dx.address());
-    else if (algo == ConvAlgo::implicit_gemm)
-      conv2d_backward_data_implicit_gemm(s, d, below, dz.address(), w.address(), x.address(), dx.address());
-    else
-      conv2d_backward_data_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, below, dz.data<const float>(),
-                                    w.data<const float>(), x.data<const float>(), dx.data<float>());
+    auto run = [&](ConvAlgo algo) {
+      check_cuda_conv_algo(ConvOp::backward_data, d, algo);
+      if (algo == ConvAlgo::direct)
+        conv2d_backward_data_direct(d, below, dz.address(), w.address(), x.address(), dx.address(), &s);
+      else if (algo == ConvAlgo::im2col_gemm)
+        conv2d_backward_data_im2col(s, d, below, dz.address(), w.address(), x.address(), dx.address());
+      else if (algo == ConvAlgo::implicit_gemm)
+        conv2d_backward_data_implicit_gemm(s, d, below, dz.address(), w.address(), x.address(), dx.address());
+      else
+        conv2d_backward_data_winograd(s, d, algo == ConvAlgo::winograd_2x2 ? 2 : 4, below, dz.data<const float>(),
+                                      w.data<const float>(), x.data<const float>(), dx.data<float>());
+    };
+    run(resolve_conv_algo(s, ConvOp::backward_data, d, run));
   });
   b.add_op<Conv2dBackwardWeight>([](Stream& s, const ConvDesc& d, V x, V dz, V dw, V dbias) {
     check_conv_backward_weight_views(d, x, dz, dw, dbias);
-    const ConvAlgo algo = d.algo == ConvAlgo::automatic ? automatic_conv_algo(ConvOp::backward_weight, d) : d.algo;
-    check_cuda_conv_algo(ConvOp::backward_weight, d, algo);
-    if (algo == ConvAlgo::direct)
-      conv2d_backward_weight_direct(d, x.address(), dz.address(), dw.address(), dbias.data<float>(), &s);
-    else if (algo == ConvAlgo::implicit_gemm)
-      conv2d_backward_weight_implicit_gemm(s, d, x.address(), dz.address(), dw.address(), dbias.data<float>());
-    else
-      conv2d_backward_weight_im2col(s, d, x.address(), dz.address(), dw.address(), dbias.data<float>());
+    auto run = [&](ConvAlgo algo) {
+      check_cuda_conv_algo(ConvOp::backward_weight, d, algo);
+      if (algo == ConvAlgo::direct)
+        conv2d_backward_weight_direct(d, x.address(), dz.address(), dw.address(), dbias.data<float>(), &s);
+      else if (algo == ConvAlgo::implicit_gemm)
+        conv2d_backward_weight_implicit_gemm(s, d, x.address(), dz.address(), dw.address(), dbias.data<float>());
+      else
+        conv2d_backward_weight_im2col(s, d, x.address(), dz.address(), dw.address(), dbias.data<float>());
+    };
+    run(resolve_conv_algo(s, ConvOp::backward_weight, d, run));
   });
   b.add_op<AdamStep>([](Stream& s, const AdamHyper& h, size_t n_matrix, V grad, V params, V params_half, V m, V v,
                         V state) {

@@ -53,7 +53,8 @@ ConvAlgo automatic_algo(ConvOp op, const ConvDesc& d) {
 }
 
 ConvAlgo resolve(ConvOp op, const ConvDesc& d) {
-  const ConvAlgo algo = d.algo == ConvAlgo::automatic ? automatic_algo(op, d) : d.algo;
+  // benchmark measures on CUDA only; here it is automatic.
+  const ConvAlgo algo = d.algo == ConvAlgo::automatic || d.algo == ConvAlgo::benchmark ? automatic_algo(op, d) : d.algo;
   if (op == ConvOp::backward_weight) check_conv_algo(op, d, algo, "opencl", {ConvAlgo::direct});
   else check_conv_algo(op, d, algo, "opencl", {ConvAlgo::direct, ConvAlgo::winograd_2x2});
   check_fp32(d, op);
