@@ -2,9 +2,9 @@
 // into big = tf32(x) and small = tf32(x - big), so x = big + small to ~2^-22, and
 //   a b ~= a_small b_big + a_big b_small + a_big b_big
 // (the dropped a_small b_small is ~2^-22 of a b) on mma.sync m16n8k8 TF32 with fp32
-// accumulation, each stage's products summed into the result with an ordinary fp32 add.
-// Tiles of 64 x BN x 16 (BN 64, or 128 for large products), warps of 32 x 32, a 3-stage
-// cp.async pipeline; 16-byte copies along an operand's contiguous direction when it is
+// accumulation, each stage's products summed into the result with an ordinary fp32 add
+// (past K = 128). Tiles of 64 x BN x 16 (BN 64, or 128 for large products and short K),
+// warps of 32 x 32, a 3-stage cp.async pipeline; 16-byte copies along an operand's contiguous direction when it is
 // aligned, element copies otherwise (any layout, size and alignment).
 #include "device_attributes.h"
 #include "gemm_internal.h"
@@ -15,9 +15,14 @@ namespace tessera::ops::cuda::detail {
 namespace {
 
 constexpr int BM = 64;
-template <int BN_, int BK_, int Stages_>
+// Promote: sum each stage's products in `part` and add that into the result in fp32 (else
+// straight into the result: for short K, fewer registers and more blocks per SM).
+// MinBlocks: blocks per SM the registers must allow (the default caps a thread at 128: at 143,
+// one block of 8 warps per SM made 4096^3 1.2x slower).
+template <int BN_, int BK_, int Stages_, bool Promote_ = true, int MinBlocks_ = BN_ == 128 ? 2 : 4>
 struct Tile {
-  static constexpr int BN = BN_, BK = BK_, kStages = Stages_;
+  static constexpr int BN = BN_, BK = BK_, kStages = Stages_, kMinBlocks = MinBlocks_;
+  static constexpr bool kPromote = Promote_;
   static constexpr int kThreads = (BM / 32) * (BN / 32) * 32;
   static constexpr int kLdA = BK + 4;  // As[m][k]: fragment reads hit 32 distinct banks (20 g + t)
   static constexpr int kLdB = BN + 8;  // Bs[k][n]: 8 t + g, likewise
@@ -41,7 +46,7 @@ __device__ __forceinline__ int copy_bytes(int64_t left) { return left <= 0 ? 0 :
 
 // VecA: A's k direction is contiguous and 16-byte aligned; VecB: B's n direction likewise.
 template <class Tl, bool VecA, bool VecB>
-__global__ void __launch_bounds__(Tl::kThreads) tf32x3_gemm_kernel(GemmParams p) {
+__global__ void __launch_bounds__(Tl::kThreads, Tl::kMinBlocks) tf32x3_gemm_kernel(GemmParams p) {
   constexpr int kThreads = Tl::kThreads, kLdB = Tl::kLdB, kStageFloats = Tl::kStageFloats;
   constexpr int BN = Tl::BN, BK = Tl::BK, kStages = Tl::kStages, kLdA = Tl::kLdA;
   extern __shared__ __align__(16) float smem[];
@@ -104,7 +109,7 @@ __global__ void __launch_bounds__(Tl::kThreads) tf32x3_gemm_kernel(GemmParams p)
   float acc[2][4][4] = {};
   const int total = int((p.K + BK - 1) / BK);
   ptx::pipelined_stages<kStages>(total, load_stage, [&](int slot) {
-    float part[2][4][4] = {};
+    [[maybe_unused]] float part[2][4][4] = {};
     const float* As = smem + slot * kStageFloats + (warp_m * 32) * kLdA;
     const float* Bs = smem + slot * kStageFloats + BM * kLdA + warp_n * 32;
 #pragma unroll
@@ -126,9 +131,13 @@ __global__ void __launch_bounds__(Tl::kThreads) tf32x3_gemm_kernel(GemmParams p)
         const Split b0 = split_tf32(b[0]), b1 = split_tf32(b[4 * kLdB]);
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          ptx::mma1688_tf32(part[i][j], a_small[i], b0.big, b1.big);
-          ptx::mma1688_tf32(part[i][j], a_big[i], b0.small, b1.small);
-          ptx::mma1688_tf32(part[i][j], a_big[i], b0.big, b1.big);
+          auto products = [&](float(&c)[4]) {
+            ptx::mma1688_tf32(c, a_small[i], b0.big, b1.big);
+            ptx::mma1688_tf32(c, a_big[i], b0.small, b1.small);
+            ptx::mma1688_tf32(c, a_big[i], b0.big, b1.big);
+          };
+          if constexpr (Tl::kPromote) products(part[i][j]);
+          else products(acc[i][j]);
         }
       }
     }
@@ -137,7 +146,8 @@ __global__ void __launch_bounds__(Tl::kThreads) tf32x3_gemm_kernel(GemmParams p)
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) acc[i][j][q] += part[i][j][q];
+        for (int q = 0; q < 4; ++q)
+          if constexpr (Tl::kPromote) acc[i][j][q] += part[i][j][q];
   });
   ptx::cp_async_wait<0>();
 
@@ -182,11 +192,16 @@ void launch_tile(const GemmParams& p) {
 }  // namespace
 
 void launch_tf32x3_gemm(const GemmParams& p) {
-  // 64-wide tiles (4 warps) unless the product is large: more blocks per SM, which the
-  // Winograd products (K = 64-512, one product per transform point) need more than operand
-  // reuse (measured: 3-8 % faster there than 128-wide tiles; 4096^3 is ~8 % faster with
-  // 128-wide ones). 16 deep, 3 stages: 32 deep or 4-5 stages measured no faster.
-  if (p.M * p.N >= (int64_t(1) << 22)) launch_tile<Tile<128, 16, 3>>(p);
+  // K <= 128 (the Winograd products of 64-128 channels): few stages per block, so blocks
+  // resident matter most; the products go straight into the result (no per-stage fp32 sums:
+  // K / 8 * 3 tensor-core accumulations stay short) at 80 registers, 3 blocks of 8 warps per
+  // SM (N32 C64 56x56 forward 0.138 -> 0.128 ms, N1 C64 224x224 0.080 -> 0.073).
+  if (p.K <= 128) launch_tile<Tile<128, 16, 3, false, 3>>(p);
+  // Otherwise 64-wide tiles (4 warps) unless the product is large: more blocks per SM, which
+  // the Winograd products need more than operand reuse (3-8 % faster there than 128-wide
+  // tiles; 4096^3 is ~8 % faster with 128-wide ones). 16 deep, 3 stages: 32 deep or 4-5
+  // stages measured no faster.
+  else if (p.M * p.N >= (int64_t(1) << 22)) launch_tile<Tile<128, 16, 3>>(p);
   else launch_tile<Tile<64, 16, 3>>(p);
 }
 
