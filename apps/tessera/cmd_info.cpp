@@ -18,7 +18,8 @@ void register_info(CLI::App& root) {
     fmt::print("tessera {}\n", TESSERA_VERSION);
     fmt::print("backends: cpu (reference, OpenMP)");
     if (built_with_cuda()) fmt::print(", cuda (sm_{})", TESSERA_CUDA_ARCHS_STRING);
-    if (built_with_opencl()) fmt::print(", opencl (fp32: GEMV, GEMM, conv, the MLP and CNN training ops)");
+    if (built_with_opencl()) fmt::print(", opencl (GEMV and GEMM on fp32, fp16 or bf16 storage; conv, the MLP and CNN "
+                                        "training ops in fp32)");
     fmt::print("\n");
     Json devices = Json::array();
     const auto gpus = cuda_devices();
@@ -41,7 +42,9 @@ void register_info(CLI::App& root) {
                  "{} KiB local | work-group <= {} | {} | driver {}\n",
                  d.index, d.name, d.type, d.platform, d.version, d.compute_units, double(d.global_memory) / (1 << 30),
                  double(d.max_allocation) / (1 << 30), d.local_memory / 1024, d.max_work_group_size,
-                 d.fp16 ? "fp16 (cl_khr_fp16) and fp32" : "fp32 only (no cl_khr_fp16)", d.driver);
+                 d.fp16 ? "fp16 arithmetic (cl_khr_fp16); our ops: fp16/bf16 storage, fp32 math"
+                        : "no fp16 arithmetic (no cl_khr_fp16); our ops: fp16/bf16 storage, fp32 math",
+                 d.driver);
       cl.push_back({{"index", d.index}, {"name", d.name}, {"type", d.type}, {"platform", d.platform},
                     {"version", d.version}, {"driver", d.driver}, {"compute_units", d.compute_units},
                     {"global_memory_bytes", d.global_memory}, {"local_memory_bytes", d.local_memory},

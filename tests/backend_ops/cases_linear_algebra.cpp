@@ -81,9 +81,7 @@ const RegisterOpCases gemv_cases([](std::vector<OpCase>& cases) {
     }
   for (const GemvCase& c : v) {
     if (c.half)
-      // fp16 GEMV is not on OpenCL yet (it needs cl_khr_fp16, which PoCL lacks).
-      cases.push_back({"gemv_half", gemv_name(c), kGemvTolF16,
-                       [](const Backend& b) { return b.supports<ops::Gemv>() && b.kind() != DeviceKind::opencl; },
+      cases.push_back({"gemv_half", gemv_name(c), kGemvTolF16, has_op<ops::Gemv>(),
                        [c](Backend& b, uint64_t seed) { return run_gemv<uint16_t>(b, c, seed); }});
     else
       cases.push_back({"gemv", gemv_name(c), kGemvTolF32, has_op<ops::Gemv>(),
@@ -143,11 +141,7 @@ const RegisterOpCases gemm_cases([](std::vector<OpCase>& cases) {
       {"bf16_to_bf16_777x333x1999", 777, 333, 1999, ops::DType::bf16, ops::DType::bf16, false, 1e-3},  // H200: 5.3e-5
   };
   for (const GemmCase& g : list)
-    // fp16 / bf16 GEMM is not on OpenCL yet.
-    cases.push_back({"gemm", g.name, g.tolerance,
-                     [g](const Backend& b) {
-                       return b.supports<ops::Gemm>() && (g.in == ops::DType::f32 || b.kind() != DeviceKind::opencl);
-                     },
+    cases.push_back({"gemm", g.name, g.tolerance, has_op<ops::Gemm>(),
                      [g](Backend& b, uint64_t seed) {
                        ops::GemmDesc d;
                        d.M = g.M, d.N = g.N, d.K = g.K;
@@ -244,10 +238,7 @@ const RegisterOpCases gemm_activation_cases([](std::vector<OpCase>& cases) {
   };
   for (const GemmActivationCase& g : list)
     cases.push_back({"gemm_activation", g.name, g.tolerance,
-                     [g](const Backend& b) {
-                       return b.supports<ops::GemmActivation>() &&
-                              (g.in == ops::DType::f32 || b.kind() != DeviceKind::opencl);  // fp32-only there
-                     },
+                     has_op<ops::GemmActivation>(),
                      [g](Backend& b, uint64_t seed) {
                        const bool forward = g.kind == ops::GemmEpilogueKind::activation;
                        ops::GemmDesc d;

@@ -3,6 +3,7 @@
 // device's copy bandwidth and the naive one-row-per-work-item kernel (seed 003's starting
 // point); for conv also our CUDA kernel on the same shape when a CUDA device is present.
 #include <cmath>
+#include <iterator>
 #include <vector>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
+#include "tessera/ops/optimizers.h"
 
 namespace tessera::app {
 
@@ -136,6 +138,29 @@ Json bench_gemv_case(Context& c, ops::GemvOp op, size_t rows, size_t cols) {
   return r;
 }
 
+// fp16 storage (vload_half: no cl_khr_fp16 needed), fp32 sums: half of fp32's bytes. Ours
+// only: CLBlast's HGEMV needs cl_khr_fp16.
+Json bench_gemv_half_case(Context& c, ops::GemvOp op, size_t rows, size_t cols) {
+  const ops::GemvShape s{op, rows, cols, cols};
+  auto half_buffer = [](size_t n, uint64_t seed) {
+    Pcg32 rng(seed);
+    std::vector<float> f(n);
+    for (float& v : f) v = rng.uniform(-1.0f, 1.0f);
+    std::vector<uint16_t> h(n);
+    ops::cpu::convert_to_half(f.data(), h.data(), n);
+    return make_buffer(kCl, h);
+  };
+  Buffer<uint16_t> A = half_buffer(rows * cols, 1), x = half_buffer(s.x_size(), 2), y(kCl, s.y_size());
+  const TensorView Av = TensorView::matrix(A.data(), DType::f16, rows, cols, cols, 0);
+  const double ms = time_ms(c, [&] {
+    ops::call<ops::Gemv>(c.stream, op, 1.0f, Av, x.view(), 0.0f, y.view(), Activation::None);
+  });
+  const double bytes = double(rows * cols + s.x_size() + s.y_size()) * 2;
+  return Json{{"case", fmt::format("fp16 {} {}x{}", op == ops::GemvOp::N ? "N" : "T", rows, cols)},
+              {"ms", ms},
+              {"gbps", bytes / (ms * 1e-3) * 1e-9}};
+}
+
 Json bench_gemv(Context& c) {
   const double copy = copy_bandwidth_gbps(c);
   fmt::print("device copy {:.0f} GB/s (read + write)\n", copy);
@@ -150,8 +175,10 @@ Json bench_gemv(Context& c) {
   const Case cases[] = {{ops::GemvOp::N, 16384, 16384}, {ops::GemvOp::T, 16384, 16384}, {ops::GemvOp::N, 100, 2500},
                         {ops::GemvOp::N, 64, 100003},   {ops::GemvOp::T, 2500, 100},     {ops::GemvOp::N, 10007, 3001}};
   Json results = Json::array();
-  for (const Case& cs : cases) {
-    Json r = bench_gemv_case(c, cs.op, cs.rows, cs.cols);
+  for (size_t i = 0; i < std::size(cases) + 2; ++i) {
+    Json r = i < std::size(cases) ? bench_gemv_case(c, cases[i].op, cases[i].rows, cases[i].cols)
+                                  : bench_gemv_half_case(c, i == std::size(cases) ? ops::GemvOp::N : ops::GemvOp::T,
+                                                         16384, 16384);
     r["percent_of_copy"] = 100.0 * r["gbps"].get<double>() / copy;
     fmt::print("{:<24} {:>9.4f} {:>7.0f} {:>7.1f} {:>11} {:>10} {:>10} {:>8}\n", r["case"].get<std::string>(),
                r["ms"].get<double>(), r["gbps"].get<double>(), r["percent_of_copy"].get<double>(),

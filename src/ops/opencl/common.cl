@@ -6,6 +6,17 @@
 #define ACT 0
 #endif
 
+// fp16 and bf16 storage with fp32 arithmetic on every device: vload_half / vstore_half_rte
+// need no cl_khr_fp16 (only half arithmetic does); bf16 is the high half of an fp32's bits,
+// rounded to nearest even when stored. A kernel names each operand's storage with -DX_TYPE
+// (0 fp32, 1 fp16, 2 bf16) and declares it through STORAGE_T / LOAD / STORE below.
+float load_bf16(__global const ushort* p, ulong i) { return as_float((uint)p[i] << 16); }
+float4 load4_bf16(__global const ushort* p) { return as_float4(convert_uint4(vload4(0, p)) << 16); }
+void store_bf16(float v, __global ushort* p, ulong i) {
+  const uint u = as_uint(v);
+  p[i] = isnan(v) ? (ushort)0x7fc0 : (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
 float activate(float z) {
 #if ACT == 1
   return z > 0.0f ? z : 0.0f;

@@ -1,5 +1,6 @@
-// GEMM on OpenCL, fp32: C = alpha op(A) op(B) + beta C for any M, N, K, layouts, transposes
-// and strided batches (each operand as element strides of its op() view: (r, c) at
+// GEMM on OpenCL: C = alpha op(A) op(B) + beta C for any M, N, K, layouts, transposes
+// and strided batches; A and B stored as fp32, fp16 or bf16 (AB_TYPE), C (and Y) as
+// C_TYPE (common.cl), arithmetic in fp32 (each operand as element strides of its op() view: (r, c) at
 // r * rs + c * cs). A work-group computes a BM x BN tile of C, staging BK-deep slices of A
 // and B in local memory; each of its (BN / TN) x (BM / TM) items holds TM x TN outputs in
 // registers (2-D register blocking) as blocks of 4 x 4: rows (i4 LY + ly) 4 + 0..3, columns
@@ -16,20 +17,52 @@
 #ifndef EPILOGUE
 #define EPILOGUE 0
 #endif
-// VEC_A / VEC_B: the operand's contiguous rows start 16-byte aligned (offset, row and
-// batch strides multiples of 4 floats): interior tiles load it as float4.
+// VEC_A / VEC_B: interior tiles load 4 contiguous elements at once (fp32: the host checked
+// that the rows start 16-byte aligned; fp16 / bf16 loads need only their own alignment).
 #ifndef VEC_A
 #define VEC_A 0
 #endif
 #ifndef VEC_B
 #define VEC_B 0
 #endif
+#ifndef AB_TYPE
+#define AB_TYPE 0
+#endif
+#ifndef C_TYPE
+#define C_TYPE 0
+#endif
+#if AB_TYPE == 1
+#define AB_T half
+#define LOAD_AB(p, i) vload_half((i), (p))
+#define LOAD4_AB(p) vload_half4(0, (p))
+#elif AB_TYPE == 2
+#define AB_T ushort
+#define LOAD_AB(p, i) load_bf16((p), (i))
+#define LOAD4_AB(p) load4_bf16(p)
+#else
+#define AB_T float
+#define LOAD_AB(p, i) (p)[i]
+#define LOAD4_AB(p) (*(__global const float4*)(p))
+#endif
+#if C_TYPE == 1
+#define C_T half
+#define LOAD_C(p, i) vload_half((i), (p))
+#define STORE_C(v, p, i) vstore_half_rte((v), (i), (p))
+#elif C_TYPE == 2
+#define C_T ushort
+#define LOAD_C(p, i) load_bf16((p), (i))
+#define STORE_C(v, p, i) store_bf16((v), (p), (i))
+#else
+#define C_T float
+#define LOAD_C(p, i) (p)[i]
+#define STORE_C(v, p, i) ((p)[i] = (v))
+#endif
 
-__kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_f32(
-    const uint M, const uint N, const uint K, const float alpha, const float beta, __global const float* A,
-    const ulong a_off, const ulong a_rs, const ulong a_cs, const ulong a_bs, __global const float* B, const ulong b_off,
-    const ulong b_rs, const ulong b_cs, const ulong b_bs, __global float* C, const ulong c_off, const ulong c_rs,
-    const ulong c_cs, const ulong c_bs, __global const float* Y, const ulong y_off) {
+__kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_tiled(
+    const uint M, const uint N, const uint K, const float alpha, const float beta, __global const AB_T* A,
+    const ulong a_off, const ulong a_rs, const ulong a_cs, const ulong a_bs, __global const AB_T* B, const ulong b_off,
+    const ulong b_rs, const ulong b_cs, const ulong b_bs, __global C_T* C, const ulong c_off, const ulong c_rs,
+    const ulong c_cs, const ulong c_bs, __global const C_T* Y, const ulong y_off) {
   // [k][m] and [k][n]; rows padded by 4 floats: 16-byte aligned for the float4 reads, and
   // the k-major tile stores of A fall on 8 banks per 16 items rather than one.
   __local float As[BK][BM + 4] __attribute__((aligned(16)));
@@ -37,8 +70,8 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_f32(
   const int lx = get_local_id(0), ly = get_local_id(1), tid = ly * LX + lx;
   const uint m0 = get_group_id(1) * BM, n0 = get_group_id(0) * BN;
   const ulong batch = get_global_id(2);
-  __global const float* a = A + a_off + batch * a_bs;
-  __global const float* b = B + b_off + batch * b_bs;
+  __global const AB_T* a = A + a_off + batch * a_bs;
+  __global const AB_T* b = B + b_off + batch * b_bs;
   float acc[TM][TN];
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
@@ -72,25 +105,25 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_f32(
 #if A_KC && VEC_A  // 16-byte loads along k (the host checked alignment), stored down the k-major tile
       for (int l = 0; l < A_LOADS / 4; ++l) {
         const int e = tid + l * NT, m = e / (BK / 4), kq = (e % (BK / 4)) * 4;
-        const float4 v = *(__global const float4*)(a + (ulong)(m0 + m) * a_rs + k0 + kq);
+        const float4 v = LOAD4_AB(a + (ulong)(m0 + m) * a_rs + k0 + kq);
         As[kq][m] = v.x, As[kq + 1][m] = v.y, As[kq + 2][m] = v.z, As[kq + 3][m] = v.w;
       }
 #else
-      for (int l = 0; l < A_LOADS; ++l) As[a_k[l]][a_m[l]] = a[a_at[l] + a_step];
+      for (int l = 0; l < A_LOADS; ++l) As[a_k[l]][a_m[l]] = LOAD_AB(a, a_at[l] + a_step);
 #endif
 #if B_NC && VEC_B  // 16-byte loads along n into 16-byte local stores
       for (int l = 0; l < B_LOADS / 4; ++l) {
         const int e = tid + l * NT, k = e / (BN / 4), nq = (e % (BN / 4)) * 4;
-        *(__local float4*)&Bs[k][nq] = *(__global const float4*)(b + (ulong)(k0 + k) * b_rs + n0 + nq);
+        *(__local float4*)&Bs[k][nq] = LOAD4_AB(b + (ulong)(k0 + k) * b_rs + n0 + nq);
       }
 #else
-      for (int l = 0; l < B_LOADS; ++l) Bs[b_k[l]][b_n[l]] = b[b_at[l] + b_step];
+      for (int l = 0; l < B_LOADS; ++l) Bs[b_k[l]][b_n[l]] = LOAD_AB(b, b_at[l] + b_step);
 #endif
     } else {
       for (int l = 0; l < A_LOADS; ++l)
-        As[a_k[l]][a_m[l]] = m0 + a_m[l] < M && k0 + a_k[l] < K ? a[a_at[l] + a_step] : 0.0f;
+        As[a_k[l]][a_m[l]] = m0 + a_m[l] < M && k0 + a_k[l] < K ? LOAD_AB(a, a_at[l] + a_step) : 0.0f;
       for (int l = 0; l < B_LOADS; ++l)
-        Bs[b_k[l]][b_n[l]] = n0 + b_n[l] < N && k0 + b_k[l] < K ? b[b_at[l] + b_step] : 0.0f;
+        Bs[b_k[l]][b_n[l]] = n0 + b_n[l] < N && k0 + b_k[l] < K ? LOAD_AB(b, b_at[l] + b_step) : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
@@ -113,7 +146,7 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_f32(
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  __global float* c = C + c_off + batch * c_bs;
+  __global C_T* c = C + c_off + batch * c_bs;
   for (int i = 0; i < TM; ++i) {
     const uint m = m0 + ((i / 4) * LY + ly) * 4 + i % 4;
     if (m >= M) continue;
@@ -121,13 +154,13 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm_f32(
       const uint n = n0 + ((j / 4) * LX + lx) * 4 + j % 4;
       if (n >= N) continue;
       const ulong at = m * c_rs + n * c_cs;
-      const float v = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * c[at];
+      const float v = beta == 0.0f ? alpha * acc[i][j] : alpha * acc[i][j] + beta * LOAD_C(c, at);
 #if EPILOGUE == 1
-      c[at] = activate(v);
+      STORE_C(activate(v), c, at);
 #elif EPILOGUE == 2
-      c[at] = v * activation_derivative(Y[y_off + batch * c_bs + at], 0.0f);
+      STORE_C(v * activation_derivative(LOAD_C(Y, y_off + batch * c_bs + at), 0.0f), c, at);
 #else
-      c[at] = v;
+      STORE_C(v, c, at);
 #endif
     }
   }

@@ -55,4 +55,13 @@ void launch_2d(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t co
 
 std::string act_define(Activation a) { return "-DACT=" + std::to_string(int(a)); }
 
+int storage_id(DType t) {
+  switch (t) {
+    case DType::f32: return 0;
+    case DType::f16: return 1;
+    case DType::bf16: return 2;
+    default: throw Error(format_message("OpenCL ops store fp32, fp16 or bf16 (got {})", to_string(t)));
+  }
+}
+
 }  // namespace tessera::ops::opencl

@@ -59,6 +59,9 @@ void launch_1d(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t n,
 void launch_2d(detail::OpenClRuntime& rt, Stream& stream, cl_kernel k, size_t cols, size_t rows, const char* what);
 // -DACT=<activation>
 std::string act_define(Activation a);
+// An operand's storage as the kernels' X_TYPE defines name it (common.cl): 0 fp32, 1 fp16,
+// 2 bf16.
+int storage_id(DType t);
 
 void gemv(Stream& stream, GemvOp op, float alpha, V A, V x, float beta, V y, Activation act);
 void gemm(Stream& stream, const GemmDesc& d, V A, V B, V C);
