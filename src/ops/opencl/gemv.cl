@@ -48,38 +48,59 @@ __kernel void gemv_n(const uint rows, const uint cols, const uint lda, const flo
   }
 }
 
-// gemv_t: a work-group of TX columns x TY row slices reads TX neighbouring columns of each of
-// its rows (coalesced) and sums the slices in local memory. With SPLITS > 1 the rows are cut
-// into SPLITS ranges, one per work-group row, so a short y still fills the device; each
-// writes its partial sums and gemv_t_finish adds them up.
+// gemv_t: a work-group of TX x CPI columns x TY row slices reads TX CPI neighbouring columns
+// of each of its rows (coalesced; CPI columns per item: 2 for fp16, one 4-byte vload_half2,
+// as 2-byte reads left T 16384^2 at 60 % of the copy bandwidth) and sums the slices in local
+// memory. With SPLITS > 1 the rows are cut into SPLITS ranges, one per work-group row, so a
+// short y still fills the device; each writes its partial sums and gemv_t_finish adds them up.
+#if T_TYPE == 1
+#define CPI 2
+#else
+#define CPI 1
+#endif
 __kernel __attribute__((reqd_work_group_size(TX, TY, 1))) void gemv_t(
     const uint rows, const uint cols, const uint lda, const float alpha, __global const T* A, const ulong a_off,
     __global const T* x, const ulong x_off, const float beta, __global T* y, const ulong y_off,
     __global float* partial, const ulong partial_off, const uint rows_per_split) {
-  __local float sums[TY][TX];
+  __local float sums[TY][TX * CPI];
   const uint lx = get_local_id(0), ly = get_local_id(1);
-  const uint col = get_group_id(0) * TX + lx, split = get_group_id(1);
+  const uint col = (get_group_id(0) * TX + lx) * CPI, split = get_group_id(1);
   const uint r0 = split * rows_per_split, r1 = min(rows, r0 + rows_per_split);
-  float s = 0.0f;
+  float s[CPI];
+  for (int j = 0; j < CPI; ++j) s[j] = 0.0f;
   if (col < cols) {
     __global const T* a = A + a_off + col;
     __global const T* xv = x + x_off;
-    for (uint r = r0 + ly; r < r1; r += TY) s = mad(LD(a, (ulong)r * lda), LD(xv, r), s);
+#if CPI == 2
+    if (col + 1 < cols) {
+      for (uint r = r0 + ly; r < r1; r += TY) {
+        const float2 v = vload_half2(0, a + (ulong)r * lda);
+        const float xr = LD(xv, r);
+        s[0] = mad(v.x, xr, s[0]), s[1] = mad(v.y, xr, s[1]);
+      }
+    } else
+#endif
+      for (uint r = r0 + ly; r < r1; r += TY) s[0] = mad(LD(a, (ulong)r * lda), LD(xv, r), s[0]);
   }
-  sums[ly][lx] = s;
+  for (int j = 0; j < CPI; ++j) sums[ly][lx * CPI + j] = s[j];
   barrier(CLK_LOCAL_MEM_FENCE);
   for (uint o = TY / 2; o > 0; o >>= 1) {
-    if (ly < o) sums[ly][lx] += sums[ly + o][lx];
+    if (ly < o)
+      for (int j = 0; j < CPI; ++j) sums[ly][lx * CPI + j] += sums[ly + o][lx * CPI + j];
     barrier(CLK_LOCAL_MEM_FENCE);
   }
-  if (ly != 0 || col >= cols) return;
+  if (ly != 0) return;
+  for (int j = 0; j < CPI; ++j) {
+    const uint c = col + j;
+    if (c >= cols) return;
 #if SPLITS > 1
-  partial[partial_off + (ulong)split * cols + col] = sums[0][lx];
+    partial[partial_off + (ulong)split * cols + c] = sums[0][lx * CPI + j];
 #else
-  float v = alpha * sums[0][lx];
-  if (beta != 0.0f) v += beta * LD(y, y_off + col);
-  ST(activate(v), y, y_off + col);
+    float v = alpha * sums[0][lx * CPI + j];
+    if (beta != 0.0f) v += beta * LD(y, y_off + c);
+    ST(activate(v), y, y_off + c);
 #endif
+  }
 }
 
 __kernel void gemv_t_finish(const uint cols, const float alpha, const float beta, __global T* y, const ulong y_off,

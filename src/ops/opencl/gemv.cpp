@@ -22,7 +22,9 @@ void gemv(Stream& stream, GemvOp op, float alpha, V A, V x, float beta, V y, Act
   // T: 32 columns x 8 row slices per work-group; the rows split across work-groups until
   // there are about 4 per compute unit (each split at least 256 rows).
   const size_t tx = std::min<size_t>(32, work_group(rt, 32)), ty = std::max<size_t>(1, work_group(rt, 256) / tx);
-  const size_t col_groups = (s.cols + tx - 1) / tx, cus = std::max<size_t>(1, stream.backend().attributes().sm_count);
+  const size_t per_group = tx * (A.dtype == DType::f16 ? 2 : 1);  // gemv.cl's CPI columns per item
+  const size_t col_groups = (s.cols + per_group - 1) / per_group,
+               cus = std::max<size_t>(1, stream.backend().attributes().sm_count);
   size_t splits = 1;
   while (col_groups * splits < 4 * cus && s.rows / (splits * 2) >= 256 && splits < 64) splits *= 2;
   const size_t rows_per_split = (s.rows + splits - 1) / splits;
