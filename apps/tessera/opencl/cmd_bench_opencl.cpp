@@ -37,11 +37,19 @@ struct Context {
   ClblastRuntime blas;
 };
 
-Buffer<float> random_buffer(DeviceKind d, size_t n, uint64_t seed) {
+std::vector<float> random_host(size_t n, uint64_t seed) {
   Pcg32 rng(seed);
   std::vector<float> host(n);
   for (float& v : host) v = rng.uniform(-1.0f, 1.0f);
-  return make_buffer(d, host);
+  return host;
+}
+Buffer<float> random_buffer(DeviceKind d, size_t n, uint64_t seed) { return make_buffer(d, random_host(n, seed)); }
+// The same values rounded to fp16.
+Buffer<uint16_t> random_half_buffer(DeviceKind d, size_t n, uint64_t seed) {
+  const std::vector<float> f = random_host(n, seed);
+  std::vector<uint16_t> h(n);
+  ops::cpu::convert_to_half(f.data(), h.data(), n);
+  return make_buffer(d, h);
 }
 
 double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -142,15 +150,8 @@ Json bench_gemv_case(Context& c, ops::GemvOp op, size_t rows, size_t cols) {
 // only: CLBlast's HGEMV needs cl_khr_fp16.
 Json bench_gemv_half_case(Context& c, ops::GemvOp op, size_t rows, size_t cols) {
   const ops::GemvShape s{op, rows, cols, cols};
-  auto half_buffer = [](size_t n, uint64_t seed) {
-    Pcg32 rng(seed);
-    std::vector<float> f(n);
-    for (float& v : f) v = rng.uniform(-1.0f, 1.0f);
-    std::vector<uint16_t> h(n);
-    ops::cpu::convert_to_half(f.data(), h.data(), n);
-    return make_buffer(kCl, h);
-  };
-  Buffer<uint16_t> A = half_buffer(rows * cols, 1), x = half_buffer(s.x_size(), 2), y(kCl, s.y_size());
+  Buffer<uint16_t> A = random_half_buffer(kCl, rows * cols, 1), x = random_half_buffer(kCl, s.x_size(), 2),
+                   y(kCl, s.y_size());
   const TensorView Av = TensorView::matrix(A.data(), DType::f16, rows, cols, cols, 0);
   const double ms = time_ms(c, [&] {
     ops::call<ops::Gemv>(c.stream, op, 1.0f, Av, x.view(), 0.0f, y.view(), Activation::None);
