@@ -10,7 +10,7 @@
 
 int main() {
   using namespace tessera;
-  const DeviceKind device = select_device("auto");
+  const Device device = cuda_available() ? Device(DeviceKind::cuda) : Device(DeviceKind::cpu);
   // The same JSON a tiny-cuda-nn user would write.
   const Json config = parse_json(R"({
     "network": {"otype": "FullyFusedMLP", "n_neurons": 64, "n_hidden_layers": 2,

@@ -44,9 +44,9 @@ std::vector<std::vector<float>> bars_and_stripes() {
 
 // The RBM's state on one device; vectors are device buffers of kV or kH floats.
 struct Rbm {
-  DeviceKind dev;
+  Device dev;
   Buffer<float> W, v0, h0, v1, h1;  // W: [kV, kH] row-major
-  explicit Rbm(DeviceKind d)
+  explicit Rbm(Device d)
       : dev(d), W(d, kV * kH), v0(d, kV), h0(d, kH), v1(d, kV), h1(d, kH) {}
 
   // out = sigmoid(op(W) in), then the bias unit of `out` back to 1.
@@ -87,7 +87,9 @@ int main(int argc, char** argv) {
       std::printf("example_rbm: no OpenCL device, skipped\n");
       return 77;
     }
-    const DeviceKind dev = select_device(which);
+    const Device dev = which != "auto"       ? parse_device(which)
+                       : cuda_available() ? Device(DeviceKind::cuda)
+                                          : Device(DeviceKind::cpu);
     const int epochs = argc > 2 ? std::max(1, std::atoi(argv[2])) : 100;
     const float lr = 0.1f;
     auto data = bars_and_stripes();

@@ -61,7 +61,7 @@ std::string case_name(const MlpCase& c) {
                      std::string(c.otype) == "FullyFusedMLP" ? "" : " (" + std::string(c.otype) + ")");
 }
 
-Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
+Json bench_case(const MlpCase& c, Device dev, const BenchOptions& o) {
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : int(c.log2_batch));
   const size_t mem_before = device_memory_used(dev);
   const Json config{{"network", {{"otype", c.otype}, {"n_neurons", c.width}, {"n_hidden_layers", c.hidden},
@@ -79,8 +79,8 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
   }
   Buffer<float> output(dev, batch * c.out);
   int k = 0;
-  const int iters = dev == DeviceKind::cpu ? std::max(3, o.iterations / 20) : o.iterations;
-  const int warm = dev == DeviceKind::cpu ? 2 : o.warmup;
+  const int iters = dev.kind == DeviceKind::cpu ? std::max(3, o.iterations / 20) : o.iterations;
+  const int warm = dev.kind == DeviceKind::cpu ? 2 : o.warmup;
   auto train_ms = time_runs(dev, warm, iters, [&] {
     trainer->training_step_async(inputs[k % kSets].matrix(batch, c.in), targets[k % kSets].matrix(batch, c.out));
     ++k;
@@ -103,7 +103,7 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
          {"infer_ms_min", infer_ms.front()},
          {"train_samples_per_s", batch / (train * 1e-3)},
          {"iterations", iters}};
-  if (dev == DeviceKind::cuda) {
+  if (dev.kind == DeviceKind::cuda) {
     const double used = double(mem_after - mem_before);
     r["gpu_bytes_per_sample_total"] = used / batch;
     r["gpu_bytes_per_sample_excluding_io"] = (used - io_bytes) / batch;
@@ -118,17 +118,17 @@ Json bench_case(const MlpCase& c, DeviceKind dev, const BenchOptions& o) {
     }
   }
   const TcnnFigures& t = c.tcnn.on(o.reference);
-  if (dev == DeviceKind::cuda && t.train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {
+  if (dev.kind == DeviceKind::cuda && t.train > 0 && (o.log2_batch == 0 || uint32_t(o.log2_batch) == c.log2_batch)) {
     add_tcnn_comparison(r, t, o.reference, train, infer);
   }
   return r;
 }
 
 void run_mlp(BenchOptions o) {
-  const DeviceKind dev = select_device(o.device);
-  const auto& cases = dev == DeviceKind::cuda ? kGpuCases : kCpuCases;
+  const Device dev = choose_device(o.device);
+  const auto& cases = dev.kind == DeviceKind::cuda ? kGpuCases : kCpuCases;
   std::string gpu_name = "cpu";
-  if (dev == DeviceKind::cuda) gpu_name = cuda_devices().at(0).name;
+  if (dev.kind == DeviceKind::cuda) gpu_name = backend_for(dev).attributes().name;
   o.reference = reference_gpu_for(gpu_name);
   fmt::print("bench mlp on {} ({}); train = forward + loss + backward + Adam; median of {} runs\n", to_string(dev),
              gpu_name, o.iterations);
@@ -146,11 +146,11 @@ void run_mlp(BenchOptions o) {
     if (r.contains("gpu_bytes_per_sample_total"))
       fmt::print("{:<22} GPU memory {:.1f} B/sample ({:.1f} excluding inputs/targets/outputs)\n", "",
                  r["gpu_bytes_per_sample_total"].get<double>(), r["gpu_bytes_per_sample_excluding_io"].get<double>());
-    if (dev == DeviceKind::cpu)
+    if (dev.kind == DeviceKind::cpu)
       fmt::print("{:<22} {:.0f} training samples/s\n", "", r["train_samples_per_s"].get<double>());
     results.push_back(r);
   }
-  if (dev == DeviceKind::cuda)
+  if (dev.kind == DeviceKind::cuda)
     fmt::print("(x = speed-up: tiny-cuda-nn time on the {} (DESIGN.md) / ours; 'best' = tiny-cuda-nn's faster of fused "
                "and JIT)\n", to_string(o.reference));
   write_json_result(o.json_path, Json{{"suite", "mlp"}, {"gpu", gpu_name}, {"results", results}});

@@ -12,6 +12,7 @@
 #include "tessera/nn/loss.h"
 #include "tessera/nn/model_trainer.h"
 #include "tessera/nn/module.h"
+#include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/device_timer.h"
 #include "tessera/core/error.h"
@@ -46,7 +47,7 @@ struct BenchOptions {
   ReferenceGpu reference = ReferenceGpu::H100;
 };
 
-Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
+Json bench_case(const EncodingCase& c, Device dev, const BenchOptions& o) {
   const size_t batch = size_t(1) << c.log2_batch;
   const size_t mem_before = device_memory_used(dev);
   const Json config{
@@ -75,8 +76,8 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
     for (auto& v : g) v = rng.uniform(-1e-3f, 1e-3f);
     dencoded.copy_from_host(g);
   }
-  const int iters = dev == DeviceKind::cpu ? std::max(3, o.iterations / 20) : o.iterations;
-  const int warm = dev == DeviceKind::cpu ? 2 : o.warmup;
+  const int iters = dev.kind == DeviceKind::cpu ? std::max(3, o.iterations / 20) : o.iterations;
+  const int warm = dev.kind == DeviceKind::cpu ? 2 : o.warmup;
   int k = 0;
   auto train = median(time_runs(dev, warm, iters, [&] {
     trainer->training_step_async(inputs[k % kSets].matrix(batch, c.dims), targets[k % kSets].matrix(batch, c.out));
@@ -156,7 +157,7 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
     r["separate_launches_train_ms_median"] = separate_train;
     r["separate_launches_infer_ms_median"] = separate_infer;
   }
-  if (dev == DeviceKind::cuda) {
+  if (dev.kind == DeviceKind::cuda) {
     r["gpu_bytes_total"] = double(mem_after - mem_before);
     add_tcnn_comparison(r, c.tcnn.on(o.reference), o.reference, train, infer);
   }
@@ -164,9 +165,9 @@ Json bench_case(const EncodingCase& c, DeviceKind dev, const BenchOptions& o) {
 }
 
 void run_encoding(BenchOptions o) {
-  const DeviceKind dev = select_device(o.device);
+  const Device dev = choose_device(o.device);
   std::string gpu_name = "cpu";
-  if (dev == DeviceKind::cuda) gpu_name = cuda_devices().at(0).name;
+  if (dev.kind == DeviceKind::cuda) gpu_name = backend_for(dev).attributes().name;
   o.reference = reference_gpu_for(gpu_name);
   fmt::print("bench encoding on {} ({}); train = encode + MLP fwd/bwd + grid scatter + Adam; median of {} runs\n",
              to_string(dev), gpu_name, o.iterations);
@@ -199,7 +200,7 @@ void run_encoding(BenchOptions o) {
                  r["gpu_bytes_total"].get<double>() / 1e6);
     results.push_back(r);
   }
-  if (dev == DeviceKind::cuda)
+  if (dev.kind == DeviceKind::cuda)
     fmt::print("(x = speed-up: tiny-cuda-nn time on the {} (DESIGN.md) / ours; 'best' = tiny-cuda-nn's faster of fused "
                "and JIT)\n", to_string(o.reference));
   write_json_result(o.json_path, Json{{"suite", "encoding"}, {"gpu", gpu_name}, {"results", results}});

@@ -86,9 +86,9 @@ struct Evaluation {
 
 void run(const FitDenoiseOptions& o) {
   // auto: a backend with the convolution ops (the CPU when the GPU backend has none).
-  const DeviceKind dev = o.device == "auto" && cuda_available() && !ops::supported<ops::Conv2dForward>(DeviceKind::cuda)
+  const Device dev = o.device == "auto" && cuda_available() && !ops::supported<ops::Conv2dForward>(DeviceKind::cuda)
                              ? DeviceKind::cpu
-                             : select_device(o.device, /*opencl_runs_it=*/true);
+                             : choose_device(o.device, /*opencl_runs_it=*/true);
   const ImageRgb img = load_image_rgb(o.image_path);
   const uint32_t W = uint32_t(img.width), H = uint32_t(img.height);
   const uint32_t held = H / 4, train_h = H - held;

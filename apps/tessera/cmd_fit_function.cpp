@@ -37,7 +37,7 @@ struct FitFunctionOptions {
 };
 
 // Mean squared error of the network against f on `n` evenly spaced points; fills pred.
-double grid_mse(nn::Trainer& trainer, DeviceKind dev, uint32_t n, std::vector<float>* pred_out = nullptr) {
+double grid_mse(nn::Trainer& trainer, Device dev, uint32_t n, std::vector<float>* pred_out = nullptr) {
   std::vector<float> xs(n);
   for (uint32_t i = 0; i < n; ++i) xs[i] = n > 1 ? float(i) / float(n - 1) : 0.5f;
   Buffer<float> in = make_buffer(dev, xs), out(dev, n);
@@ -52,7 +52,7 @@ double grid_mse(nn::Trainer& trainer, DeviceKind dev, uint32_t n, std::vector<fl
 void run(const FitFunctionOptions& o) {
   TESSERA_CHECK(o.steps > 0 && o.batch > 0 && o.grid > 1 && o.eval_every > 0,
                 "--steps, --batch, --eval-every must be positive and --grid at least 2");
-  const DeviceKind dev = select_device(o.device, /*opencl_runs_it=*/true);
+  const Device dev = choose_device(o.device, /*opencl_runs_it=*/true);
   const bool adam = o.optimizer == "adam";
   const float lr = o.learning_rate > 0 ? o.learning_rate : (adam ? 0.02f : 0.03f);
   Json optimizer = adam ? Json{{"otype", "Adam"}, {"learning_rate", lr}, {"beta1", 0.9}, {"beta2", 0.99},

@@ -59,7 +59,7 @@ double psnr_from_mse(double mse) { return mse > 0 ? -10.0 * std::log10(mse) : st
 
 class ImageEvaluator {
  public:
-  ImageEvaluator(const ImageRgb& img, DeviceKind dev) : img_(img) {
+  ImageEvaluator(const ImageRgb& img, Device dev) : img_(img) {
     const size_t n = size_t(img.width) * img.height;
     chunk_ = std::min<size_t>(n, size_t(1) << 20);
     in_ = Buffer<float>(dev, chunk_ * 2);
@@ -98,14 +98,14 @@ class ImageEvaluator {
 };
 
 void run(const FitImageOptions& o) {
-  const DeviceKind dev = select_device(o.device);
+  const Device dev = choose_device(o.device);
   const ImageRgb img = load_image_rgb(o.image_path);
   const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
   auto trainer = nn::Trainer::from_config(config, 2, 3, dev);
   trainer->network().initialize(o.seed);
   ensure_output_folder(o.out_dir);
   const uint64_t steps = o.steps ? o.steps : (o.seconds > 0 ? std::numeric_limits<uint64_t>::max() : 2000);
-  const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev == DeviceKind::cuda ? 18 : 12));
+  const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev.kind == DeviceKind::cuda ? 18 : 12));
 
   Buffer<float> image = make_buffer(dev, img.rgb), xy(dev, batch * 2), target(dev, batch * 3);
   ImageEvaluator evaluator(img, dev);

@@ -52,8 +52,8 @@ void register_info(CLI::App& root) {
                     {"fp16", d.fp16}, {"fp64", d.fp64}, {"extensions", d.extensions}});
     }
     j["opencl_devices"] = cl;
-    fmt::print("default device: {} (fit function and fit denoise: {})\n", to_string(select_device("auto")),
-               to_string(select_device("auto", /*opencl_runs_it=*/true)));
+    fmt::print("default device: {} (fit function and fit denoise: {})\n", to_string(choose_device("auto")),
+               to_string(choose_device("auto", /*opencl_runs_it=*/true)));
     write_json_result(json_path, j);
   });
 }

@@ -90,7 +90,7 @@ struct Evaluation {
 };
 
 void run_train(const NerfTrainOptions& o) {
-  const DeviceKind dev = select_device(o.device);
+  const Device dev = choose_device(o.device);
   const Json config = o.config_path.empty() ? nerf::default_nerf_config() : load_json_file(o.config_path);
   ensure_output_folder(o.out_dir);
   const std::string snapshot_path =
@@ -252,7 +252,7 @@ struct NerfViewOptions {
 };
 
 void run_view(const NerfViewOptions& o) {
-  const DeviceKind dev = select_device(o.device);
+  const Device dev = choose_device(o.device);
   auto trainer = nerf::load_snapshot(o.snapshot, dev);
   fmt::print("nerf view: {} on {}\n", o.snapshot, to_string(dev));
   auto view = start_viewer(*trainer, o.port, o.host, o.token, o.save_path, false);
@@ -266,7 +266,7 @@ struct NerfEvalOptions {
 };
 
 void run_eval(const NerfEvalOptions& o) {
-  const DeviceKind dev = select_device(o.device);
+  const Device dev = choose_device(o.device);
   auto trainer = nerf::load_snapshot(o.snapshot, dev);
   const nerf::Dataset data = nerf::load_dataset(o.scene, {.split = o.split, .holdout = o.holdout});
   TESSERA_CHECK(data.aabb_scale == trainer->dataset().aabb_scale,
@@ -357,7 +357,7 @@ void encode_video(const NerfRenderOptions& o, const std::string& video) {
 void run_render(const NerfRenderOptions& o) {
   const int ways = (o.orbit > 0) + !o.camera_path.empty() + !o.path.empty();
   TESSERA_CHECK(ways == 1, "nerf render: give one of --path orbit|FILE, --orbit N or --camera FILE");
-  const DeviceKind dev = select_device(o.device);
+  const Device dev = choose_device(o.device);
   auto trainer = nerf::load_snapshot(o.snapshot, dev);
   ensure_output_folder(o.out_dir);
   std::vector<nerf::FrameView> cameras;
@@ -427,7 +427,7 @@ struct NerfMeshOptions {
 void run_mesh(NerfMeshOptions o) {
   const std::string ext = std::filesystem::path(o.out_path).extension().string();
   TESSERA_CHECK(ext == ".ply" || ext == ".obj", "nerf mesh: --out '{}' must end in .ply or .obj", o.out_path);
-  const DeviceKind dev = select_device(o.device);
+  const Device dev = choose_device(o.device);
   auto trainer = nerf::load_snapshot(o.snapshot, dev);
   o.mesh.colours = !o.no_colours;
   nerf::MeshTimes t;

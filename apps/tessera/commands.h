@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tessera/core/config.h"
+#include "tessera/core/device.h"
 
 namespace tessera::app {
 
@@ -39,8 +40,13 @@ CLI::Validator finite_non_negative();
 // exists and is writable, the path is not a folder), so a long run is not lost to a typo.
 CLI::Validator writable_output_file();
 
-// Adds --device to a subcommand (auto | cpu | cuda).
+// Adds --device to a subcommand (auto | cpu | cuda[:N] | opencl[:N]).
 void add_device_option(CLI::App& cmd, std::string& device);
+// The device a --device value names. "auto" is the CLI's policy: CUDA when a GPU is
+// present, then an OpenCL GPU when `opencl_runs_it` (every op of the command is on the
+// OpenCL backend: fit function, fit denoise), else the CPU. A device this build or
+// machine lacks is an error that says why.
+Device choose_device(const std::string& name, bool opencl_runs_it = false);
 // Creates `path` (and parents) or throws an error naming it; run before long work.
 void ensure_output_folder(const std::string& path);
 // Writes a command's results as pretty JSON, atomically (no-op for an empty path).

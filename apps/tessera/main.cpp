@@ -72,15 +72,32 @@ void add_bench_device_option(CLI::App& cmd, std::string& device) {
 
 void add_device_option(CLI::App& cmd, std::string& device) {
   cmd.add_option("--device", device,
-                 "where to run: auto (CUDA when a GPU is present), cpu, cuda, opencl or opencl:N (tessera info lists "
-                 "the OpenCL devices)")
+                 "where to run: auto (CUDA when a GPU is present), cpu, cuda, cuda:N, opencl or opencl:N (tessera "
+                 "info lists the devices)")
       ->check(CLI::Validator(
           [](std::string& v) {
-            const bool known = v == "auto" || v == "cpu" || v == "cuda" || v == "opencl" || v.rfind("opencl:", 0) == 0;
-            return known ? std::string() : v + " is not one of auto, cpu, cuda, opencl, opencl:N";
+            if (v == "auto") return std::string();
+            try {
+              Device::parse(v);
+              return std::string();
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
           },
-          "auto|cpu|cuda|opencl[:N]"))
+          "auto|cpu|cuda[:N]|opencl[:N]"))
       ->capture_default_str();
+}
+
+Device choose_device(const std::string& name, bool opencl_runs_it) {
+  if (name != "auto") return parse_device(name);
+  // CUDA, then (for commands the OpenCL backend runs end to end) an OpenCL GPU, then the
+  // CPU. An OpenCL CPU device (PoCL) is never chosen over the CPU backend.
+  if (cuda_available()) return Device(DeviceKind::cuda, 0);
+  if (opencl_runs_it && built_with_opencl()) {
+    const auto devices = opencl_devices();  // GPUs first
+    if (!devices.empty() && devices[0].type == "GPU") return Device(DeviceKind::opencl, devices[0].index);
+  }
+  return Device(DeviceKind::cpu);
 }
 
 void ensure_output_folder(const std::string& path) {

@@ -33,6 +33,12 @@ size_t Workspace::bytes_held() const {
 
 void Stream::synchronize() { backend_->synchronize(*this); }
 
+std::unique_ptr<Stream> Backend::wrap_stream(void* native) {
+  TESSERA_CHECK(native == nullptr, "the {} backend has no native streams to wrap; pass null for its default stream",
+                name());
+  return std::make_unique<Stream>(*this, default_stream().native());  // shares the default queue
+}
+
 std::vector<std::string> Backend::op_names() const {
   std::vector<std::string> names;
   for (const auto& [type, entry] : ops_) names.emplace_back(entry.name);

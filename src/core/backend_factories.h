@@ -8,7 +8,8 @@
 
 namespace tessera::detail {
 
-std::unique_ptr<Backend> make_cpu_backend();
+// cpu:N are separate backends over the same host memory (tests use two as two devices).
+std::unique_ptr<Backend> make_cpu_backend(int index);
 // CUDA builds only (src/core/cuda/cuda_backend.cpp).
 std::unique_ptr<Backend> make_cuda_backend(int device);
 std::vector<DeviceAttributes> list_cuda_devices();

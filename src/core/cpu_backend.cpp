@@ -24,13 +24,12 @@ class CpuEvent final : public Backend::Event {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() {
+  explicit CpuBackend(int index) : Backend(Device(DeviceKind::cpu, index)) {
     attributes_.name = "CPU";
+    attributes_.index = index;
     attributes_.sm_count = int(std::max(1u, std::thread::hardware_concurrency()));
     set_default_stream(std::make_unique<Stream>(*this, nullptr));
   }
-  DeviceKind kind() const override { return DeviceKind::cpu; }
-  std::string name() const override { return "cpu"; }
 
   void* allocate(size_t bytes) override {
     check_allocation(bytes);
@@ -58,6 +57,6 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(int index) { return std::make_unique<CpuBackend>(index); }
 
 }  // namespace tessera::detail

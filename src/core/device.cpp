@@ -24,70 +24,98 @@ bool opencl_available() {
   return available;
 }
 
-DeviceKind select_device(const std::string& name, bool opencl_runs_it) {
-  if (name == "cpu") return DeviceKind::cpu;
-  // auto: CUDA, then (for commands the OpenCL backend runs end to end) an OpenCL GPU, then
-  // the CPU. An OpenCL CPU device (PoCL) is never chosen over the CPU backend.
-  if (name == "auto") {
-    if (cuda_available()) return DeviceKind::cuda;
-    if (opencl_runs_it && built_with_opencl()) {
-      const auto devices = opencl_devices();  // GPUs first
-      if (!devices.empty() && devices[0].type == "GPU") {
-        set_opencl_device(devices[0].index);
-        return DeviceKind::opencl;
-      }
-    }
-    return DeviceKind::cpu;
-  }
-  if (name == "cuda") {
-    TESSERA_CHECK(built_with_cuda(),
-                  "--device cuda: this build has no CUDA backend (configure with -DTESSERA_CUDA=ON "
-                  "on a machine with nvcc)");
-    TESSERA_CHECK(cuda_available(), "--device cuda: no usable CUDA device was found");
-    return DeviceKind::cuda;
-  }
-  if (name == "opencl" || name.rfind("opencl:", 0) == 0) {
-    TESSERA_CHECK(built_with_opencl(),
-                  "--device {}: this build has no OpenCL backend (install an OpenCL ICD loader and headers: "
-                  "scripts/bootstrap.sh)",
-                  name);
-    const auto devices = opencl_devices();
-    TESSERA_CHECK(!devices.empty(),
-                  "--device {}: no OpenCL platform or device was found (install a driver or PoCL: Debian "
-                  "pocl-opencl-icd)",
-                  name);
-    int index = 0;
-    if (name != "opencl") {
-      const std::string n = name.substr(7);
-      TESSERA_CHECK(!n.empty() && n.size() < 4 && n.find_first_not_of("0123456789") == std::string::npos &&
-                        std::stoi(n) < int(devices.size()),
-                    "--device {}: valid OpenCL devices are opencl:0 to opencl:{} (tessera info lists them)", name,
-                    devices.size() - 1);
-      index = std::stoi(n);
-    }
-    set_opencl_device(index);
-    return DeviceKind::opencl;
-  }
-  throw Error(fmt::format("unknown device '{}'; valid choices: auto, cpu, cuda, opencl, opencl:N", name));
+namespace {
+
+constexpr int kMaxCpuDevices = 16;
+
+// "cuda:12" -> 12; -1 for anything that is not 1-3 decimal digits.
+int parse_index(const std::string& digits) {
+  if (digits.empty() || digits.size() > 3 || digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoi(digits);
 }
 
-void synchronize(DeviceKind kind) {
-  if (kind == DeviceKind::cpu) return;
-  backend_for(kind).synchronize_all();
+}  // namespace
+
+Device Device::parse(const std::string& text) {
+  const size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  int index = 0;
+  if (colon != std::string::npos) {
+    index = parse_index(text.substr(colon + 1));
+    TESSERA_CHECK(index >= 0, "device '{}': the index after ':' must be a number (e.g. {}:0)", text, kind);
+  }
+  if (kind == "cpu") return {DeviceKind::cpu, index};
+  if (kind == "cuda") return {DeviceKind::cuda, index};
+  if (kind == "opencl") return {DeviceKind::opencl, index};
+  throw Error(format_message("unknown device '{}'; valid choices: cpu, cuda, cuda:N, opencl, opencl:N", text));
+}
+
+std::string Device::str() const {
+  if (kind == DeviceKind::cpu && index == 0) return "cpu";
+  return fmt::format("{}:{}", to_string(kind), index);
+}
+
+std::string to_string(const Device& device) { return device.str(); }
+
+void check_device(const Device& device) {
+  const std::string name = device.str();
+  switch (device.kind) {
+    case DeviceKind::cpu:
+      TESSERA_CHECK(device.index >= 0 && device.index < kMaxCpuDevices,
+                    "device '{}': CPU devices are cpu:0 to cpu:{} (separate contexts over the same memory)", name,
+                    kMaxCpuDevices - 1);
+      return;
+    case DeviceKind::cuda: {
+      TESSERA_CHECK(built_with_cuda(),
+                    "device '{}': this build has no CUDA backend (configure with -DTESSERA_CUDA=ON on a machine "
+                    "with nvcc)",
+                    name);
+      const size_t n = cuda_devices().size();
+      TESSERA_CHECK(n > 0, "device '{}': no usable CUDA device was found (is the NVIDIA driver loaded?)", name);
+      TESSERA_CHECK(device.index >= 0 && size_t(device.index) < n, "device '{}': this machine has {} CUDA device{} ({})",
+                    name, n, n == 1 ? "" : "s", n == 1 ? std::string("cuda:0") : fmt::format("cuda:0 to cuda:{}", n - 1));
+      return;
+    }
+    case DeviceKind::opencl: {
+      TESSERA_CHECK(built_with_opencl(),
+                    "device '{}': this build has no OpenCL backend (install an OpenCL ICD loader and headers: "
+                    "scripts/bootstrap.sh)",
+                    name);
+      const size_t n = opencl_devices().size();
+      TESSERA_CHECK(n > 0, "device '{}': no OpenCL platform or device was found (install a driver or PoCL: Debian "
+                    "pocl-opencl-icd)", name);
+      TESSERA_CHECK(device.index >= 0 && size_t(device.index) < n,
+                    "device '{}': valid OpenCL devices are opencl:0 to opencl:{} (tessera info lists them)", name,
+                    n - 1);
+      return;
+    }
+  }
+  throw Error(format_message("device '{}': unknown kind", name));
+}
+
+Device parse_device(const std::string& text) {
+  const Device d = Device::parse(text);
+  check_device(d);
+  return d;
+}
+
+void synchronize(const Device& device) {
+  if (device.is_cpu()) return;
+  backend_for(device).synchronize_all();
 }
 
 namespace detail {
 
-void* device_alloc(DeviceKind kind, size_t bytes) { return backend_for(kind).allocate(bytes); }
+void* device_alloc(const Device& device, size_t bytes) { return backend_for(device).allocate(bytes); }
 
-void device_free(DeviceKind kind, void* ptr) {
-  if (ptr) backend_for(kind).deallocate(ptr);
+void device_free(const Device& device, void* ptr) {
+  if (ptr) backend_for(device).deallocate(ptr);
 }
 
-void copy_bytes(DeviceKind kind, void* dst, const void* src, size_t bytes, bool dst_on_device,
+void copy_bytes(const Device& device, void* dst, const void* src, size_t bytes, bool dst_on_device,
                 bool src_on_device) {
   if (bytes == 0) return;
-  Backend& b = backend_for(kind);
+  Backend& b = backend_for(device);
   if (dst_on_device && src_on_device) {
     b.copy_on_device(dst, src, bytes, b.default_stream());
     b.synchronize(b.default_stream());  // callers expect the copy done on return
@@ -100,9 +128,9 @@ void copy_bytes(DeviceKind kind, void* dst, const void* src, size_t bytes, bool 
   }
 }
 
-void fill_bytes(DeviceKind kind, void* dst, int value, size_t bytes) {
+void fill_bytes(const Device& device, void* dst, int value, size_t bytes) {
   if (bytes == 0) return;
-  Backend& b = backend_for(kind);
+  Backend& b = backend_for(device);
   b.fill(dst, value, bytes, b.default_stream());
 }
 
@@ -114,28 +142,28 @@ void check_dense(const TensorView& v, const char* what) {
 }  // namespace
 
 // On backends whose handles are addresses (CPU, CUDA) a view's bytes start at address().
-void copy_view_to_view(DeviceKind kind, const TensorView& dst, const TensorView& src) {
+void copy_view_to_view(const Device& device, const TensorView& dst, const TensorView& src) {
   check_dense(dst, "copy_view_to_view");
   check_dense(src, "copy_view_to_view");
   TESSERA_CHECK(dst.bytes() == src.bytes(), "copy_view_to_view: {} bytes into {}", src.bytes(), dst.bytes());
-  detail::copy_bytes(kind, dst.address(), src.address(), src.bytes(), true, true);
+  detail::copy_bytes(device, dst.address(), src.address(), src.bytes(), true, true);
 }
 
-void upload_to_view(DeviceKind kind, const TensorView& dst, const void* host, size_t bytes) {
+void upload_to_view(const Device& device, const TensorView& dst, const void* host, size_t bytes) {
   check_dense(dst, "upload_to_view");
   TESSERA_CHECK(bytes <= dst.bytes(), "upload of {} bytes into a view of {}", bytes, dst.bytes());
-  detail::copy_bytes(kind, dst.address(), host, bytes, true, false);
+  detail::copy_bytes(device, dst.address(), host, bytes, true, false);
 }
 
-void download_from_view(DeviceKind kind, void* host, const TensorView& src, size_t bytes) {
+void download_from_view(const Device& device, void* host, const TensorView& src, size_t bytes) {
   check_dense(src, "download_from_view");
   TESSERA_CHECK(bytes <= src.bytes(), "download of {} bytes from a view of {}", bytes, src.bytes());
-  detail::copy_bytes(kind, host, src.address(), bytes, false, true);
+  detail::copy_bytes(device, host, src.address(), bytes, false, true);
 }
 
-void zero_view_bytes(DeviceKind kind, const TensorView& dst) {
+void zero_view_bytes(const Device& device, const TensorView& dst) {
   check_dense(dst, "zero_view_bytes");
-  detail::fill_bytes(kind, dst.address(), 0, dst.bytes());
+  detail::fill_bytes(device, dst.address(), 0, dst.bytes());
 }
 
 }  // namespace tessera

@@ -9,7 +9,7 @@ struct DeviceTimer::Impl {
   std::unique_ptr<Backend::Event> start, stop;
 };
 
-DeviceTimer::DeviceTimer(DeviceKind kind) : impl_(std::make_unique<Impl>()) {
+DeviceTimer::DeviceTimer(Device kind) : impl_(std::make_unique<Impl>()) {
   impl_->backend = &backend_for(kind);
   impl_->start = impl_->backend->create_event();
   impl_->stop = impl_->backend->create_event();
@@ -21,6 +21,6 @@ void DeviceTimer::start() { impl_->start->record(impl_->backend->default_stream(
 void DeviceTimer::stop() { impl_->stop->record(impl_->backend->default_stream()); }
 float DeviceTimer::milliseconds() { return impl_->stop->elapsed_since(*impl_->start); }
 
-size_t device_memory_used(DeviceKind kind) { return backend_for(kind).memory_used(); }
+size_t device_memory_used(Device kind) { return backend_for(kind).memory_used(); }
 
 }  // namespace tessera

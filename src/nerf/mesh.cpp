@@ -17,7 +17,7 @@
 namespace tessera::nerf {
 
 Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box,
-                        DeviceKind device) {
+                        Device device) {
   TESSERA_CHECK(res >= 2 && res <= 1024 && field.size() == size_t(res) * res * res,
                 "extract_isosurface: {} values for a {}^3 lattice (2 to 1024 a side)", field.size(), res);
   TESSERA_CHECK(std::isfinite(threshold), "extract_isosurface: the threshold {} is not finite", threshold);

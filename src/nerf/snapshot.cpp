@@ -42,12 +42,12 @@ void save_snapshot(NerfTrainer& t, const std::string& path) {
   write_file_atomic(path, out.bytes());
 }
 
-std::unique_ptr<NerfTrainer> load_snapshot(const std::string& path, DeviceKind device) {
+std::unique_ptr<NerfTrainer> load_snapshot(const std::string& path, Device device) {
   return load_snapshot_from_memory(read_input_file(path, "NeRF snapshot", kMaxFileBytes), path, device);
 }
 
 std::unique_ptr<NerfTrainer> load_snapshot_from_memory(std::string_view bytes, const std::string& name,
-                                                       DeviceKind device) {
+                                                       Device device) {
   BinaryReader in(bytes, "NeRF snapshot", name);
   const Json header = in.read_header(kMagic, kVersion, kMaxHeaderBytes);
   const size_t pos = in.position();

@@ -66,13 +66,13 @@ constexpr uint32_t kDensityOutputs = 16;  // density + 15 features, instant-ngp'
 constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most this x target_samples
 constexpr double kFinestResolution = 2048;  // grid cells per unit length at the finest level (instant-ngp)
 
-NerfTrainingOptions parse_training(const Json& c, DeviceKind device) {
+NerfTrainingOptions parse_training(const Json& c, Device device) {
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "linear_colors",
                     "snap_to_pixel_centers", "srgb_compositing"});
   NerfTrainingOptions o;
-  if (device == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
+  if (device.kind == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
   o.initial_rays = json_get<uint32_t>(c, "initial_rays", o.initial_rays);
   o.grid_update_interval = json_get<uint32_t>(c, "grid_update_interval", o.grid_update_interval);
@@ -102,7 +102,7 @@ Json with_outputs(Json network, uint32_t n) {
 
 }  // namespace
 
-NerfTrainer::NerfTrainer(const Json& config, Dataset train, DeviceKind device, uint64_t seed)
+NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint64_t seed)
     : train_(std::move(train)), device_(device), seed_(uint32_t(seed * 0x9E3779B97F4A7C15ull >> 32)) {
   TESSERA_CHECK(config.is_object(), "NeRF config must be a JSON object");
   // instant-ngp's configs/nerf/*.json load unchanged: the sections tessera does not train
@@ -345,7 +345,7 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
   // Rays per chunk: each chunk waits for its sample count and its pixels, so a GPU wants
   // few, large chunks (~17 ms -> see BENCHMARKS for 800x800 on an H200); the CPU's scratch
   // stays small. A chunk whose samples overflow is halved and retried.
-  const bool cpu = device_ == DeviceKind::cpu;
+  const bool cpu = device_.kind == DeviceKind::cpu;
   uint32_t chunk = std::min<uint32_t>(n_pixels, cpu ? 1u << 14 : 1u << 16);
   const uint32_t max_samples = cpu ? 1u << 21 : 1u << 22;
   rays_.ensure(chunk);

@@ -24,7 +24,7 @@ CompositeContext& composite_context(ModuleContext& base, const char* what) {
 // Hands each child its slice of both parameter regions; seeds differ per child.
 class CompositeBase : public Module {
  public:
-  DeviceKind device() const override { return device_; }
+  Device device() const override { return device_; }
   size_t n_params() const override {
     size_t n = 0;
     for (const Module* c : children_) n += c->n_params();
@@ -65,7 +65,7 @@ class CompositeBase : public Module {
     device_ = children_.front()->device();
   }
   std::vector<Module*> children_;
-  DeviceKind device_ = DeviceKind::cpu;
+  Device device_ = DeviceKind::cpu;
 };
 
 class Sequential final : public CompositeBase {

@@ -23,7 +23,7 @@ struct Conv2dContext final : ModuleContext {
 
 class Conv2dModule final : public Module {
  public:
-  Conv2dModule(const Conv2dConfig& c, DeviceKind device)
+  Conv2dModule(const Conv2dConfig& c, Device device)
       : c_(c), device_(device), y_(device, 0), dz_(device, 0), in_copy_(device, 0), din_(device, 0), scratch_(device, 0) {
     TESSERA_CHECK(c.in_channels >= 1 && c.out_channels >= 1, "Conv2d: channels must be at least 1 (got {} in, {} out)",
                   c.in_channels, c.out_channels);
@@ -54,7 +54,7 @@ class Conv2dModule final : public Module {
   }
   uint32_t input_width() const override { return c_.in_channels * c_.height * c_.width; }
   uint32_t output_width() const override { return c_.out_channels * desc_.P() * desc_.Q(); }
-  DeviceKind device() const override { return device_; }
+  Device device() const override { return device_; }
   Json config() const override {
     return Json{{"otype", "Conv2d"},
                 {"n_input_channels", c_.in_channels},
@@ -156,7 +156,7 @@ class Conv2dModule final : public Module {
   }
 
   Conv2dConfig c_;
-  DeviceKind device_;
+  Device device_;
   ops::ConvDesc desc_;
   ParamBinding p_;
   Buffer<float> y_, dz_, in_copy_, din_, scratch_;
@@ -165,7 +165,7 @@ class Conv2dModule final : public Module {
 
 }  // namespace
 
-std::unique_ptr<Module> make_conv2d(const Conv2dConfig& config, DeviceKind device) {
+std::unique_ptr<Module> make_conv2d(const Conv2dConfig& config, Device device) {
   return std::make_unique<Conv2dModule>(config, device);
 }
 

@@ -21,7 +21,7 @@ constexpr const char* kEncodingChoices =
 // Frequency, TriangleWave, OneBlob, SphericalHarmonics, Identity: no parameters.
 class ElementwiseEncodingModule final : public Encoding {
  public:
-  ElementwiseEncodingModule(const ops::ElementwiseEncoding& e, DeviceKind device) : Encoding(device), e_(e) {}
+  ElementwiseEncodingModule(const ops::ElementwiseEncoding& e, Device device) : Encoding(device), e_(e) {}
   uint32_t input_width() const override { return e_.n_dims; }
   uint32_t output_width() const override { return e_.output_width(); }
   Json config() const override {
@@ -51,7 +51,7 @@ class ElementwiseEncodingModule final : public Encoding {
 // HashGrid / DenseGrid: trainable tables, fp16 copy on CUDA.
 class GridEncodingModule final : public Encoding {
  public:
-  GridEncodingModule(const ops::GridLayout& g, Json config, DeviceKind device)
+  GridEncodingModule(const ops::GridLayout& g, Json config, Device device)
       : Encoding(device), g_(g), config_(std::move(config)) {}
   uint32_t input_width() const override { return g_.n_dims; }
   uint32_t output_width() const override { return g_.output_width(); }
@@ -87,7 +87,7 @@ class GridEncodingModule final : public Encoding {
 // Nested encodings on consecutive slices of the input dims; outputs concatenated.
 class CompositeEncoding final : public Encoding {
  public:
-  CompositeEncoding(std::vector<std::unique_ptr<Encoding>> parts, DeviceKind device)
+  CompositeEncoding(std::vector<std::unique_ptr<Encoding>> parts, Device device)
       : Encoding(device), parts_(std::move(parts)) {}
   uint32_t input_width() const override {
     uint32_t n = 0;
@@ -156,7 +156,7 @@ uint32_t positive(const Json& c, const char* key, uint32_t def, const std::strin
   return v;
 }
 
-std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, uint32_t n_dims, DeviceKind device) {
+std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, uint32_t n_dims, Device device) {
   check_known_keys(c, otype + " config",
                    {"otype", "type", "n_levels", "n_features_per_level", "log2_hashmap_size", "base_resolution",
                     "per_level_scale", "interpolation", "fixed_point_pos", "n_dims_to_encode"});
@@ -189,17 +189,17 @@ std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, u
 constexpr uint64_t kMaxEncodingWidth = 1 << 16;
 constexpr int kMaxCompositeDepth = 64;
 
-std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, DeviceKind device, int depth);
+std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth);
 
 }  // namespace
 
-std::unique_ptr<Encoding> create_encoding(const Json& c, uint32_t n_dims, DeviceKind device) {
+std::unique_ptr<Encoding> create_encoding(const Json& c, uint32_t n_dims, Device device) {
   return create_encoding_at(c, n_dims, device, 0);
 }
 
 namespace {
 
-std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, DeviceKind device, int depth) {
+std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth) {
   TESSERA_CHECK(depth <= kMaxCompositeDepth, "Composite encodings nested deeper than {}", kMaxCompositeDepth);
   TESSERA_CHECK(c.is_object() && c.contains("otype"), "encoding config needs an \"otype\"; valid choices: {}",
                 kEncodingChoices);

@@ -25,7 +25,7 @@ bool all_finite(const float* v, size_t n) {
 }
 }  // namespace
 
-MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_width, DeviceKind device) {
+MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_width, Device device) {
   const std::string otype = json_get<std::string>(c, "otype", "FullyFusedMLP");
   check_known_keys(c, otype + " config",
                    {"otype", "n_neurons", "n_hidden_layers", "activation", "output_activation",
@@ -91,7 +91,7 @@ bool binding_complete(const ParamBinding& p, size_t n, bool needs_half) {
 }
 }  // namespace
 
-FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamBinding* storage)
+FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, Device device, const ParamBinding* storage)
     : cfg_(config), device_(device), state_(device, 1) {
   Backend& backend = backend_for(device);
   const size_t n = config.shape.n_params();

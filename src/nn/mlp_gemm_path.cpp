@@ -9,7 +9,7 @@
 
 namespace tessera::nn {
 
-MlpGemmPath::MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, DeviceKind device)
+MlpGemmPath::MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, Device device)
     : s_(shape), acts_(acts), device_(device), half_(ops::supported<ops::ActivationForwardHalf>(device)),
       w16_(device, 0), x16_(device, 0), dz16_(device, 0), dz16b_(device, 0), dx_(device, 0), y_out_(device, 0),
       grad_scaled_(device, 0), dL_doutput_(device, 0), loss_partials_(device, 0), x32_(device, 0), dz32_(device, 0),
@@ -35,7 +35,7 @@ namespace {
 
 // C [M, N] (fp32, row-major, ldc) = op(A) op(B) + beta C, A and B row-major views of type
 // `in`: for fp16 the backend's tensor-core GEMM (wgmma on Hopper, WMMA elsewhere).
-void gemm(DeviceKind device, DType in, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+void gemm(Device device, DType in, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
           const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc, float beta = 0.0f) {
   ops::GemmDesc d;
   d.M = M, d.N = N, d.K = K;
@@ -46,7 +46,7 @@ void gemm(DeviceKind device, DType in, size_t M, size_t N, size_t K, const Tenso
   ops::call<ops::Gemm>(device, d, A, B, C);
 }
 
-void gemm_f16(DeviceKind device, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+void gemm_f16(Device device, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
               const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc) {
   gemm(device, DType::f16, M, N, K, A, lda, ta, B, ldb, tb, C, ldc);
 }

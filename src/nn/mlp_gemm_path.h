@@ -29,7 +29,7 @@ namespace tessera::nn {
 
 class MlpGemmPath {
  public:
-  MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, DeviceKind device);
+  MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, Device device);
   // input [batch, in] fp32; output [batch, out] (may be empty when keep); keep: store z,
   // y of every layer.
   void forward(const TensorView& params, const TensorView& input, const TensorView& output, bool keep);
@@ -55,7 +55,7 @@ class MlpGemmPath {
 
   MlpShape s_;
   ops::MlpActivations acts_;
-  DeviceKind device_;
+  Device device_;
   bool half_;  // fp16 passes (else fp32 throughout)
   // Device scratch, grown on demand (Buffer::ensure).
   Buffer<uint16_t> w16_, x16_;                 // fp16 weights and input of the last forward()

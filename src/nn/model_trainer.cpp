@@ -13,7 +13,7 @@ ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::
                            uint64_t seed)
     : model_(std::move(model)), loss_(loss), opt_(std::move(optimizer)) {
   TESSERA_CHECK(model_ && opt_, "ModelTrainer needs a model and an optimizer");
-  const DeviceKind d = model_->device();
+  const Device d = model_->device();
   const size_t n = model_->n_params(), n_matrix = model_->n_matrix_params();
   params_ = Buffer<float>(d, n);
   grads_ = Buffer<float>(d, n);
@@ -35,7 +35,7 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
   TESSERA_CHECK(target.rank == 2 && target.rows() == batch && target.cols() == out && target.contiguous(),
                 "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out,
                 target.rows(), target.cols(), target.row_stride());
-  const DeviceKind d = model_->device();
+  const Device d = model_->device();
   training_step_async(input, [&](ConstView y, View dL_dy, const TensorView& state) {
     const size_t n = batch * out;
     loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(d, n));
@@ -47,7 +47,7 @@ void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) 
   const size_t batch = input.rows();
   const uint32_t out = model_->output_width();
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
-  const DeviceKind d = model_->device();
+  const Device d = model_->device();
   output_.ensure(batch * out);
   dL_doutput_.ensure(batch * out);
   const View y = output_.matrix(batch, out), dL_dy = dL_doutput_.matrix(batch, out);
@@ -79,7 +79,7 @@ float ModelTrainer::last_loss() { return read_state().last_loss; }
 void ModelTrainer::use_averaged_params(bool averaged) {
   const TensorView avg = opt_->averaged_params();
   if (avg.empty() || averaged == averaged_in_place_) return;
-  const DeviceKind d = model_->device();
+  const Device d = model_->device();
   if (averaged) {
     if (live_params_.size() != params_.size()) live_params_ = Buffer<float>(d, params_.size());
     copy_view_to_view(d, live_params_.view(), params_.view());

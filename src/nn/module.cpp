@@ -38,18 +38,18 @@ void Module::inference_half_input(ConstView, View) {
 
 namespace detail {
 
-void copy_view(DeviceKind device, ConstView src, View dst, float beta) {
+void copy_view(Device device, ConstView src, View dst, float beta) {
   ops::call<ops::MatrixAxpby>(device, 1.0f, src, beta, dst);
 }
 
-void zero_view(DeviceKind device, View dst) { ops::call<ops::MatrixAxpby>(device, 0.0f, TensorView(), 0.0f, dst); }
+void zero_view(Device device, View dst) { ops::call<ops::MatrixAxpby>(device, 0.0f, TensorView(), 0.0f, dst); }
 
 View scratch_view(Buffer<float>& buffer, size_t rows, uint32_t cols) {
   buffer.ensure(rows * cols);
   return buffer.matrix(rows, cols);
 }
 
-void refresh_half(DeviceKind device, const ParamBinding& p, size_t n) {
+void refresh_half(Device device, const ParamBinding& p, size_t n) {
   if (n && !p.params_half.empty())
     ops::call<ops::ConvertToHalf>(device, p.params.slice(0, 0, n), p.params_half.slice(0, 0, n));
 }
@@ -67,7 +67,7 @@ class EncodingModule final : public Module {
   }
   uint32_t input_width() const override { return e_->input_width(); }
   uint32_t output_width() const override { return e_->output_width(); }
-  DeviceKind device() const override { return e_->device(); }
+  Device device() const override { return e_->device(); }
   Json config() const override { return e_->config(); }
   size_t n_params() const override { return e_->n_params(); }
   void bind_params(const ParamBinding&, const ParamBinding& tables) override {
@@ -128,13 +128,13 @@ class MlpModule final : public Module {
  public:
   explicit MlpModule(std::unique_ptr<FullyFusedMlp> net) : net_(std::move(net)) {
     TESSERA_CHECK(net_, "make_module: no network");
-    const DeviceKind d = net_->device();
+    const Device d = net_->device();
     in_stage_ = Buffer<float>(d, 0), out_stage_ = Buffer<float>(d, 0);
     dout_stage_ = Buffer<float>(d, 0), din_stage_ = Buffer<float>(d, 0);
   }
   uint32_t input_width() const override { return net_->input_width(); }
   uint32_t output_width() const override { return net_->output_width(); }
-  DeviceKind device() const override { return net_->device(); }
+  Device device() const override { return net_->device(); }
   // The network's config plus its output width (a module config stands alone).
   Json config() const override {
     Json c = net_->config();
@@ -230,7 +230,7 @@ std::unique_ptr<Module> make_module(std::unique_ptr<FullyFusedMlp> network) {
   return std::make_unique<MlpModule>(std::move(network));
 }
 
-std::unique_ptr<Module> make_identity(uint32_t width, DeviceKind device) {
+std::unique_ptr<Module> make_identity(uint32_t width, Device device) {
   TESSERA_CHECK(width >= 1, "identity module: width must be at least 1");
   return make_module(create_encoding(Json{{"otype", "Identity"}}, width, device));
 }

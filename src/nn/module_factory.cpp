@@ -52,7 +52,7 @@ Conv2dConfig parse_conv2d(const Json& c, uint32_t input_width, const std::string
   return conv;
 }
 
-std::unique_ptr<Module> build(const Json& c, uint32_t input_width, DeviceKind device, const std::string& where,
+std::unique_ptr<Module> build(const Json& c, uint32_t input_width, Device device, const std::string& where,
                               int depth) {
   TESSERA_CHECK(depth <= kMaxDepth, "{}: modules nested deeper than {}", where, kMaxDepth);
   TESSERA_CHECK(c.is_object() && c.contains("otype") && c.at("otype").is_string(),
@@ -112,7 +112,7 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, DeviceKind de
 
 }  // namespace
 
-std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, DeviceKind device) {
+std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, Device device) {
   return build(config, input_width, device, "model", 0);
 }
 

@@ -55,7 +55,7 @@ void Network::forward_backward_loss(const TensorView& input, const TensorView& t
 }
 
 std::unique_ptr<Network> create_network(const Json& config, uint32_t input_width, uint32_t output_width,
-                                        DeviceKind device) {
+                                        Device device) {
   TESSERA_CHECK(config.is_object() && config.contains("otype"),
                 "network config needs an \"otype\"; valid choices: FullyFusedMLP, MLP, CutlassMLP");
   const std::string otype = json_get<std::string>(config, "otype", "");

@@ -18,7 +18,7 @@ struct EncodedContext final : ForwardContext {
 }  // namespace
 
 NetworkWithInputEncoding::NetworkWithInputEncoding(std::unique_ptr<Encoding> encoding, const Json& network_config,
-                                                   uint32_t output_width, DeviceKind device)
+                                                   uint32_t output_width, Device device)
     : encoding_(std::move(encoding)), device_(device), encoded_(device, 0), encoded_grad_(device, 0),
       encoded_half_(device, 0), forward_encoded_(device, 0), forward_encoded_half_(device, 0) {
   TESSERA_CHECK(encoding_, "NetworkWithInputEncoding needs an encoding");
@@ -147,7 +147,7 @@ void NetworkWithInputEncoding::forward_backward_loss_impl(const TensorView& inpu
 }
 
 std::unique_ptr<Network> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,
-                                      uint32_t output_width, DeviceKind device) {
+                                      uint32_t output_width, Device device) {
   if (encoding_config.is_null()) return create_network(network_config, input_width, output_width, device);
   const std::string otype = network_config.is_object() ? json_get<std::string>(network_config, "otype", "") : "";
   TESSERA_CHECK(otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP",

@@ -11,7 +11,7 @@ Trainer::Trainer(std::unique_ptr<Network> network, LossParams loss, std::unique_
 }
 
 std::unique_ptr<Trainer> Trainer::from_config(const Json& c, uint32_t input_width, uint32_t output_width,
-                                              DeviceKind device) {
+                                              Device device) {
   check_known_keys(c, "trainer config", {"network", "loss", "optimizer", "encoding"});
   TESSERA_CHECK(c.contains("network"), "trainer config needs a \"network\" section");
   LossParams loss = c.contains("loss") ? parse_loss(c.at("loss")) : LossParams{};

@@ -28,7 +28,7 @@ TEST(FitOpenCl, FunctionConverges) {
   const auto j = tessera::load_json_file(json);
   EXPECT_GT(j["reached_target_at_step"].get<int64_t>(), 0) << "never reached MSE < 1e-4: " << j.dump(2);
   EXPECT_LT(j["final_mse"].get<double>(), 5e-4) << j.dump(2);
-  EXPECT_EQ(j["device"].get<std::string>(), "opencl") << j.dump(2);
+  EXPECT_EQ(j["device"].get<std::string>().rfind("opencl:", 0), 0u) << j.dump(2);
 }
 
 // As FitDenoise.BeatsTheNoisyImageOnHeldBackRowsOnCpu. Measured on PoCL (2 cores): +5.4 dB
@@ -44,7 +44,7 @@ TEST(FitOpenCl, DenoiseBeatsTheNoisyImage) {
   ASSERT_EQ(r.code, 0) << r.output;
   const auto j = tessera::load_json_file(json);
   EXPECT_GT(j["gain_db"].get<double>(), 2.5) << j.dump(2);
-  EXPECT_EQ(j["device"].get<std::string>(), "opencl") << j.dump(2);
+  EXPECT_EQ(j["device"].get<std::string>().rfind("opencl:", 0), 0u) << j.dump(2);
   EXPECT_GT(fs::file_size(dir / "out" / "denoised.png"), 500u);
 }
 

@@ -13,18 +13,18 @@ namespace {
 
 // The backends under test: CUDA in tessera_backend_ops_tests (label gpu), OpenCL in
 // tessera_opencl_tests (label opencl; the same cases, built with TESSERA_TEST_OPENCL).
-std::vector<DeviceKind> backends_under_test() {
+std::vector<Device> backends_under_test() {
 #ifdef TESSERA_TEST_OPENCL
   return {DeviceKind::opencl};
 #else
-  std::vector<DeviceKind> kinds;
+  std::vector<Device> kinds;
   if (built_with_cuda()) kinds.push_back(DeviceKind::cuda);
   return kinds;
 #endif
 }
 
 struct Param {
-  DeviceKind backend;
+  Device backend;
   size_t case_index;
 };
 
@@ -50,11 +50,11 @@ TEST_P(BackendOps, MatchesCpuReference) {
 
 std::vector<Param> all_params() {
   std::vector<Param> params;
-  for (DeviceKind k : backends_under_test())
+  for (const Device& k : backends_under_test())
     for (size_t i = 0; i < op_cases().size(); ++i) {
       // OpenCL has a few ops so far: the cases of ops it lacks are left out rather than
       // listed as hundreds of skips (`tessera info` and the op-table error list its ops).
-      if (k == DeviceKind::opencl && backend_available(k) && !op_cases()[i].supported(backend_for(k))) continue;
+      if (k.kind == DeviceKind::opencl && backend_available(k) && !op_cases()[i].supported(backend_for(k))) continue;
       params.push_back({k, i});
     }
   return params;
@@ -62,7 +62,7 @@ std::vector<Param> all_params() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackendOps, ::testing::ValuesIn(all_params()), [](const auto& info) {
   const OpCase& c = op_cases().at(info.param.case_index);
-  return std::string(to_string(info.param.backend)) + "_" + c.op + "_" + c.name;
+  return std::string(to_string(info.param.backend.kind)) + "_" + c.op + "_" + c.name;
 });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendOps);
 

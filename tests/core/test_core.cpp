@@ -8,24 +8,60 @@
 #include "tessera/core/device.h"
 #include "tessera/core/error.h"
 #include "tessera/core/rng.h"
+#include "tessera/core/backend.h"
+#include "support/errors.h"
 
 namespace tessera {
 namespace {
 
 TEST(Device, UnknownNameIsAnErrorListingChoices) {
-  try {
-    select_device("tpu");
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("auto, cpu, cuda"), std::string::npos) << e.what();
-  }
-  EXPECT_EQ(select_device("cpu"), DeviceKind::cpu);
+  EXPECT_NE(test::error_of([] { Device::parse("tpu"); }).find("cpu, cuda, cuda:N, opencl, opencl:N"), std::string::npos);
+  EXPECT_NE(test::error_of([] { Device::parse("cuda:x"); }).find("must be a number"), std::string::npos);
+  EXPECT_NE(test::error_of([] { Device::parse("cuda:"); }).find("must be a number"), std::string::npos);
+  EXPECT_NE(test::error_of([] { Device::parse("cuda:-1"); }).find("must be a number"), std::string::npos);
+  EXPECT_EQ(parse_device("cpu"), Device(DeviceKind::cpu));
 }
 
-TEST(Device, CudaRequestWithoutDeviceSaysWhy) {
-  if (cuda_available()) GTEST_SKIP() << "a CUDA device is present";
-  EXPECT_THROW(select_device("cuda"), Error);
-  EXPECT_EQ(select_device("auto"), DeviceKind::cpu);
+TEST(Device, ParsesAndPrintsEveryForm) {
+  EXPECT_EQ(Device::parse("cuda"), Device(DeviceKind::cuda, 0));
+  EXPECT_EQ(Device::parse("cuda:3"), Device(DeviceKind::cuda, 3));
+  EXPECT_EQ(Device::parse("opencl:1"), Device(DeviceKind::opencl, 1));
+  EXPECT_EQ(Device::parse("cpu:2"), Device(DeviceKind::cpu, 2));
+  EXPECT_NE(Device::parse("cuda:1"), Device(DeviceKind::cuda, 0));
+  for (const char* s : {"cpu", "cpu:2", "cuda:0", "cuda:12", "opencl:0"}) EXPECT_EQ(Device::parse(s).str(), s);
+  EXPECT_EQ(Device(DeviceKind::cuda).str(), "cuda:0");
+}
+
+TEST(Device, MissingCudaDeviceIsOneClearError) {
+  // cuda:7 on a host without it: the error names the device and what the host has.
+  const std::string e = test::error_of([] { parse_device("cuda:7"); });
+  EXPECT_NE(e.find("cuda:7"), std::string::npos) << e;
+  if (!built_with_cuda()) EXPECT_NE(e.find("no CUDA backend"), std::string::npos) << e;
+  else if (!cuda_available()) EXPECT_NE(e.find("no usable CUDA device"), std::string::npos) << e;
+  else if (cuda_devices().size() < 8) EXPECT_NE(e.find("this machine has"), std::string::npos) << e;
+  EXPECT_FALSE(backend_available(Device(DeviceKind::cpu, 99)));
+}
+
+// Two devices of one kind in one process: each has its own backend object (ops table,
+// streams, workspaces), buffers remember theirs, and ops dispatch to the stream's backend.
+TEST(Device, TwoCpuDevicesKeepTheirOwnBackends) {
+  Backend& a = backend_for(Device(DeviceKind::cpu, 0));
+  Backend& b = backend_for(Device(DeviceKind::cpu, 1));
+  EXPECT_NE(&a, &b);
+  EXPECT_EQ(&a, &backend_for(DeviceKind::cpu));
+  EXPECT_EQ(&b, &backend_for(Device::parse("cpu:1")));
+  EXPECT_EQ(a.name(), "cpu");
+  EXPECT_EQ(b.name(), "cpu:1");
+  EXPECT_EQ(b.attributes().index, 1);
+  EXPECT_EQ(a.op_names(), b.op_names());
+  void* slot_a = a.default_stream().workspace().get("test.slot", 64);
+  void* slot_b = b.default_stream().workspace().get("test.slot", 64);
+  EXPECT_NE(slot_a, slot_b);
+  Buffer<float> on_b(Device(DeviceKind::cpu, 1), 4);
+  EXPECT_EQ(on_b.device(), Device(DeviceKind::cpu, 1));
+  auto wrapped = b.wrap_stream(nullptr);
+  EXPECT_EQ(&wrapped->backend(), &b);
+  EXPECT_NE(test::error_of([&] { b.wrap_stream(&on_b); }).find("no native streams"), std::string::npos);
 }
 
 TEST(Buffer, RoundTripsHostData) {

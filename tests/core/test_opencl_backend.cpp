@@ -82,11 +82,11 @@ TEST(OpenClBackend, DeviceListAndSelection) {
     EXPECT_FALSE(devices[i].name.empty());
     EXPECT_GT(devices[i].max_work_group_size, 0u);
   }
-  EXPECT_EQ(select_device("opencl"), DeviceKind::opencl);
+  EXPECT_EQ(parse_device("opencl"), Device(DeviceKind::opencl, 0));
   const std::string bad = "opencl:" + std::to_string(devices.size());
-  EXPECT_NE(test::error_of([&] { select_device(bad); }).find("valid OpenCL devices"), std::string::npos);
-  EXPECT_NE(test::error_of([] { select_device("opencl:x"); }).find("valid OpenCL devices"), std::string::npos);
-  EXPECT_NE(test::error_of([] { select_device("vulkan"); }).find("opencl:N"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { parse_device(bad); }).find("valid OpenCL devices"), std::string::npos);
+  EXPECT_NE(test::error_of([] { parse_device("opencl:x"); }).find("must be a number"), std::string::npos);
+  EXPECT_NE(test::error_of([] { parse_device("vulkan"); }).find("opencl:N"), std::string::npos);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 namespace tessera {
 namespace {
 
-std::unique_ptr<nn::Network> mlp(DeviceKind d, const char* hidden, uint32_t in, uint32_t out) {
+std::unique_ptr<nn::Network> mlp(Device d, const char* hidden, uint32_t in, uint32_t out) {
   const Json config{{"otype", "MLP"},        {"n_neurons", 48},           {"n_hidden_layers", 3},
                     {"activation", hidden},  {"output_activation", "Sigmoid"}};
   return nn::create_network(config, in, out, d);
@@ -40,7 +40,7 @@ TEST(MlpOpenCl, MatchesCpuReference) {
   std::vector<float> grads(cpu->n_params());
   download_from_view(DeviceKind::cpu, grads.data(), cpu->gradients(), grads.size() * 4);
 
-  const DeviceKind d = DeviceKind::opencl;
+  const Device d = DeviceKind::opencl;
   Buffer<float> dxin = make_buffer(d, x), dy(d, batch * out), dg = make_buffer(d, g), ddx(d, batch * in);
   auto octx = ocl->forward(dxin.matrix(batch, in), dy.matrix(batch, out));
   ocl->backward(*octx, dg.matrix(batch, out), ddx.matrix(batch, in), ops::GradientMode::overwrite);

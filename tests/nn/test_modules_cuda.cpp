@@ -25,7 +25,7 @@ struct DeviceParams {
 };
 
 DeviceParams bind_on_gpu(nn::Module& m, const std::vector<float>& values) {
-  const DeviceKind d = DeviceKind::cuda;
+  const Device d = DeviceKind::cuda;
   DeviceParams p{make_buffer(d, values), Buffer<float>(d, values.size()), Buffer<uint16_t>(d, values.size())};
   const nn::ParamBinding all{p.params.view(), p.grads.view(), p.half.view()};
   m.bind_params(all.slice(0, m.n_matrix_params()), all.slice(m.n_matrix_params(), m.n_table_params()));

@@ -17,7 +17,7 @@
 namespace tessera::test {
 
 inline std::unique_ptr<nn::Module> make_mlp_module(uint32_t in, uint32_t out, const char* hidden, const char* output,
-                                                   DeviceKind device) {
+                                                   Device device) {
   const Json cfg{{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}, {"activation", hidden},
                  {"output_activation", output}};
   return nn::make_module(std::make_unique<nn::FullyFusedMlp>(nn::parse_mlp_config(cfg, in, out, device), device));
@@ -25,7 +25,7 @@ inline std::unique_ptr<nn::Module> make_mlp_module(uint32_t in, uint32_t out, co
 
 // with_grid: a hash grid on x (table parameters); otherwise a Frequency encoding (smooth
 // in x, for input-gradient checks).
-inline std::unique_ptr<nn::Module> make_nerf_like_model(DeviceKind device, bool with_grid = true) {
+inline std::unique_ptr<nn::Module> make_nerf_like_model(Device device, bool with_grid = true) {
   const Json position = with_grid ? Json{{"otype", "HashGrid"}, {"n_levels", 4}, {"n_features_per_level", 2},
                                          {"log2_hashmap_size", 14}, {"base_resolution", 4}, {"per_level_scale", 2.0}}
                                    : Json{{"otype", "Frequency"}, {"n_frequencies", 1}};

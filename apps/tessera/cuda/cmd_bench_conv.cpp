@@ -196,7 +196,7 @@ Json bench_shape(const Shape& s, ops::ConvOp op, const ConvBenchOptions& o, cons
 }
 
 void run_conv(const ConvBenchOptions& o) {
-  select_device("cuda");
+  choose_device("cuda");
   const auto dev = cuda_devices().at(0);
   CudnnRuntime dnn;
   Buffer<char> workspace(DeviceKind::cuda, size_t(1) << 30);

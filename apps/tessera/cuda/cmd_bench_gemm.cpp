@@ -104,7 +104,7 @@ Json bench_case(const GemmCase& c, ops::cuda::GemmKernel kernel, const GemmBench
 }
 
 void run_gemm(const GemmBenchOptions& o) {
-  select_device("cuda");
+  choose_device("cuda");
   const auto dev = cuda_devices().at(0);
   CublasRuntime blas;
   fmt::print("bench gemm on {}; row-major C = A B, alpha 1, beta 0; median of {} runs\n", dev.name, o.iterations);

@@ -122,7 +122,7 @@ Json bench_case(const GemvCase& c, const GemvBenchOptions& o, CublasRuntime& bla
 }
 
 void run_gemv(const GemvBenchOptions& o) {
-  select_device("cuda");
+  choose_device("cuda");
   const auto dev = cuda_devices().at(0);
   CublasRuntime blas;
   const double copy = copy_bandwidth_gbps(o);

@@ -27,10 +27,9 @@ namespace tessera::app {
 
 namespace {
 
-constexpr DeviceKind kCl = DeviceKind::opencl;
-
 struct Context {
   const OpenClBenchOptions& o;
+  Device dev;
   detail::OpenClRuntime& rt;
   Stream& stream;
   cl_command_queue queue;
@@ -43,9 +42,9 @@ std::vector<float> random_host(size_t n, uint64_t seed) {
   for (float& v : host) v = rng.uniform(-1.0f, 1.0f);
   return host;
 }
-Buffer<float> random_buffer(DeviceKind d, size_t n, uint64_t seed) { return make_buffer(d, random_host(n, seed)); }
+Buffer<float> random_buffer(Device d, size_t n, uint64_t seed) { return make_buffer(d, random_host(n, seed)); }
 // The same values rounded to fp16.
-Buffer<uint16_t> random_half_buffer(DeviceKind d, size_t n, uint64_t seed) {
+Buffer<uint16_t> random_half_buffer(Device d, size_t n, uint64_t seed) {
   const std::vector<float> f = random_host(n, seed);
   std::vector<uint16_t> h(n);
   ops::cpu::convert_to_half(f.data(), h.data(), n);
@@ -68,7 +67,7 @@ cl_mem mem(Context& c, const Buffer<float>& b, size_t* offset_elements = nullptr
 }
 
 double time_ms(Context& c, const std::function<void()>& work) {
-  return median(time_runs(kCl, c.o.warmup, c.o.iterations, work));
+  return median(time_runs(c.dev, c.o.warmup, c.o.iterations, work));
 }
 
 void check_blas(int status, const char* what) {
@@ -93,17 +92,17 @@ __kernel void gemv_naive(const uint rows, const uint cols, __global const float*
 })";
 
 double copy_bandwidth_gbps(Context& c) {
-  const size_t bytes = std::min<size_t>(size_t(1) << 30, backend_for(kCl).attributes().total_memory / 8);
-  Buffer<char> a(kCl, bytes), b(kCl, bytes);
+  const size_t bytes = std::min<size_t>(size_t(1) << 30, backend_for(c.dev).attributes().total_memory / 8);
+  Buffer<char> a(c.dev, bytes), b(c.dev, bytes);
   a.zero();
-  const double ms = time_ms(c, [&] { copy_view_to_view(kCl, b.view(), a.view()); });
+  const double ms = time_ms(c, [&] { copy_view_to_view(c.dev, b.view(), a.view()); });
   return 2.0 * bytes / (ms * 1e-3) * 1e-9;
 }
 
 Json bench_gemv_case(Context& c, ops::GemvOp op, size_t rows, size_t cols) {
   const ops::GemvShape s{op, rows, cols, cols};
-  Buffer<float> A = random_buffer(kCl, rows * cols, 1), x = random_buffer(kCl, s.x_size(), 2);
-  Buffer<float> y(kCl, s.y_size()), y_ref(kCl, s.y_size());
+  Buffer<float> A = random_buffer(c.dev, rows * cols, 1), x = random_buffer(c.dev, s.x_size(), 2);
+  Buffer<float> y(c.dev, s.y_size()), y_ref(c.dev, s.y_size());
   const TensorView Av = TensorView::of_matrix(A.data(), rows, cols, cols);
   const double ms = time_ms(c, [&] {
     ops::call<ops::Gemv>(c.stream, op, 1.0f, Av, x.view(), 0.0f, y.view(), Activation::None);
@@ -150,8 +149,8 @@ Json bench_gemv_case(Context& c, ops::GemvOp op, size_t rows, size_t cols) {
 // only: CLBlast's HGEMV needs cl_khr_fp16.
 Json bench_gemv_half_case(Context& c, ops::GemvOp op, size_t rows, size_t cols) {
   const ops::GemvShape s{op, rows, cols, cols};
-  Buffer<uint16_t> A = random_half_buffer(kCl, rows * cols, 1), x = random_half_buffer(kCl, s.x_size(), 2),
-                   y(kCl, s.y_size());
+  Buffer<uint16_t> A = random_half_buffer(c.dev, rows * cols, 1), x = random_half_buffer(c.dev, s.x_size(), 2),
+                   y(c.dev, s.y_size());
   const TensorView Av = TensorView::matrix(A.data(), DType::f16, rows, cols, cols, 0);
   const double ms = time_ms(c, [&] {
     ops::call<ops::Gemv>(c.stream, op, 1.0f, Av, x.view(), 0.0f, y.view(), Activation::None);
@@ -202,8 +201,8 @@ Json bench_gemm(Context& c) {
   const Case cases[] = {{4096, 4096, 4096}, {1024, 1024, 1024}, {777, 333, 1999}};
   Json results = Json::array();
   for (const Case& g : cases) {
-    Buffer<float> A = random_buffer(kCl, g.M * g.K, 1), B = random_buffer(kCl, g.K * g.N, 2);
-    Buffer<float> C(kCl, g.M * g.N), C_ref(kCl, g.M * g.N);
+    Buffer<float> A = random_buffer(c.dev, g.M * g.K, 1), B = random_buffer(c.dev, g.K * g.N, 2);
+    Buffer<float> C(c.dev, g.M * g.N), C_ref(c.dev, g.M * g.N);
     ops::GemmDesc d;
     d.M = g.M, d.N = g.N, d.K = g.K;
     d.a = {DType::f32, ops::Layout::row_major, false, g.K, 0};
@@ -235,7 +234,7 @@ Json bench_gemm(Context& c) {
 // --- conv ---------------------------------------------------------------------------------
 
 // Our conv op on `kind` (automatic algorithm), timed with that backend's events.
-double time_conv_op(Context& c, DeviceKind kind, ops::ConvOp op, const ops::ConvDesc& d) {
+double time_conv_op(Context& c, Device kind, ops::ConvOp op, const ops::ConvDesc& d) {
   Buffer<float> x = random_buffer(kind, d.input_elements(), 1), w = random_buffer(kind, d.filter_elements(), 2);
   Buffer<float> z = random_buffer(kind, d.output_elements(), 3), bias = random_buffer(kind, d.K, 4);
   Stream& s = backend_for(kind).default_stream();
@@ -262,15 +261,15 @@ Json bench_conv(Context& c) {
     const double flops = 2.0 * d.N * d.C * d.K * 9 * pq;
     for (ops::ConvOp op : {ops::ConvOp::forward, ops::ConvOp::backward_data}) {
       const bool fwd = op == ops::ConvOp::forward;
-      Buffer<float> x = random_buffer(kCl, d.input_elements(), 1), w = random_buffer(kCl, d.filter_elements(), 2);
-      Buffer<float> z = random_buffer(kCl, d.output_elements(), 3), out(kCl, fwd ? d.output_elements() : d.input_elements());
-      Buffer<float> ref(kCl, out.size());
+      Buffer<float> x = random_buffer(c.dev, d.input_elements(), 1), w = random_buffer(c.dev, d.filter_elements(), 2);
+      Buffer<float> z = random_buffer(c.dev, d.output_elements(), 3), out(c.dev, fwd ? d.output_elements() : d.input_elements());
+      Buffer<float> ref(c.dev, out.size());
       double blas_ms = 0, cuda_ms = 0;
       if (c.blas.available()) {
         size_t xo, wo, zo, ro;
         cl_mem xm = mem(c, x, &xo), wm = mem(c, w, &wo), zm = mem(c, z, &zo), rm = mem(c, ref, &ro);
         const size_t cs = fwd ? 0 : size_t(d.N) * crs * pq;
-        Buffer<float> cols(kCl, std::max<size_t>(cs, 1));
+        Buffer<float> cols(c.dev, std::max<size_t>(cs, 1));
         size_t co;
         cl_mem cm = mem(c, cols, &co);
         const auto cc = ClblastRuntime::cross_correlation;
@@ -336,11 +335,12 @@ Json bench_conv(Context& c) {
 }  // namespace
 
 void run_bench_opencl(const std::string& suite, const OpenClBenchOptions& o) {
-  TESSERA_CHECK(select_device(o.device) == kCl, "bench {} --device: expects opencl or opencl:N, got {}", suite,
+  const Device dev = choose_device(o.device);
+  TESSERA_CHECK(dev.kind == DeviceKind::opencl, "bench {} --device: expects opencl or opencl:N, got {}", suite,
                 o.device);
-  Backend& b = backend_for(kCl);
+  Backend& b = backend_for(dev);
   auto& rt = detail::opencl_runtime(b);
-  Context c{o, rt, b.default_stream(), rt.queue(b.default_stream()), {}};
+  Context c{o, dev, rt, b.default_stream(), rt.queue(b.default_stream()), {}};
   const auto info = opencl_devices().at(b.attributes().index);
   fmt::print("bench {} on OpenCL {} ({}, driver {}); median of {} runs after {} warm-up\n", suite, info.name,
              info.platform, info.driver, o.iterations, o.warmup);

@@ -1,5 +1,5 @@
 #pragma once
-// The backend layer: one Backend object per device (the CPU, each CUDA GPU; OpenCL next).
+// The backend layer: one Backend object per device (cpu, cuda:N, opencl:N).
 // A backend allocates, copies, fills and synchronizes its memory, owns its streams and
 // their workspaces, knows its device's limits, and holds the table of ops it supports.
 // Library code above ops/ reaches a device only through this interface: no #ifdef, no
@@ -68,10 +68,15 @@ class Stream {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual DeviceKind kind() const = 0;
+  const Device& device() const { return device_; }
+  DeviceKind kind() const { return device_.kind; }
   // "cpu", "cuda:0": what error messages and `tessera info` call this backend.
-  virtual std::string name() const = 0;
+  std::string name() const { return device_.str(); }
   const DeviceAttributes& attributes() const { return attributes_; }
+  // Makes this backend's device the calling thread's current one where the runtime has
+  // such a notion (CUDA: cudaSetDevice when another device is current). ops::call does
+  // this before every op, so kernels of cuda:1 launch on cuda:1 whatever the caller set.
+  virtual void make_current() {}
 
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* ptr) noexcept = 0;
@@ -104,6 +109,10 @@ class Backend {
   Stream& default_stream() { return *default_stream_; }
   // A new stream of this backend (CUDA: non-blocking w.r.t. the others).
   virtual std::unique_ptr<Stream> create_stream() = 0;
+  // A stream the caller made and keeps owning (CUDA: a cudaStream_t of this device, e.g.
+  // PyTorch's current stream; null = the default stream). Work on it is ordered with the
+  // caller's own work on that stream. Backends without native streams take only null.
+  virtual std::unique_ptr<Stream> wrap_stream(void* native);
 
   template <class Op>
   bool supports() const {
@@ -124,7 +133,7 @@ class Backend {
   std::vector<std::string> op_names() const;
 
  protected:
-  Backend() = default;
+  explicit Backend(Device device) : device_(device) {}
   void set_default_stream(std::unique_ptr<Stream> s) { default_stream_ = std::move(s); }
   // Every allocate() starts with this.
   void check_allocation(size_t bytes) const;
@@ -137,14 +146,16 @@ class Backend {
     void (*fn)();
   };
   std::map<std::type_index, OpEntry> ops_;
+  Device device_;
   std::unique_ptr<Stream> default_stream_;
   size_t allocation_limit_ = SIZE_MAX;
 };
 
-// The backend of `kind` (device 0 of that kind); created on first use, lives for the
-// process. Asking for a backend this build or machine does not have is a clear error.
-Backend& backend_for(DeviceKind kind);
-// Whether backend_for(kind) would succeed.
-bool backend_available(DeviceKind kind);
+// The backend of `device` (a DeviceKind means device 0 of that kind); created on first use,
+// lives for the process. A device this build or machine does not have is a clear error
+// (check_device's).
+Backend& backend_for(const Device& device);
+// Whether backend_for(device) would succeed.
+bool backend_available(const Device& device);
 
 }  // namespace tessera

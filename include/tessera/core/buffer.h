@@ -1,5 +1,5 @@
 #pragma once
-// Buffer<T>: an owning array on the host (DeviceKind::cpu) or in CUDA device memory.
+// Buffer<T>: an owning array on the host or in the memory of any device (cuda:1, opencl:0, ...).
 #include <cstddef>
 #include <cstring>
 #include <utility>
@@ -12,27 +12,27 @@
 namespace tessera {
 
 namespace detail {
-void* device_alloc(DeviceKind kind, size_t bytes);
-void device_free(DeviceKind kind, void* ptr);
-// Copies between any two of host memory and `kind` memory; `to_device` picks the direction.
-void copy_bytes(DeviceKind kind, void* dst, const void* src, size_t bytes, bool dst_on_device,
+void* device_alloc(const Device& device, size_t bytes);
+void device_free(const Device& device, void* ptr);
+// Copies between any two of host memory and the device's memory; the two flags pick the direction.
+void copy_bytes(const Device& device, void* dst, const void* src, size_t bytes, bool dst_on_device,
                 bool src_on_device);
-void fill_bytes(DeviceKind kind, void* dst, int value, size_t bytes);
+void fill_bytes(const Device& device, void* dst, int value, size_t bytes);
 }  // namespace detail
 
 // Copies and fills through views (the offset stays a view offset, as ops take it). Each
 // covers the view's bytes; both views of a device copy must be contiguous and the same size.
-void copy_view_to_view(DeviceKind kind, const TensorView& dst, const TensorView& src);
-void upload_to_view(DeviceKind kind, const TensorView& dst, const void* host, size_t bytes);
-void download_from_view(DeviceKind kind, void* host, const TensorView& src, size_t bytes);
-void zero_view_bytes(DeviceKind kind, const TensorView& dst);
+void copy_view_to_view(const Device& device, const TensorView& dst, const TensorView& src);
+void upload_to_view(const Device& device, const TensorView& dst, const void* host, size_t bytes);
+void download_from_view(const Device& device, void* host, const TensorView& src, size_t bytes);
+void zero_view_bytes(const Device& device, const TensorView& dst);
 
 template <typename T>
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(DeviceKind kind, size_t count) : kind_(kind), count_(count) {
-    if (count_ > 0) data_ = static_cast<T*>(detail::device_alloc(kind_, count_ * sizeof(T)));
+  Buffer(const Device& device, size_t count) : device_(device), count_(count) {
+    if (count_ > 0) data_ = static_cast<T*>(detail::device_alloc(device_, count_ * sizeof(T)));
   }
   ~Buffer() { release(); }
   Buffer(const Buffer&) = delete;
@@ -41,7 +41,7 @@ class Buffer {
   Buffer& operator=(Buffer&& other) noexcept {
     if (this != &other) {
       release();
-      kind_ = other.kind_;
+      device_ = other.device_;
       count_ = std::exchange(other.count_, 0);
       data_ = std::exchange(other.data_, nullptr);
     }
@@ -52,7 +52,7 @@ class Buffer {
   const T* data() const { return data_; }
   size_t size() const { return count_; }
   size_t bytes() const { return count_ * sizeof(T); }
-  DeviceKind device() const { return kind_; }
+  const Device& device() const { return device_; }
 
   // Views for ops: the whole buffer, elements [first, first + count), or a [rows, cols]
   // row-major matrix (stride = cols) at its start. Structs are viewed as bytes.
@@ -69,19 +69,19 @@ class Buffer {
 
   // Grows (never shrinks) to at least `count` elements; contents are not kept.
   void ensure(size_t count) {
-    if (count > count_) *this = Buffer(kind_, count);
+    if (count > count_) *this = Buffer(device_, count);
   }
   void zero() {
-    if (count_) detail::fill_bytes(kind_, data_, 0, bytes());
+    if (count_) detail::fill_bytes(device_, data_, 0, bytes());
   }
   void copy_from_host(const T* src, size_t count) {
     TESSERA_CHECK(count <= count_, "copy of {} elements into a buffer of {}", count, count_);
-    detail::copy_bytes(kind_, data_, src, count * sizeof(T), true, false);
+    detail::copy_bytes(device_, data_, src, count * sizeof(T), true, false);
   }
   void copy_from_host(const std::vector<T>& src) { copy_from_host(src.data(), src.size()); }
   void copy_to_host(T* dst, size_t count) const {
     TESSERA_CHECK(count <= count_, "copy of {} elements out of a buffer of {}", count, count_);
-    detail::copy_bytes(kind_, dst, data_, count * sizeof(T), false, true);
+    detail::copy_bytes(device_, dst, data_, count * sizeof(T), false, true);
   }
   std::vector<T> to_host() const {
     std::vector<T> out(count_);
@@ -92,18 +92,18 @@ class Buffer {
  private:
   static constexpr size_t element_scale() { return is_element_type<T>() ? 1 : sizeof(T); }
   void release() {
-    if (data_) detail::device_free(kind_, data_);
+    if (data_) detail::device_free(device_, data_);
     data_ = nullptr;
     count_ = 0;
   }
-  DeviceKind kind_ = DeviceKind::cpu;
+  Device device_ = DeviceKind::cpu;
   size_t count_ = 0;
   T* data_ = nullptr;
 };
 
 template <typename T>
-Buffer<T> make_buffer(DeviceKind kind, const std::vector<T>& host) {
-  Buffer<T> b(kind, host.size());
+Buffer<T> make_buffer(const Device& device, const std::vector<T>& host) {
+  Buffer<T> b(device, host.size());
   b.copy_from_host(host);
   return b;
 }

@@ -10,6 +10,38 @@ enum class DeviceKind { cpu, cuda, opencl };
 
 const char* to_string(DeviceKind kind);
 
+// One device of one kind: "cpu", "cuda:1", "opencl:0". Each has its own backend object
+// (backend_for), so two GPUs, or two OpenCL devices, work side by side in one process.
+// A DeviceKind converts to device 0 of that kind. Compare kinds with `.kind`: comparing a
+// Device with a bare DeviceKind does not compile, so cuda:1 is never taken for cuda:0.
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;
+
+  constexpr Device() = default;
+  constexpr Device(DeviceKind k, int i = 0) : kind(k), index(i) {}  // NOLINT: implicit on purpose
+
+  // "cpu", "cuda", "opencl" (device 0) or "<kind>:N". Only the spelling is checked here;
+  // check_device() says whether this build and machine have it.
+  static Device parse(const std::string& text);
+  // "cpu", "cuda:0", "opencl:1" (the CPU's index shows only when it is not 0).
+  std::string str() const;
+  bool is_cpu() const { return kind == DeviceKind::cpu; }
+
+  friend bool operator==(const Device&, const Device&) = default;
+  bool operator==(DeviceKind) const = delete;
+  friend bool operator<(const Device& a, const Device& b) {
+    return a.kind != b.kind ? a.kind < b.kind : a.index < b.index;
+  }
+};
+
+std::string to_string(const Device& device);
+// Throws an error naming the device and what this build and machine do have when `device`
+// cannot be used (no CUDA in the build, cuda:7 on a one-GPU host, ...).
+void check_device(const Device& device);
+// Parse and check in one: the device a user named (--device, a config, the C API).
+Device parse_device(const std::string& text);
+
 // What the ops size their launches by, read from the device once per backend (never
 // hard-coded, never shared between devices).
 struct DeviceAttributes {
@@ -43,17 +75,7 @@ struct OpenClDeviceInfo {
 // Every OpenCL device of every platform; empty without the backend or a platform.
 std::vector<OpenClDeviceInfo> opencl_devices();
 bool opencl_available();
-// The device the OpenCL backend uses (default 0); before the backend is first used.
-void set_opencl_device(int index);
-int opencl_device_index();
-
-// Parses "auto" | "cpu" | "cuda" | "opencl" | "opencl:N". "auto" picks CUDA when a device
-// is present, then an OpenCL GPU when `opencl_runs_it` (the command's ops are all on the
-// OpenCL backend: fit function, fit denoise), else the CPU. Asking for a backend that is
-// not usable is an error that says why.
-DeviceKind select_device(const std::string& name, bool opencl_runs_it = false);
-
-// Waits for all queued work of the `kind` backend (no-op on the CPU).
-void synchronize(DeviceKind kind);
+// Waits for all queued work of the device's backend (no-op on the CPU).
+void synchronize(const Device& device);
 
 }  // namespace tessera

@@ -9,7 +9,7 @@ namespace tessera {
 
 class DeviceTimer {
  public:
-  explicit DeviceTimer(DeviceKind kind);
+  explicit DeviceTimer(Device kind);
   ~DeviceTimer();
   void start();
   void stop();
@@ -22,7 +22,7 @@ class DeviceTimer {
 };
 
 // Bytes of device memory in use right now (CUDA), or 0 on the CPU.
-size_t device_memory_used(DeviceKind kind);
+size_t device_memory_used(Device kind);
 
 }  // namespace tessera
 
@@ -34,7 +34,7 @@ namespace tessera {
 
 // Runs `work` `warmup` times, then times each of `iterations` runs separately with device
 // events and returns the per-run milliseconds (sorted).
-inline std::vector<float> time_runs(DeviceKind kind, int warmup, int iterations, const std::function<void()>& work) {
+inline std::vector<float> time_runs(Device kind, int warmup, int iterations, const std::function<void()>& work) {
   for (int i = 0; i < warmup; ++i) work();
   synchronize(kind);
   DeviceTimer timer(kind);

@@ -26,7 +26,7 @@ struct Mesh {
 // box.min) * i / (res - 1)) where it crosses `threshold`; "inside" is above it. Runs on
 // `device` (ops::IsosurfaceCount / IsosurfaceEmit); every device gives the same mesh.
 Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box,
-                        DeviceKind device = DeviceKind::cpu);
+                        Device device = DeviceKind::cpu);
 
 // Edges used by other than exactly two triangles (0 for a closed surface) and the enclosed
 // volume (divergence theorem; positive for outward-facing triangles).

@@ -17,9 +17,9 @@ void save_snapshot(NerfTrainer& trainer, const std::string& path);
 
 // A trainer holding the snapshot's model and grid, able to render (and to train on if a
 // dataset is supplied later: not yet).
-std::unique_ptr<NerfTrainer> load_snapshot(const std::string& path, DeviceKind device);
+std::unique_ptr<NerfTrainer> load_snapshot(const std::string& path, Device device);
 std::unique_ptr<NerfTrainer> load_snapshot_from_memory(std::string_view bytes, const std::string& name,
-                                                       DeviceKind device);
+                                                       Device device);
 
 // The training camera stored in a snapshot's header (for orbit renderings).
 CameraModel snapshot_camera(const NerfTrainer& trainer);

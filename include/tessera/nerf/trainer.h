@@ -59,7 +59,7 @@ class NerfTrainer {
   // config: {"encoding", "network", "dir_encoding", "rgb_network", "loss", "optimizer",
   // "training"}; missing sections take the defaults of default_nerf_config(). A dataset
   // without frames (only its box and cascades) makes a trainer that can only render.
-  NerfTrainer(const Json& config, Dataset train, DeviceKind device, uint64_t seed = 1337);
+  NerfTrainer(const Json& config, Dataset train, Device device, uint64_t seed = 1337);
   ~NerfTrainer();
 
   // One training step (queued; last_loss() waits for it).
@@ -107,7 +107,7 @@ class NerfTrainer {
 
   const Dataset& dataset() const { return train_; }
   const Json& config() const { return config_; }
-  DeviceKind device() const { return device_; }
+  Device device() const { return device_; }
   nn::ModelTrainer& model() { return *model_; }
 
  private:
@@ -116,7 +116,7 @@ class NerfTrainer {
 
   Json config_;
   Dataset train_;
-  DeviceKind device_;
+  Device device_;
   NerfTrainingOptions options_;
   LossParams loss_;
   uint32_t seed_;

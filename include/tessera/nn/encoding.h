@@ -24,7 +24,7 @@ class Encoding {
   virtual uint32_t output_width() const = 0;
   virtual size_t n_params() const { return 0; }
   virtual Json config() const = 0;
-  DeviceKind device() const { return device_; }
+  Device device() const { return device_; }
 
   virtual void bind_params(const ParamBinding& p) { p_ = p; }
   // Fills host_params [n_params] with the initial values.
@@ -44,13 +44,13 @@ class Encoding {
   const ParamBinding& param_binding() const { return p_; }
 
  protected:
-  explicit Encoding(DeviceKind device) : device_(device) {}
-  DeviceKind device_;
+  explicit Encoding(Device device) : device_(device) {}
+  Device device_;
   ParamBinding p_;
 };
 
 // Builds an encoding of n_input_dims from a tiny-cuda-nn style config. Unknown otype or
 // key is an error listing the valid choices.
-std::unique_ptr<Encoding> create_encoding(const Json& config, uint32_t n_input_dims, DeviceKind device);
+std::unique_ptr<Encoding> create_encoding(const Json& config, uint32_t n_input_dims, Device device);
 
 }  // namespace tessera::nn

@@ -23,19 +23,19 @@ struct MlpConfig {
 
 // Parses FullyFusedMLP / MLP / CutlassMLP keys: otype, n_neurons, n_hidden_layers,
 // activation, output_activation, initialization ("Xavier" | "He").
-MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, DeviceKind device);
+MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, Device device);
 
 
 class FullyFusedMlp final : public Network {
  public:
   // Without `storage` the network allocates its own parameters.
-  FullyFusedMlp(const MlpConfig& config, DeviceKind device, const ParamBinding* storage = nullptr);
+  FullyFusedMlp(const MlpConfig& config, Device device, const ParamBinding* storage = nullptr);
   ~FullyFusedMlp() override;
 
   uint32_t input_width() const override { return cfg_.shape.input_width; }
   uint32_t output_width() const override { return cfg_.shape.output_width; }
   size_t n_params() const override { return cfg_.shape.n_params(); }
-  DeviceKind device() const override { return device_; }
+  Device device() const override { return device_; }
   Json config() const override;
   const MlpConfig& mlp_config() const { return cfg_; }
 
@@ -89,7 +89,7 @@ class FullyFusedMlp final : public Network {
   ops::FusedMlpTrainArgs fused_args(const TensorView& input, const TensorView& dL_dinput, GradientMode mode) const;
 
   MlpConfig cfg_;
-  DeviceKind device_;
+  Device device_;
   Buffer<float> params_, grads_;
   Buffer<uint16_t> params_half_;
   ParamBinding p_;  // points into the buffers above or into the owner's storage

@@ -46,7 +46,7 @@ class Module {
   virtual ~Module() = default;
   virtual uint32_t input_width() const = 0;
   virtual uint32_t output_width() const = 0;
-  virtual DeviceKind device() const = 0;
+  virtual Device device() const = 0;
   virtual Json config() const = 0;
 
   // Parameters: matrix parameters (network weights) and the rest (encoding tables) bind to
@@ -105,7 +105,7 @@ struct Branch {
 std::unique_ptr<Module> make_parallel(uint32_t input_width, std::vector<Branch> branches);
 
 // Pass-through of `width` columns (routes a value around a branch, e.g. NeRF's density).
-std::unique_ptr<Module> make_identity(uint32_t width, DeviceKind device);
+std::unique_ptr<Module> make_identity(uint32_t width, Device device);
 
 // A 2-D convolution layer over rows that are images: input [batch, C * H * W] (each row an
 // image [C, H, W], so the batch is NCHW), output [batch, K * P * Q]; the layer's activation
@@ -120,7 +120,7 @@ struct Conv2dConfig {
   Activation activation = Activation::None;
   ops::ConvAlgo algo = ops::ConvAlgo::automatic;
 };
-std::unique_ptr<Module> make_conv2d(const Conv2dConfig& config, DeviceKind device);
+std::unique_ptr<Module> make_conv2d(const Conv2dConfig& config, Device device);
 
 // Builds a module from a config, tiny-cuda-nn style: {"otype": "Sequential", "modules":
 // [...]}, {"otype": "Parallel", "branches": [{"first_input": 0, "n_input_dims": 3,
@@ -128,6 +128,6 @@ std::unique_ptr<Module> make_conv2d(const Conv2dConfig& config, DeviceKind devic
 // any network otype (FullyFusedMLP, MLP, CutlassMLP) with "n_output_dims", and Conv2d. Widths flow
 // from `input_width`; config() of the result builds it again. Unknown otypes and keys,
 // missing widths and mismatches are errors that say where.
-std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, DeviceKind device);
+std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, Device device);
 
 }  // namespace tessera::nn

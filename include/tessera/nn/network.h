@@ -32,7 +32,7 @@ class Network {
   // The leading params() that are network weights; the rest (encoding tables) get
   // tiny-cuda-nn's non-matrix treatment in Adam.
   virtual size_t n_matrix_params() const { return n_params(); }
-  virtual DeviceKind device() const = 0;
+  virtual Device device() const = 0;
   // The config this network was made from (round-trips through the factory).
   virtual Json config() const = 0;
 
@@ -84,6 +84,6 @@ class Network {
 // Builds a network from a tiny-cuda-nn style config ({"otype": "FullyFusedMLP", ...}).
 // Unknown otype or key is an error that lists the valid choices.
 std::unique_ptr<Network> create_network(const Json& config, uint32_t input_width,
-                                        uint32_t output_width, DeviceKind device);
+                                        uint32_t output_width, Device device);
 
 }  // namespace tessera::nn

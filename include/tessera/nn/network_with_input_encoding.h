@@ -13,14 +13,14 @@ namespace tessera::nn {
 class NetworkWithInputEncoding final : public Network {
  public:
   NetworkWithInputEncoding(std::unique_ptr<Encoding> encoding, const Json& network_config, uint32_t output_width,
-                           DeviceKind device);
+                           Device device);
   ~NetworkWithInputEncoding() override;
 
   uint32_t input_width() const override { return encoding_->input_width(); }
   uint32_t output_width() const override { return mlp_->output_width(); }
   size_t n_params() const override { return params_.size(); }
   size_t n_matrix_params() const override { return mlp_->n_params(); }
-  DeviceKind device() const override { return device_; }
+  Device device() const override { return device_; }
   // {"encoding": ..., "network": ...}
   Json config() const override;
 
@@ -52,7 +52,7 @@ class NetworkWithInputEncoding final : public Network {
   TensorView encoded_view(Buffer<T>& buffer, size_t batch);
 
   std::unique_ptr<Encoding> encoding_;
-  DeviceKind device_;
+  Device device_;
   Buffer<float> params_, grads_;
   Buffer<uint16_t> params_half_;
   std::unique_ptr<FullyFusedMlp> mlp_;
@@ -75,6 +75,6 @@ class NetworkWithInputEncoding final : public Network {
 // Builds the model of a tiny-cuda-nn config: with an "encoding" section, the encoding
 // feeding the network; without one, the network alone.
 std::unique_ptr<Network> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,
-                                      uint32_t output_width, DeviceKind device);
+                                      uint32_t output_width, Device device);
 
 }  // namespace tessera::nn

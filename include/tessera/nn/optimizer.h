@@ -18,7 +18,7 @@ namespace tessera::nn {
 // refresh (or empty) and the step's TrainState (skip flag; a view of its bytes). n is the
 // element count of params.
 struct OptimizerTarget {
-  DeviceKind device = DeviceKind::cpu;
+  Device device = DeviceKind::cpu;
   size_t n_matrix = 0;
   TensorView params, gradients, params_half, state;
   size_t n() const { return params.numel(); }

@@ -15,7 +15,7 @@ class Trainer {
  public:
   Trainer(std::unique_ptr<Network> network, LossParams loss, std::unique_ptr<Optimizer> optimizer);
   static std::unique_ptr<Trainer> from_config(const Json& config, uint32_t input_width, uint32_t output_width,
-                                              DeviceKind device);
+                                              Device device);
 
   // input [batch, in], target [batch, out]: contiguous fp32 matrix views on the network's
   // device. Queues the step without waiting for it; the loss is read with last_loss().

@@ -11,18 +11,21 @@ namespace tessera::ops {
 
 template <class Op, class... Args>
 decltype(auto) call(Stream& stream, Args&&... args) {
-  return stream.backend().op<Op>()(stream, std::forward<Args>(args)...);
+  Backend& backend = stream.backend();
+  const auto fn = backend.op<Op>();
+  backend.make_current();
+  return fn(stream, std::forward<Args>(args)...);
 }
 
-// On the default stream of the `kind` backend.
+// On the default stream of the device's backend.
 template <class Op, class... Args>
-decltype(auto) call(DeviceKind kind, Args&&... args) {
-  return call<Op>(backend_for(kind).default_stream(), std::forward<Args>(args)...);
+decltype(auto) call(const Device& device, Args&&... args) {
+  return call<Op>(backend_for(device).default_stream(), std::forward<Args>(args)...);
 }
 
 template <class Op>
-bool supported(DeviceKind kind) {
-  return backend_available(kind) && backend_for(kind).supports<Op>();
+bool supported(const Device& device) {
+  return backend_available(device) && backend_for(device).supports<Op>();
 }
 
 }  // namespace tessera::ops

@@ -50,21 +50,27 @@ DeviceAttributes read_attributes(int device) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  explicit CudaBackend(int device) : Backend(Device(DeviceKind::cuda, device)), device_(device) {
     TESSERA_CUDA_CHECK(cudaSetDevice(device));
     attributes_ = read_attributes(device);
     // The legacy default stream: what every op ran on before streams were explicit, and
     // what synchronizes with plain cudaMemcpy in user code.
     set_default_stream(std::make_unique<Stream>(*this, nullptr));
   }
-  DeviceKind kind() const override { return DeviceKind::cuda; }
-  std::string name() const override { return "cuda:" + std::to_string(device_); }
   bool uses_half_params() const override { return true; }
+  // cudaGetDevice is a thread-local read; the set happens only when the caller (or another
+  // backend) left a different device current.
+  void make_current() override {
+    int current = -1;
+    TESSERA_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device_) TESSERA_CUDA_CHECK(cudaSetDevice(device_));
+  }
 
   void* allocate(size_t bytes) override {
     check_allocation(bytes);
     void* p = nullptr;
     if (bytes == 0) return nullptr;
+    make_current();
     const cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
       cudaGetLastError();
@@ -76,33 +82,67 @@ class CudaBackend final : public Backend {
     return p;
   }
   void deallocate(void* ptr) noexcept override {
-    if (ptr) cudaFree(ptr);  // never throws from a destructor path
+    if (!ptr) return;
+    int current = -1;  // never throws from a destructor path
+    if (cudaGetDevice(&current) == cudaSuccess && current != device_) cudaSetDevice(device_);
+    cudaFree(ptr);
   }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
-    if (bytes) TESSERA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    if (!bytes) return;
+    make_current();
+    TESSERA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
-    if (bytes) TESSERA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (!bytes) return;
+    make_current();
+    TESSERA_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
   void copy_on_device(void* dst, const void* src, size_t bytes, Stream& s) override {
-    if (bytes) TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, native(s)));
+    if (!bytes) return;
+    make_current();
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, native(s)));
   }
   void fill(void* dst, int byte_value, size_t bytes, Stream& s) override {
-    if (bytes) TESSERA_CUDA_CHECK(cudaMemsetAsync(dst, byte_value, bytes, native(s)));
+    if (!bytes) return;
+    make_current();
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(dst, byte_value, bytes, native(s)));
   }
-  void synchronize(Stream& s) override { TESSERA_CUDA_CHECK(cudaStreamSynchronize(native(s))); }
-  void synchronize_all() override { TESSERA_CUDA_CHECK(cudaDeviceSynchronize()); }
+  void synchronize(Stream& s) override {
+    make_current();  // the legacy default stream is per device
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(native(s)));
+  }
+  void synchronize_all() override {
+    make_current();
+    TESSERA_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   size_t memory_used() const override {
+    const_cast<CudaBackend*>(this)->make_current();
     size_t free_b = 0, total_b = 0;
     TESSERA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     return total_b - free_b;
   }
   std::unique_ptr<Stream> create_stream() override {
+    make_current();
     cudaStream_t s = nullptr;
     TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return std::make_unique<OwnedCudaStream>(*this, s);
   }
-  std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
+  // A caller's stream: checked to belong to this device (a stream of another GPU would
+  // fail at the first launch with a less helpful message), never destroyed here.
+  std::unique_ptr<Stream> wrap_stream(void* native_stream) override {
+    if (native_stream) {
+      make_current();
+      int stream_device = -1;
+      TESSERA_CUDA_CHECK(cudaStreamGetDevice(static_cast<cudaStream_t>(native_stream), &stream_device));
+      TESSERA_CHECK(stream_device == device_, "the CUDA stream given for {} belongs to cuda:{}", name(),
+                    stream_device);
+    }
+    return std::make_unique<Stream>(*this, native_stream);
+  }
+  std::unique_ptr<Event> create_event() override {
+    make_current();
+    return std::make_unique<CudaEvent>();
+  }
 
  private:
   int device_;

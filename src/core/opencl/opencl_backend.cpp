@@ -115,7 +115,7 @@ class ClEvent final : public Backend::Event {
 
 class OpenClBackend final : public Backend, public OpenClRuntime {
  public:
-  explicit OpenClBackend(int index) : index_(index) {
+  explicit OpenClBackend(int index) : Backend(Device(DeviceKind::opencl, index)) {
     auto devices = enumerate();
     TESSERA_CHECK(index >= 0 && index < int(devices.size()), "OpenCL device {} does not exist ({} found)", index,
                   devices.size());
@@ -132,9 +132,6 @@ class OpenClBackend final : public Backend, public OpenClRuntime {
     set_default_stream(create_stream());
   }
   ~OpenClBackend() override = default;  // lives for the process (see backends.cpp)
-
-  DeviceKind kind() const override { return DeviceKind::opencl; }
-  std::string name() const override { return "opencl:" + std::to_string(index_); }
 
   void* allocate(size_t bytes) override {
     check_allocation(bytes);
@@ -280,7 +277,6 @@ class OpenClBackend final : public Backend, public OpenClRuntime {
     size_t bytes;
   };
   static constexpr uintptr_t kAlign = uintptr_t(1) << 20;
-  int index_;
   cl_device_id device_ = nullptr;
   OpenClDeviceInfo info_;
   cl_context context_ = nullptr;
