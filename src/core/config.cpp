@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cctype>
+#include <string_view>
 #include "tessera/core/config.h"
 
 #include <cmath>
@@ -46,6 +49,15 @@ Json parse_json(const std::string& text, const std::string& what) {
   } catch (const Json::exception& e) {  // parse errors, and numbers too large for a double (1e999)
     throw Error(fmt::format("{} is not valid JSON: {}", what, e.what()));
   }
+}
+
+std::string canonical_name(const std::string& name, std::initializer_list<const char*> choices) {
+  const auto same = [](unsigned char a, unsigned char b) { return std::tolower(a) == std::tolower(b); };
+  for (const char* choice : choices) {
+    const std::string_view c(choice);
+    if (c.size() == name.size() && std::equal(c.begin(), c.end(), name.begin(), same)) return std::string(c);
+  }
+  return name;
 }
 
 void check_known_keys(const Json& object, const std::string& what,

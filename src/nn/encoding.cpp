@@ -161,11 +161,11 @@ std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, u
                    {"otype", "type", "n_levels", "n_features_per_level", "log2_hashmap_size", "base_resolution",
                     "per_level_scale", "interpolation", "fixed_point_pos", "n_dims_to_encode"});
   std::string type = otype == "DenseGrid" ? "Dense" : "Hash";
-  if (otype == "Grid") type = json_get<std::string>(c, "type", "Hash");
+  if (otype == "Grid") type = canonical_name(json_get<std::string>(c, "type", "Hash"), {"Hash", "Dense"});
   TESSERA_CHECK(type == "Hash" || type == "Dense", "{}: grid type '{}' is not supported; valid choices: Hash, Dense",
                 otype, type);
   TESSERA_CHECK(!json_get<bool>(c, "fixed_point_pos", false), "{}: fixed_point_pos = true is not supported", otype);
-  const std::string interp = json_get<std::string>(c, "interpolation", "Linear");
+  const std::string interp = canonical_name(json_get<std::string>(c, "interpolation", "Linear"), {"Linear", "Smoothstep"});
   ops::GridInterpolation gi;
   if (interp == "Linear") gi = ops::GridInterpolation::Linear;
   else if (interp == "Smoothstep") gi = ops::GridInterpolation::Smoothstep;
@@ -204,7 +204,9 @@ std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Dev
   TESSERA_CHECK(c.is_object() && c.contains("otype"), "encoding config needs an \"otype\"; valid choices: {}",
                 kEncodingChoices);
   TESSERA_CHECK(n_dims >= 1, "an encoding needs at least one input dimension");
-  const std::string otype = json_get<std::string>(c, "otype", "");
+  const std::string otype =
+      canonical_name(json_get<std::string>(c, "otype", ""), {"HashGrid", "DenseGrid", "Grid", "Composite", "Identity",
+                                                              "Frequency", "TriangleWave", "OneBlob", "SphericalHarmonics"});
   if (otype == "HashGrid" || otype == "DenseGrid" || otype == "Grid") return create_grid(c, otype, n_dims, device);
   if (otype == "Composite") {
     check_known_keys(c, "Composite config", {"otype", "nested", "n_dims_to_encode"});

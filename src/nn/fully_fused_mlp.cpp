@@ -25,8 +25,16 @@ bool all_finite(const float* v, size_t n) {
 }
 }  // namespace
 
+std::string network_otype(const Json& config, const std::string& fallback) {
+  return canonical_name(json_get<std::string>(config, "otype", fallback), {"FullyFusedMLP", "MLP", "CutlassMLP"});
+}
+
+bool is_network_otype(const std::string& otype) {
+  return otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP";
+}
+
 MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_width, Device device) {
-  const std::string otype = json_get<std::string>(c, "otype", "FullyFusedMLP");
+  const std::string otype = network_otype(c, "FullyFusedMLP");
   check_known_keys(c, otype + " config",
                    {"otype", "n_neurons", "n_hidden_layers", "activation", "output_activation",
                     "initialization", "feedback_alignment"});
@@ -38,9 +46,9 @@ MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_
   m.shape.n_hidden_layers = json_get<uint32_t>(c, "n_hidden_layers", 2);
   m.activations.hidden = parse_activation(json_get<std::string>(c, "activation", "ReLU"));
   m.activations.output = parse_activation(json_get<std::string>(c, "output_activation", "None"));
-  const std::string init = json_get<std::string>(c, "initialization", "Xavier");
-  if (init == "Xavier" || init == "xavier") m.init = Initialization::Xavier;
-  else if (init == "He" || init == "he") m.init = Initialization::He;
+  const std::string init = canonical_name(json_get<std::string>(c, "initialization", "Xavier"), {"Xavier", "He"});
+  if (init == "Xavier") m.init = Initialization::Xavier;
+  else if (init == "He") m.init = Initialization::He;
   else throw Error(format_message("FullyFusedMLP: unknown initialization '{}'; valid choices: Xavier, He", init));
   TESSERA_CHECK(!json_get<bool>(c, "feedback_alignment", false), "FullyFusedMLP: feedback_alignment is not supported");
 

@@ -13,10 +13,6 @@ namespace {
 
 constexpr int kMaxDepth = 64;  // nested composites: a config, not a stack overflow
 
-bool is_network(const std::string& otype) {
-  return otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP";
-}
-
 Conv2dConfig parse_conv2d(const Json& c, uint32_t input_width, const std::string& where) {
   const std::string at = where + " (Conv2d)";
   check_known_keys(c, at,
@@ -58,7 +54,8 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, Device device
   TESSERA_CHECK(c.is_object() && c.contains("otype") && c.at("otype").is_string(),
                 "{}: a module config needs an \"otype\" (Sequential, Parallel, Conv2d, an encoding or a network)", where);
   TESSERA_CHECK(input_width >= 1, "{}: the module gets no input columns", where);
-  const std::string otype = json_get<std::string>(c, "otype", "");
+  const std::string otype = canonical_name(json_get<std::string>(c, "otype", ""),
+                                          {"Sequential", "Parallel", "Conv2d", "FullyFusedMLP", "MLP", "CutlassMLP"});
   if (otype == "Sequential") {
     check_known_keys(c, where + " (Sequential)", {"otype", "modules"});
     TESSERA_CHECK(c.contains("modules") && c.at("modules").is_array() && !c.at("modules").empty(),
@@ -95,7 +92,7 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, Device device
     return make_parallel(input_width, std::move(branches));
   }
   if (otype == "Conv2d") return make_conv2d(parse_conv2d(c, input_width, where), device);
-  if (is_network(otype)) {
+  if (is_network_otype(otype)) {
     TESSERA_CHECK(c.contains("n_output_dims"), "{}: a network module needs \"n_output_dims\"", where);
     const uint32_t out = json_get<uint32_t>(c, "n_output_dims", 0);
     Json network = c;

@@ -58,8 +58,8 @@ std::unique_ptr<Network> create_network(const Json& config, uint32_t input_width
                                         Device device) {
   TESSERA_CHECK(config.is_object() && config.contains("otype"),
                 "network config needs an \"otype\"; valid choices: FullyFusedMLP, MLP, CutlassMLP");
-  const std::string otype = json_get<std::string>(config, "otype", "");
-  if (otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP")
+  const std::string otype = network_otype(config);
+  if (is_network_otype(otype))
     return std::make_unique<FullyFusedMlp>(parse_mlp_config(config, input_width, output_width, device), device);
   throw Error(format_message("unknown network otype '{}'; valid choices: FullyFusedMLP, MLP, CutlassMLP", otype));
 }

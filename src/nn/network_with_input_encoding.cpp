@@ -149,8 +149,8 @@ void NetworkWithInputEncoding::forward_backward_loss_impl(const TensorView& inpu
 std::unique_ptr<Network> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,
                                       uint32_t output_width, Device device) {
   if (encoding_config.is_null()) return create_network(network_config, input_width, output_width, device);
-  const std::string otype = network_config.is_object() ? json_get<std::string>(network_config, "otype", "") : "";
-  TESSERA_CHECK(otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP",
+  const std::string otype = network_config.is_object() ? network_otype(network_config) : "";
+  TESSERA_CHECK(is_network_otype(otype),
                 "an encoding feeds an MLP; network otype '{}' is not supported there; valid choices: FullyFusedMLP, "
                 "MLP, CutlassMLP", otype.empty() ? std::string("(missing)") : otype);
   return std::make_unique<NetworkWithInputEncoding>(create_encoding(encoding_config, input_width, device),

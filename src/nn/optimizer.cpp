@@ -32,6 +32,9 @@ Json Adam::config() const {
     c["non_matrix_learning_rate_factor"] = h_.non_matrix_learning_rate_factor;
   if (!h_.optimize_matrix) c["optimize_matrix_params"] = false;
   if (!h_.optimize_non_matrix) c["optimize_non_matrix_params"] = false;
+  if (h_.relative_decay != 0.0f) c["relative_decay"] = h_.relative_decay;
+  if (h_.absolute_decay != 0.0f) c["absolute_decay"] = h_.absolute_decay;
+  if (h_.adabound) c["adabound"] = true;
   return c;
 }
 
@@ -43,15 +46,18 @@ void Sgd::step(const OptimizerTarget& t) {
 Json Sgd::config() const { return Json{{"otype", "SGD"}, {"learning_rate", lr_}, {"l2_reg", l2_reg_}}; }
 
 ExponentialDecay::ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t decay_start, uint64_t decay_interval,
-                                   float decay_base)
-    : nested_(std::move(nested)), start_(decay_start), interval_(decay_interval), base_(decay_base) {
+                                   float decay_base, uint64_t decay_end)
+    : nested_(std::move(nested)), start_(decay_start), interval_(decay_interval), end_(decay_end), base_(decay_base) {
   TESSERA_CHECK(interval_ > 0, "ExponentialDecay: decay_interval must be positive");
   base_lr_ = nested_->learning_rate();
 }
 
 void ExponentialDecay::step(const OptimizerTarget& t) {
   float lr = base_lr_;
-  if (steps_ >= start_) lr *= std::pow(base_, float((steps_ - start_) / interval_ + 1));
+  // tiny-cuda-nn's schedule: the first decay on step decay_start (0-based), the last on
+  // decay_end (inclusive); the rate then stays.
+  const uint64_t s = std::min(steps_, end_);
+  if (s >= start_) lr *= std::pow(base_, float((s - start_) / interval_ + 1));
   nested_->set_learning_rate(lr);
   ++steps_;
   nested_->step(t);
@@ -60,8 +66,10 @@ void ExponentialDecay::step(const OptimizerTarget& t) {
 Json ExponentialDecay::config() const {
   Json nested = nested_->config();
   nested["learning_rate"] = base_lr_;
-  return Json{{"otype", "ExponentialDecay"}, {"decay_start", start_}, {"decay_interval", interval_},
-              {"decay_base", base_}, {"nested", nested}};
+  Json c{{"otype", "ExponentialDecay"}, {"decay_start", start_}, {"decay_interval", interval_},
+         {"decay_base", base_}, {"nested", nested}};
+  if (end_ != kNoEnd) c["decay_end"] = end_;
+  return c;
 }
 
 Ema::Ema(std::unique_ptr<Optimizer> nested, float decay) : nested_(std::move(nested)), decay_(decay) {
@@ -103,11 +111,14 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
   TESSERA_CHECK(depth <= 8, "optimizer configs nested deeper than 8");
   TESSERA_CHECK(c.is_object() && c.contains("otype"),
                 "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay, Ema");
-  const std::string otype = json_get<std::string>(c, "otype", "");
+  // tiny-cuda-nn's own documentation spells the moving average "EMA", its code "Ema".
+  const std::string otype =
+      canonical_name(json_get<std::string>(c, "otype", ""), {"Adam", "SGD", "ExponentialDecay", "Ema"});
   if (otype == "Adam") {
     check_known_keys(c, "Adam config",
                      {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg", "non_matrix_learning_rate_factor",
-                      "optimize_matrix_params", "optimize_non_matrix_params"});
+                      "optimize_matrix_params", "optimize_non_matrix_params", "relative_decay", "absolute_decay",
+                      "adabound"});
     ops::AdamHyper h;
     h.learning_rate = json_get<float>(c, "learning_rate", 1e-3f);
     h.beta1 = json_get<float>(c, "beta1", 0.9f);
@@ -117,6 +128,13 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
     h.non_matrix_learning_rate_factor = json_get<float>(c, "non_matrix_learning_rate_factor", 1.0f);
     h.optimize_matrix = json_get<bool>(c, "optimize_matrix_params", true);
     h.optimize_non_matrix = json_get<bool>(c, "optimize_non_matrix_params", true);
+    h.relative_decay = json_get<float>(c, "relative_decay", 0.0f);
+    h.absolute_decay = json_get<float>(c, "absolute_decay", 0.0f);
+    h.adabound = json_get<bool>(c, "adabound", false);
+    TESSERA_CHECK(std::isfinite(h.relative_decay) && h.relative_decay >= 0 && std::isfinite(h.absolute_decay) &&
+                      h.absolute_decay >= 0,
+                  "Adam: relative_decay and absolute_decay must be finite and at least 0 (got {} and {})",
+                  h.relative_decay, h.absolute_decay);
     TESSERA_CHECK(h.learning_rate > 0 && h.beta1 >= 0 && h.beta1 < 1 && h.beta2 >= 0 && h.beta2 < 1 && h.epsilon >= 0,
                   "Adam: need learning_rate > 0, 0 <= beta1, beta2 < 1, epsilon >= 0");
     return std::make_unique<Adam>(h);
@@ -129,17 +147,21 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
     return std::make_unique<Sgd>(lr, json_get<float>(c, "l2_reg", 0.0f));
   }
   if (otype == "ExponentialDecay") {
-    check_known_keys(c, "ExponentialDecay config", {"otype", "decay_start", "decay_interval", "decay_base", "nested"});
+    check_known_keys(c, "ExponentialDecay config",
+                     {"otype", "decay_start", "decay_interval", "decay_base", "decay_end", "nested"});
     TESSERA_CHECK(c.contains("nested"), "ExponentialDecay needs a \"nested\" optimizer config");
     const float decay_base = json_get<float>(c, "decay_base", 0.33f);
     TESSERA_CHECK(decay_base > 0.0f, "ExponentialDecay: decay_base must be above 0 (got {}): the learning rate is "
                   "multiplied by it", decay_base);
     return std::make_unique<ExponentialDecay>(create_optimizer_at(c.at("nested"), depth + 1),
                                               json_get<uint32_t>(c, "decay_start", 10000),
-                                              json_get<uint32_t>(c, "decay_interval", 10000), decay_base);
+                                              json_get<uint32_t>(c, "decay_interval", 10000), decay_base,
+                                              json_get<uint64_t>(c, "decay_end", ExponentialDecay::kNoEnd));
   }
   if (otype == "Ema") {
-    check_known_keys(c, "Ema config", {"otype", "decay", "nested"});
+    // full_precision: tiny-cuda-nn may keep its average in fp16; tessera's is always fp32.
+    check_known_keys(c, "Ema config", {"otype", "decay", "full_precision", "nested"});
+    (void)json_get<bool>(c, "full_precision", false);
     TESSERA_CHECK(c.contains("nested"), "Ema needs a \"nested\" optimizer config");
     return std::make_unique<Ema>(create_optimizer_at(c.at("nested"), depth + 1), json_get<float>(c, "decay", 0.99f));
   }

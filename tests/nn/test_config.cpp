@@ -5,7 +5,14 @@
 #include "tessera/nn/encoding.h"
 #include "tessera/nn/optimizer.h"
 #include "tessera/nn/trainer.h"
+#include "support/paths.h"
 #include "support/views.h"
+#include "tessera/nn/fully_fused_mlp.h"
+#include "tessera/nn/loss.h"
+#include "tessera/nn/module.h"
+
+#include <filesystem>
+#include <set>
 
 namespace tessera {
 namespace {
@@ -137,6 +144,106 @@ TEST(ConfigValues, EncodingWidthsCannotWrapAndNestingIsBounded) {
   for (int i = 0; i < 200; ++i) deep = Json{{"otype", "Composite"}, {"nested", {deep}}};
   msg = encoding(deep, 2);
   EXPECT_NE(msg.find("nested deeper than 64"), std::string::npos) << msg;
+}
+
+// Every config example of tiny-cuda-nn's DOCUMENTATION.md, as written there
+// (tests/nn/data/tcnn_documentation/), loads; the few tessera does not have are refused by
+// an error that names them. A newly supported one must leave the refused list.
+TEST(TinyCudaNnCompat, EveryDocumentationExampleLoadsOrNamesWhyNot) {
+  const std::set<std::string> refused = {
+      "loss_RelativeL1",    "loss_MAPE",       "loss_SMAPE",        "loss_RelativeL2Luminance",
+      "loss_CrossEntropy",  "loss_Variance",   "optimizer_Novograd", "optimizer_Shampoo",
+      "optimizer_Average",  "optimizer_Batched", "optimizer_Lookahead"};
+  const std::filesystem::path dir = test::source_path("tests/nn/data/tcnn_documentation");
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
+  size_t seen = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".json") continue;
+    ++seen;
+    const std::string name = entry.path().stem().string();
+    SCOPED_TRACE(name);
+    const Json cfg = load_json_file(entry.path().string());
+    const auto load = [&] {
+      if (name.rfind("encoding_", 0) == 0) {
+        const uint32_t dims = name == "encoding_Composite" ? 9 : 3;  // TriangleWave 3 + OneBlob 5 + Identity
+        auto e = nn::create_encoding(cfg, dims, DeviceKind::cpu);
+        EXPECT_GT(e->output_width(), 0u);
+        // the same otype as a module config too
+        EXPECT_EQ(nn::create_module(cfg, dims, DeviceKind::cpu)->output_width(), e->output_width());
+      } else if (name == "network_Activation") {
+        parse_activation(cfg.at("activation").get<std::string>());
+      } else if (name.rfind("network_", 0) == 0) {
+        auto net = nn::create_network(cfg, 16, 4, DeviceKind::cpu);
+        EXPECT_EQ(net->output_width(), 4u);
+      } else if (name.rfind("loss_", 0) == 0) {
+        nn::parse_loss(cfg);
+      } else if (name.rfind("optimizer_", 0) == 0) {
+        nn::create_optimizer(cfg);
+      } else {
+        FAIL() << "unexpected file " << name;
+      }
+    };
+    const std::string err = error_of(load);
+    if (refused.count(name)) {
+      EXPECT_NE(err.find(cfg.at("otype").get<std::string>()), std::string::npos) << err;
+      EXPECT_NE(err.find("valid choices"), std::string::npos) << err;
+    } else {
+      EXPECT_EQ(err, "");
+    }
+  }
+  EXPECT_EQ(seen, 28u);
+}
+
+// tiny-cuda-nn compares otypes and enum names ignoring case; keys stay exact.
+TEST(TinyCudaNnCompat, OtypesAndNamesIgnoreCase) {
+  EXPECT_EQ(nn::create_optimizer(parse_json(R"({"otype": "EMA", "decay": 0.9, "full_precision": true,
+                                                "nested": {"otype": "adam", "learning_rate": 0.01}})"))
+                ->config()["otype"],
+            "Ema");
+  auto grid = nn::create_encoding(parse_json(R"({"otype": "grid", "type": "HASH", "n_levels": 2,
+                                                 "log2_hashmap_size": 14, "interpolation": "smoothstep"})"),
+                                  3, DeviceKind::cpu);
+  EXPECT_EQ(grid->config()["otype"], "HashGrid");
+  EXPECT_EQ(grid->config()["interpolation"], "Smoothstep");
+  auto mlp = nn::create_network(parse_json(R"({"otype": "fullyfusedmlp", "n_neurons": 16, "n_hidden_layers": 1,
+                                              "activation": "relu", "initialization": "he"})"),
+                                3, 2, DeviceKind::cpu);
+  EXPECT_EQ(mlp->config()["otype"], "FullyFusedMLP");
+  auto model = nn::create_module(parse_json(R"({"otype": "sequential", "modules": [
+      {"otype": "frequency", "n_frequencies": 2}, {"otype": "mlp", "n_output_dims": 1}]})"),
+                                 2, DeviceKind::cpu);
+  EXPECT_EQ(model->config()["otype"], "Sequential");
+  EXPECT_NE(error_of([] { nn::create_optimizer(parse_json(R"({"otype": "Adam", "Learning_Rate": 0.1})")); })
+                .find("Learning_Rate"),
+            std::string::npos);
+}
+
+// The Adam keys and ExponentialDecay's decay_end: honoured and kept by config().
+TEST(TinyCudaNnCompat, AdamExtrasAndDecayEndRoundTrip) {
+  auto adam = nn::create_optimizer(
+      parse_json(R"({"otype": "Adam", "relative_decay": 0.1, "absolute_decay": 0.01, "adabound": true})"));
+  EXPECT_FLOAT_EQ(adam->config()["relative_decay"].get<float>(), 0.1f);
+  EXPECT_FLOAT_EQ(adam->config()["absolute_decay"].get<float>(), 0.01f);
+  EXPECT_TRUE(adam->config()["adabound"].get<bool>());
+  EXPECT_NE(error_of([] { nn::create_optimizer(parse_json(R"({"otype": "Adam", "relative_decay": -1})")); })
+                .find("relative_decay"),
+            std::string::npos);
+
+  auto decay = nn::create_optimizer(parse_json(R"({"otype": "ExponentialDecay", "decay_base": 0.5, "decay_start": 2,
+      "decay_interval": 2, "decay_end": 5, "nested": {"otype": "SGD", "learning_rate": 1.0}})"));
+  EXPECT_EQ(decay->config()["decay_end"], 5);
+  Buffer<float> params(DeviceKind::cpu, 4), grads(DeviceKind::cpu, 4);
+  Buffer<ops::TrainState> state(DeviceKind::cpu, 1);
+  params.zero();
+  grads.zero();
+  state.copy_from_host({ops::TrainState{}});
+  const nn::OptimizerTarget target{DeviceKind::cpu, 4, params.view(), grads.view(), TensorView(), state.view()};
+  // step s (0-based) uses 0.5^N(s), N = 0 before 2, then floor((min(s, 5) - 2) / 2) + 1
+  const float want[] = {1, 1, 0.5f, 0.5f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f};
+  for (float w : want) {
+    decay->step(target);
+    EXPECT_FLOAT_EQ(decay->learning_rate(), w);
+  }
 }
 
 }  // namespace

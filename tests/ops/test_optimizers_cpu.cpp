@@ -49,6 +49,36 @@ TEST(AdamCpu, NonMatrixParamsFollowTinyCudaNn) {
   EXPECT_EQ(v[5], 0.0f);
 }
 
+// tiny-cuda-nn's Adam extras. Decays: p' = (1 - relative * lr_t) p - sign(p) absolute lr_t
+// with lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t); a zero gradient (m = v = 0) leaves only
+// the decay. AdaBound: the per-unit step lr / bias1 / (sqrt(v_hat) + eps) clamped to
+// [0.1 - 0.1 / ((1 - beta2) t + 1), 0.1 + 0.1 / ((1 - beta2) t)].
+TEST(AdamCpu, DecaysAndAdaBoundFollowTinyCudaNn) {
+  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 0.0f};
+  h.relative_decay = 0.5f;
+  h.absolute_decay = 0.25f;
+  std::vector<float> g = {0.0f, 0.0f}, p = {2.0f, -2.0f}, m(2, 0.0f), v(2, 0.0f);
+  ops::TrainState s;
+  s.optimizer_steps = 3;
+  ops::cpu::adam_step(h, 2, 2, g.data(), p.data(), m.data(), v.data(), s);
+  const double lr_t = 0.01 * std::sqrt(1 - std::pow(0.99, 3)) / (1 - std::pow(0.9, 3));
+  EXPECT_NEAR(p[0], (1 - 0.5 * lr_t) * 2.0 - 0.25 * lr_t, 1e-6);
+  EXPECT_NEAR(p[1], (1 - 0.5 * lr_t) * -2.0 + 0.25 * lr_t, 1e-6);
+
+  ops::AdamHyper b{1e-6f, 0.9f, 0.999f, 1e-8f, 0.0f};
+  b.adabound = true;
+  std::vector<float> gb = {1.0f}, pb = {0.0f}, mb(1, 0.0f), vb(1, 0.0f);
+  s.optimizer_steps = 1;
+  ops::cpu::adam_step(b, 1, 1, gb.data(), pb.data(), mb.data(), vb.data(), s);
+  // unclamped step 1e-6 / 0.1 = 1e-5 is under the lower bound at t = 1
+  const double lower = 0.1 - 0.1 / (0.001 * 1 + 1);
+  EXPECT_NEAR(pb[0], -lower * 0.1, 2e-8);  // the bound 0.1 - 0.1 / 1.001 cancels in fp32: 1e-4 relative
+  b.adabound = false;
+  pb = {0.0f}, mb = {0.0f}, vb = {0.0f};
+  ops::cpu::adam_step(b, 1, 1, gb.data(), pb.data(), mb.data(), vb.data(), s);
+  EXPECT_NEAR(pb[0], -1e-6, 1e-9);
+}
+
 TEST(TrainState, LossScaleHalvesOnOverflowAndGrows) {
   ops::TrainState s;
   const float start = s.loss_scale;

@@ -4,6 +4,9 @@
 // and the fused MLP's training step with its reduction.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
+#include "support/errors.h"
 #include "support/gpu.h"
 #include "support/random.h"
 #include "tessera/core/backend.h"
@@ -82,6 +85,65 @@ TEST(StreamsCuda, OpsOnAStreamMatchTheDefaultStream) {
   main.synchronize();
   side->synchronize();
   EXPECT_EQ(on_host(enc_main), on_host(enc_side));
+}
+
+// A GEMM of fresh data on `stream`, C returned to the host (the op is deterministic, so
+// the same inputs give the same bits on any stream or GPU of one kind).
+std::vector<float> gemm_on(Stream& stream, uint64_t seed) {
+  const Device dev = stream.backend().device();
+  const size_t M = 96, N = 80, K = 4096;
+  Buffer<float> a = make_buffer(dev, test::random_floats(M * K, -1, 1, seed));
+  Buffer<float> b = make_buffer(dev, test::random_floats(K * N, -1, 1, seed + 1));
+  Buffer<float> c(dev, M * N);
+  ops::GemmDesc d;
+  d.M = M, d.N = N, d.K = K;
+  d.a = {ops::DType::f32, ops::Layout::row_major, false, K, 0};
+  d.b = {ops::DType::f32, ops::Layout::row_major, false, N, 0};
+  d.c = {ops::DType::f32, ops::Layout::row_major, false, N, 0};
+  ops::call<ops::Gemm>(stream, d, a.view(), b.view(), c.view());
+  stream.synchronize();
+  return c.to_host();
+}
+
+// A stream the caller made (as PyTorch's current stream) runs the ops as such.
+TEST(StreamsCuda, ACallersStreamIsUsedAsIs) {
+  REQUIRE_CUDA();
+  Backend& cuda = backend_for(DeviceKind::cuda);
+  cudaStream_t mine = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking), cudaSuccess);
+  {
+    auto wrapped = cuda.wrap_stream(mine);
+    EXPECT_EQ(wrapped->native(), static_cast<void*>(mine));
+    const uint64_t seed = test::fresh_seed();
+    EXPECT_EQ(gemm_on(*wrapped, seed), gemm_on(cuda.default_stream(), seed));
+  }
+  // the wrapper did not destroy it
+  EXPECT_EQ(cudaStreamSynchronize(mine), cudaSuccess);
+  cudaStreamDestroy(mine);
+}
+
+// Two GPUs in one process: each device has its own backend; work for cuda:1 runs there even
+// when the caller left cuda:0 current; a stream of one GPU is refused for the other.
+TEST(DevicesCuda, TheSecondGpuRunsItsOwnWork) {
+  REQUIRE_CUDA();
+  if (cuda_devices().size() < 2) GTEST_SKIP() << "one CUDA device: two-GPU test skipped";
+  Backend& gpu0 = backend_for(Device(DeviceKind::cuda, 0));
+  Backend& gpu1 = backend_for(Device::parse("cuda:1"));
+  ASSERT_NE(&gpu0, &gpu1);
+  EXPECT_EQ(gpu1.name(), "cuda:1");
+  EXPECT_EQ(gpu1.attributes().index, 1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  Buffer<float> on1(Device(DeviceKind::cuda, 1), 1024);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, on1.data()), cudaSuccess);
+  EXPECT_EQ(attr.device, 1);
+  const uint64_t seed = test::fresh_seed();
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const std::vector<float> c1 = gemm_on(gpu1.default_stream(), seed);
+  const std::vector<float> c0 = gemm_on(gpu0.default_stream(), seed);
+  EXPECT_EQ(c0, c1);
+  auto side0 = gpu0.create_stream();
+  EXPECT_NE(test::error_of([&] { gpu1.wrap_stream(side0->native()); }).find("belongs to cuda:0"), std::string::npos);
 }
 
 }  // namespace

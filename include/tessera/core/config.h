@@ -23,6 +23,11 @@ void check_known_keys(const Json& object, const std::string& what,
 template <typename T>
 T json_get(const Json& object, const char* key, const T& default_value);
 
+// `name` in the spelling of the one of `choices` it equals ignoring ASCII case, or `name`
+// unchanged when none does (the caller's error then lists the choices). tiny-cuda-nn
+// compares otypes and enum names so: "EMA", "Ema" and "ema" name one optimizer.
+std::string canonical_name(const std::string& name, std::initializer_list<const char*> choices);
+
 // The size of the input file `path` (what: "config file", "parameter file", ...), after
 // checking it is a regular file (not a folder, device or FIFO) of at most max_bytes, so a
 // wrong path is refused before anything is read or allocated.

@@ -21,6 +21,11 @@ struct MlpConfig {
   Initialization init = Initialization::Xavier;
 };
 
+// A network config's otype in its canonical spelling ("fullyfusedmlp" -> "FullyFusedMLP"),
+// `fallback` when it has none, or as written when it is none of the network otypes.
+std::string network_otype(const Json& config, const std::string& fallback = "");
+bool is_network_otype(const std::string& otype);  // FullyFusedMLP, MLP or CutlassMLP
+
 // Parses FullyFusedMLP / MLP / CutlassMLP keys: otype, n_neurons, n_hidden_layers,
 // activation, output_activation, initialization ("Xavier" | "He").
 MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, Device device);

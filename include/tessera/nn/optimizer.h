@@ -67,10 +67,13 @@ class Sgd final : public Optimizer {
   float lr_, l2_reg_;
 };
 
-// lr = base * decay_base ^ floor((step - decay_start) / decay_interval + 1) once step >= decay_start.
+// lr = base * decay_base ^ floor((s - decay_start) / decay_interval + 1) once s >= decay_start,
+// with s = min(step, decay_end) (tiny-cuda-nn's schedule; steps count from 0).
 class ExponentialDecay final : public Optimizer {
  public:
-  ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t decay_start, uint64_t decay_interval, float decay_base);
+  static constexpr uint64_t kNoEnd = UINT64_MAX;
+  ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t decay_start, uint64_t decay_interval, float decay_base,
+                   uint64_t decay_end = kNoEnd);
   void step(const OptimizerTarget& target) override;
   using Optimizer::step;
   float learning_rate() const override { return nested_->learning_rate(); }
@@ -80,7 +83,7 @@ class ExponentialDecay final : public Optimizer {
 
  private:
   std::unique_ptr<Optimizer> nested_;
-  uint64_t start_, interval_;
+  uint64_t start_, interval_, end_;
   float base_, base_lr_;
 };
 

@@ -20,6 +20,10 @@ struct AdamHyper {
   // Parameters past the network's matrices (encoding tables): see adam_update.
   float non_matrix_learning_rate_factor = 1.0f;
   bool optimize_matrix = true, optimize_non_matrix = true;
+  // tiny-cuda-nn's weight decays (scaled by the step's bias-corrected rate) and AdaBound
+  // (the step size clamped to bounds that close on 0.1): see adam_update.
+  float relative_decay = 0.0f, absolute_decay = 0.0f;
+  bool adabound = false;
 };
 
 // Op tags (ops::call<Op>(stream, ...), dispatch.h). params, grad, m, v: fp32 [n]; the first

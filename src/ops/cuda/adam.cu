@@ -12,15 +12,14 @@ __global__ void adam_kernel(AdamHyper h, size_t n, size_t n_matrix, const float*
                             __half* __restrict__ params_fp16, float* __restrict__ m, float* __restrict__ v,
                             const TrainState* __restrict__ state) {
   if (state->skip_this_step) return;
-  const float t = float(state->optimizer_steps);
-  const float bias1 = 1.0f - powf(h.beta1, t), bias2 = 1.0f - powf(h.beta2, t);
+  const AdamStepScalars s = adam_step_scalars(h, state->optimizer_steps);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     // An encoding entry no sample touched keeps its state: skip its loads too (most of a
     // large hash table in any one step).
     const float g = grad[i];
     if (i >= n_matrix && g == 0.0f) continue;
     float p = params[i], mi = m[i], vi = v[i];
-    if (!adam_update(h, i < n_matrix, bias1, bias2, g, p, mi, vi)) continue;
+    if (!adam_update(h, i < n_matrix, s, g, p, mi, vi)) continue;
     params[i] = p;
     m[i] = mi;
     v[i] = vi;

@@ -6,7 +6,8 @@
 
 __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, const float beta1, const float beta2,
                         const float epsilon, const float l2_reg, const float non_matrix_factor,
-                        const uint optimize_matrix, const uint optimize_non_matrix, __global const float* grad,
+                        const uint optimize_matrix, const uint optimize_non_matrix, const float relative_decay,
+                        const float absolute_decay, const uint adabound, __global const float* grad,
                         const ulong g_off, __global float* params, const ulong p_off, __global float* m,
                         const ulong m_off, __global float* v, const ulong v_off, __global uchar* state_base,
                         const ulong state_off) {
@@ -14,6 +15,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
   if (s->skip_this_step) return;
   const float t = (float)s->optimizer_steps;
   const float bias1 = 1.0f - pow(beta1, t), bias2 = 1.0f - pow(beta2, t);
+  const float lower = 0.1f - 0.1f / ((1.0f - beta2) * t + 1.0f), upper = 0.1f + 0.1f / ((1.0f - beta2) * t);
   for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
     const bool matrix = i < n_matrix;
     float g = grad[g_off + i];
@@ -25,7 +27,14 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
     const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * g * g;
     m[m_off + i] = mi;
     v[v_off + i] = vi;
-    params[p_off + i] = p - rate * (mi / bias1) / (sqrt(vi / bias2) + epsilon);
+    if (relative_decay != 0.0f || absolute_decay != 0.0f) {
+      const float lr_t = rate * sqrt(bias2) / bias1;
+      p = (1.0f - relative_decay * lr_t) * p - copysign(absolute_decay * lr_t, p);
+    }
+    if (adabound)
+      params[p_off + i] = p - clamp(rate / bias1 / (sqrt(vi / bias2) + epsilon), lower, upper) * mi;
+    else
+      params[p_off + i] = p - rate * (mi / bias1) / (sqrt(vi / bias2) + epsilon);
   }
 }
 
