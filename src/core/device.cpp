@@ -70,7 +70,7 @@ void check_device(const Device& device) {
                     "device '{}': this build has no CUDA backend (configure with -DTESSERA_CUDA=ON on a machine "
                     "with nvcc)",
                     name);
-      const size_t n = cuda_devices().size();
+      static const size_t n = cuda_devices().size();  // read once: ops::supported asks per call
       TESSERA_CHECK(n > 0, "device '{}': no usable CUDA device was found (is the NVIDIA driver loaded?)", name);
       TESSERA_CHECK(device.index >= 0 && size_t(device.index) < n, "device '{}': this machine has {} CUDA device{} ({})",
                     name, n, n == 1 ? "" : "s", n == 1 ? std::string("cuda:0") : fmt::format("cuda:0 to cuda:{}", n - 1));
@@ -81,7 +81,7 @@ void check_device(const Device& device) {
                     "device '{}': this build has no OpenCL backend (install an OpenCL ICD loader and headers: "
                     "scripts/bootstrap.sh)",
                     name);
-      const size_t n = opencl_devices().size();
+      static const size_t n = opencl_devices().size();
       TESSERA_CHECK(n > 0, "device '{}': no OpenCL platform or device was found (install a driver or PoCL: Debian "
                     "pocl-opencl-icd)", name);
       TESSERA_CHECK(device.index >= 0 && size_t(device.index) < n,
