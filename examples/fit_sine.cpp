@@ -37,6 +37,6 @@ int main() {
   std::vector<float> probe{0.25f};
   Buffer<float> probe_in = make_buffer(device, probe), probe_out(device, 1);
   trainer->inference(probe_in.matrix(1, 1), probe_out.matrix(1, 1));
-  std::printf("f(0.25) = %.4f (exact 1.0) on %s\n", probe_out.to_host()[0], to_string(device));
+  std::printf("f(0.25) = %.4f (exact 1.0) on %s\n", probe_out.to_host()[0], device.str().c_str());
   return 0;
 }

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
 
     const double start = reconstruction_error(m, data);
     std::printf("RBM %d visible x %d hidden, CD-1, lr %.2f, %zu bars-and-stripes patterns, on %s\n", kVisible, kHidden,
-                lr, data.size(), to_string(dev));
+                lr, data.size(), dev.str().c_str());
     std::printf("epoch %4d  reconstruction error %.3e\n", 0, start);
     std::vector<size_t> order(data.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
