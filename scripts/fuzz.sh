@@ -11,7 +11,8 @@ build=${1:?build folder}
 seconds=${2:?seconds per target}
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(image config module snapshot transforms nerf_snapshot program_cache camera_path viewer_message)
+[ ${#targets[@]} -gt 0 ] || targets=(image config module snapshot training_snapshot transforms nerf_snapshot program_cache camera_path
+                                  viewer_message)
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$build/fuzz-findings"
 summary=""

@@ -18,6 +18,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/rng.h"
+#include "tessera/nn/training_snapshot.h"
 #include "tessera/core/timer.h"
 #include "tessera/nn/loss.h"
 #include "tessera/nn/model_trainer.h"
@@ -33,7 +34,7 @@ namespace {
 const std::vector<double> kMilestones = {1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200};
 
 struct FitDenoiseOptions {
-  std::string image_path, device = "auto", out_dir = "fit_denoise_out", json_path;
+  std::string image_path, device = "auto", out_dir = "fit_denoise_out", json_path, snapshot_path, resume_path;
   uint32_t depth = 5, width = 16, crop = 32, batch = 8;
   float sigma = 25.0f;  // in 8-bit levels (of 255)
   float learning_rate = 1e-3f;
@@ -143,6 +144,12 @@ void run(const FitDenoiseOptions& o) {
   std::vector<float> batch_in(o.batch * in_w), batch_target(o.batch * in_w);
   Buffer<float> in(dev, batch_in.size()), target(dev, batch_target.size());
   Pcg32 rng(o.seed, 11);
+  // Resumed: the snapshot's weights, optimizer state and step count, and its run record
+  // (where the crop generator stands, training time, evaluations); --steps and --seconds
+  // count from the first run's start. The held-back noise comes from --seed: keep it.
+  const Json run_log = o.resume_path.empty() ? Json::object() : nn::load_training_snapshot(trainer, o.resume_path);
+  const std::string snapshot_path =
+      o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
   fmt::print("fit denoise: {} ({}x{}) on {}, sigma {}/255, CNN depth {} width {} ({} params), crops {}x{} x {}; "
              "bottom {} rows held back (noisy PSNR {:.2f} dB)\n",
              o.image_path, W, H, to_string(dev), o.sigma, o.depth, o.width, trainer.n_params(), o.crop, o.crop, o.batch,
@@ -151,10 +158,33 @@ void run(const FitDenoiseOptions& o) {
   const uint64_t bar_total = o.steps || o.seconds <= 0 ? steps : uint64_t(std::ceil(o.seconds * 10));
   ProgressBar bar(fmt::format("fit denoise ({})", to_string(dev)), bar_total, !o.no_progress);
   std::vector<Evaluation> evals;
-  double train_seconds = 0, last_psnr = evaluate();
+  double train_seconds = json_get<double>(run_log, "train_seconds", 0.0), last_psnr = evaluate();
   float loss = 0;
   size_t next_milestone = 0;
-  uint64_t step = 0;
+  uint64_t step = trainer.optimizer().steps_taken();
+  if (!o.resume_path.empty()) {
+    const Json& log = run_log;
+    TESSERA_CHECK(log.contains("rng") && log.at("rng").is_array() && log.at("rng").size() == 2 &&
+                      log.at("rng")[0].is_number_unsigned() && log.at("rng")[1].is_number_unsigned() &&
+                      log.contains("evaluations") && log.at("evaluations").is_array(),
+                  "{} was not written by fit denoise (its run record lacks the crop generator or evaluations)",
+                  o.resume_path);
+    rng.set_position({log.at("rng")[0].get<uint64_t>(), log.at("rng")[1].get<uint64_t>()});
+    for (const Json& e : log.at("evaluations")) {
+      TESSERA_CHECK(e.is_array() && e.size() == 4 && e[0].is_number_unsigned() && e[1].is_number() &&
+                        e[2].is_number() && e[3].is_number(),
+                    "{}: an evaluation of its run record is malformed", o.resume_path);
+      evals.push_back({e[0].get<uint64_t>(), e[1].get<double>(), e[2].get<double>(), e[3].get<double>()});
+    }
+    TESSERA_CHECK(std::isfinite(train_seconds) && train_seconds >= 0 && step < steps &&
+                      (o.seconds <= 0 || train_seconds < o.seconds),
+                  "fit denoise: {} has {} steps and {:.2f} s of training already; --steps and --seconds count from "
+                  "the start of the first run, so ask for more than that",
+                  o.resume_path, step, train_seconds);
+    while (next_milestone < kMilestones.size() && kMilestones[next_milestone] <= train_seconds) ++next_milestone;
+    fmt::print("fit denoise: resuming {} at step {} ({:.2f} s of training, denoised {:.2f} dB)\n", o.resume_path,
+               step, train_seconds, last_psnr);
+  }
   while (step < steps && (o.seconds <= 0 || train_seconds < o.seconds)) {
     Stopwatch clock;
     // Random crops from the training rows, noise added; the target is the noise.
@@ -204,6 +234,13 @@ void run(const FitDenoiseOptions& o) {
     flat.x.push_back(e.seconds), flat.y.push_back(noisy_psnr);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
+  Json eval_log = Json::array();
+  for (const auto& e : evals) eval_log.push_back({e.step, e.seconds, e.loss, e.psnr});
+  const Pcg32::State position = rng.position();
+  nn::save_training_snapshot(trainer, snapshot_path,
+                             Json{{"rng", {position.state, position.inc}},
+                                  {"train_seconds", train_seconds},
+                                  {"evaluations", eval_log}});
   write_line_plot_png(out_path("psnr.png"), {curve, flat},
                       {fmt::format("fit denoise, sigma {}/255, on {}", o.sigma, to_string(dev)), "training time (s)",
                        "PSNR on the held-back rows (dB)"});
@@ -216,8 +253,8 @@ void run(const FitDenoiseOptions& o) {
     at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"loss", e.loss}, {"denoised_psnr_db", e.psnr}});
     fmt::print("  {:>8.2f} s  step {:>7}  denoised {:6.2f} dB\n", e.seconds, e.step, e.psnr);
   }
-  fmt::print("  wrote {}, {}, {}, {}, {}\n", out_path("clean.png"), out_path("noisy.png"), out_path("denoised.png"),
-             out_path("psnr.csv"), out_path("psnr.png"));
+  fmt::print("  wrote {}, {}, {}, {}, {}, {}\n", out_path("clean.png"), out_path("noisy.png"),
+             out_path("denoised.png"), out_path("psnr.csv"), out_path("psnr.png"), snapshot_path);
   write_json_result(o.json_path, Json{{"command", "fit denoise"},
                                       {"image", o.image_path},
                                       {"width", W},
@@ -231,6 +268,7 @@ void run(const FitDenoiseOptions& o) {
                                       {"denoised_psnr_db", last_psnr},
                                       {"gain_db", last_psnr - noisy_psnr},
                                       {"evaluations", at},
+                                      {"snapshot", snapshot_path},
                                       {"model", model_config}});
 }
 
@@ -253,6 +291,13 @@ void register_fit_denoise(CLI::App& fit) {
   cmd->add_option("--seconds", o.seconds, "stop after this much training time")->check(finite_non_negative());
   cmd->add_option("--eval-every", o.eval_every, "also measure PSNR every N steps");
   cmd->add_option("--seed", o.seed, "random seed (initialization, crops, noise)")->capture_default_str();
+  cmd->add_option("--snapshot", o.snapshot_path,
+                  "where to write the trained CNN with its optimizer state (default: OUT/model.tsnap)")
+      ->check(writable_output_file());
+  cmd->add_option("--resume", o.resume_path,
+                  "continue from a snapshot of fit denoise (same flags); --steps and --seconds then count from the "
+                  "start of the first run")
+      ->check(CLI::ExistingFile);
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for clean/noisy/denoised PNGs, psnr.csv, psnr.png")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());

@@ -18,7 +18,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
-#include "tessera/nn/trainer.h"
+#include "tessera/nn/training_snapshot.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/image_sample.h"
 
@@ -41,7 +41,8 @@ constexpr const char* kDefaultConfig = R"({
 const std::vector<double> kMilestones = {0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600};
 
 struct FitImageOptions {
-  std::string image_path, config_path, device = "auto", out_dir = "fit_image_out", json_path;
+  std::string image_path, config_path, device = "auto", out_dir = "fit_image_out", json_path, snapshot_path,
+      resume_path;
   uint64_t steps = 0;      // 0: until --seconds
   double seconds = 0;      // 0: until --steps
   uint32_t log2_batch = 0; // 0: 2^18 on CUDA, 2^12 on the CPU
@@ -103,7 +104,13 @@ void run(const FitImageOptions& o) {
   const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
   auto trainer = nn::Trainer::from_config(config, 2, 3, dev);
   trainer->network().initialize(o.seed);
+  // Resumed: the snapshot's weights, optimizer state and step count, and its run record
+  // (seed, training time, evaluations); --steps and --seconds count from the first run's start.
+  const Json run_log = o.resume_path.empty() ? Json::object() : nn::load_training_snapshot(*trainer, o.resume_path);
+  const uint64_t seed = json_get<uint64_t>(run_log, "seed", o.seed);
   ensure_output_folder(o.out_dir);
+  const std::string snapshot_path = o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tsnap").string()
+                                                             : o.snapshot_path;
   const uint64_t steps = o.steps ? o.steps : (o.seconds > 0 ? std::numeric_limits<uint64_t>::max() : 2000);
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev.kind == DeviceKind::cuda ? 18 : 12));
 
@@ -125,13 +132,32 @@ void run(const FitImageOptions& o) {
              trainer->network().n_params() - trainer->network().n_matrix_params());
   const uint64_t bar_total = o.steps ? steps : uint64_t(std::ceil(o.seconds * 10));
   ProgressBar bar(fmt::format("fit image ({})", to_string(dev)), bar_total, !o.no_progress);
-  double train_seconds = 0, last_psnr = 0;
+  double train_seconds = json_get<double>(run_log, "train_seconds", 0.0), last_psnr = 0;
   float loss = 0;
   size_t next_milestone = 0;
-  uint64_t step = 0;
+  uint64_t step = trainer->steps();
+  if (!o.resume_path.empty()) {
+    TESSERA_CHECK(run_log.contains("evaluations") && run_log.at("evaluations").is_array(),
+                  "{} was not written by fit image (no evaluations in its run record)", o.resume_path);
+    for (const Json& e : run_log.at("evaluations")) {
+      TESSERA_CHECK(e.is_array() && e.size() == 4 && e[0].is_number_unsigned() && e[1].is_number() &&
+                        e[2].is_number() && e[3].is_number(),
+                    "{}: an evaluation of its run record is malformed", o.resume_path);
+      evals.push_back({e[0].get<uint64_t>(), e[1].get<double>(), e[2].get<double>(), e[3].get<double>()});
+    }
+    TESSERA_CHECK(std::isfinite(train_seconds) && train_seconds >= 0 && step < steps &&
+                      (o.seconds <= 0 || train_seconds < o.seconds),
+                  "fit image: {} has {} steps and {:.2f} s of training already; --steps and --seconds count from the "
+                  "start of the first run, so ask for more than that",
+                  o.resume_path, step, train_seconds);
+    if (!evals.empty()) last_psnr = evals.back().psnr;
+    while (next_milestone < kMilestones.size() && kMilestones[next_milestone] <= train_seconds) ++next_milestone;
+    fmt::print("fit image: resuming {} at step {} ({:.2f} s of training, PSNR {:.2f} dB)\n", o.resume_path, step,
+               train_seconds, last_psnr);
+  }
   while (step < steps && (o.seconds <= 0 || train_seconds < o.seconds)) {
     Stopwatch clock;
-    const uint64_t sample_seed = o.seed * 0x9e3779b97f4a7c15ULL + step;
+    const uint64_t sample_seed = seed * 0x9e3779b97f4a7c15ULL + step;
     ops::call<ops::SampleImage>(dev, image.view(), img.width, img.height, sample_seed, xy.matrix(batch, 2),
                                 target.matrix(batch, 3));
     loss = trainer->training_step(xy.matrix(batch, 2), target.matrix(batch, 3));  // waits for the step
@@ -159,6 +185,10 @@ void run(const FitImageOptions& o) {
     curve.y.push_back(e.psnr);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
+  Json eval_log = Json::array();
+  for (const auto& e : evals) eval_log.push_back({e.step, e.seconds, e.loss, e.psnr});
+  nn::save_training_snapshot(*trainer, snapshot_path,
+                             Json{{"seed", seed}, {"train_seconds", train_seconds}, {"evaluations", eval_log}});
   write_line_plot_png(out_path("psnr.png"), {curve},
                       {fmt::format("fit image {}x{} on {}", img.width, img.height, to_string(dev)), "training time (s)",
                        "PSNR (dB)"});
@@ -172,7 +202,8 @@ void run(const FitImageOptions& o) {
     fmt::print("  {:>8.2f} s  step {:>7}  PSNR {:6.2f} dB\n", e.seconds, e.step, e.psnr);
   }
   if (skipped) fmt::print("  {} steps skipped for non-finite gradients\n", skipped);
-  fmt::print("  wrote {}, {}, {}\n", out_path("reconstruction.png"), out_path("psnr.csv"), out_path("psnr.png"));
+  fmt::print("  wrote {}, {}, {}, {}\n", out_path("reconstruction.png"), out_path("psnr.csv"), out_path("psnr.png"),
+             snapshot_path);
   write_json_result(o.json_path, Json{{"command", "fit image"},
                                       {"image", o.image_path},
                                       {"width", img.width},
@@ -184,6 +215,7 @@ void run(const FitImageOptions& o) {
                                       {"final_psnr_db", last_psnr},
                                       {"skipped_steps", skipped},
                                       {"evaluations", at},
+                                      {"snapshot", snapshot_path},
                                       {"config", trainer->config()}});
 }
 
@@ -200,7 +232,15 @@ void register_fit_image(CLI::App& fit) {
   cmd->add_option("--log2-batch", o.log2_batch, "samples per step = 2^N (default 18 on CUDA, 12 on the CPU)")
       ->check(CLI::Range(4, 24));
   cmd->add_option("--eval-every", o.eval_every, "also measure PSNR every N steps");
-  cmd->add_option("--seed", o.seed, "random seed (initialization and samples)")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "random seed (initialization and samples; a resumed run keeps its snapshot's)")
+      ->capture_default_str();
+  cmd->add_option("--snapshot", o.snapshot_path,
+                  "where to write the trained model with its optimizer state (default: OUT/model.tsnap)")
+      ->check(writable_output_file());
+  cmd->add_option("--resume", o.resume_path,
+                  "continue from a snapshot of fit image (same config); --steps and --seconds then count from the "
+                  "start of the first run")
+      ->check(CLI::ExistingFile);
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for reconstruction PNGs, psnr.csv, psnr.png")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());

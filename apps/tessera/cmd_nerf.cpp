@@ -34,7 +34,7 @@ namespace {
 
 struct NerfTrainOptions {
   std::string scene, config_path, device = "auto", out_dir = "nerf_out", json_path, eval_at = "5,15,30,60,120",
-                                  snapshot_path;
+                                  snapshot_path, resume_path;
   double seconds = 0;
   uint64_t steps = 0;
   uint32_t holdout = 0, eval_views = 0;
@@ -89,8 +89,36 @@ struct Evaluation {
   double psnr_white, psnr_black, ssim_white, ssim_black;
 };
 
+// The run record a snapshot keeps, so a resumed run continues the PSNR curve.
+Json run_record(double train_seconds, const std::vector<Evaluation>& evals) {
+  Json list = Json::array();
+  for (const auto& e : evals)
+    list.push_back({e.seconds, e.step, e.psnr_white, e.psnr_black, e.ssim_white, e.ssim_black});
+  return Json{{"train_seconds", train_seconds}, {"evaluations", list}};
+}
+
+std::vector<Evaluation> evaluations_of(const Json& run, const std::string& where) {
+  std::vector<Evaluation> evals;
+  TESSERA_CHECK(run.is_object(), "{}: its run record is not an object", where);
+  if (!run.contains("evaluations")) return evals;
+  const Json& list = run.at("evaluations");
+  TESSERA_CHECK(list.is_array(), "{}: its evaluations are not a list", where);
+  for (const Json& e : list) {
+    TESSERA_CHECK(e.is_array() && e.size() == 6 && e[1].is_number_unsigned(), "{}: an evaluation entry is malformed",
+                  where);
+    for (size_t i : {0, 2, 3, 4, 5})
+      TESSERA_CHECK(e[i].is_number() && std::isfinite(e[i].get<double>()), "{}: an evaluation entry is malformed",
+                    where);
+    evals.push_back({e[0].get<double>(), e[1].get<uint64_t>(), e[2].get<double>(), e[3].get<double>(),
+                     e[4].get<double>(), e[5].get<double>()});
+  }
+  return evals;
+}
+
 void run_train(const NerfTrainOptions& o) {
   const Device dev = choose_device(o.device);
+  TESSERA_CHECK(o.resume_path.empty() || o.config_path.empty(),
+                "nerf train: --resume continues with the snapshot's config; leave out --config");
   const Json config = o.config_path.empty() ? nerf::default_nerf_config() : load_json_file(o.config_path);
   ensure_output_folder(o.out_dir);
   const std::string snapshot_path =
@@ -104,14 +132,32 @@ void run_train(const NerfTrainOptions& o) {
   fmt::print("nerf train: {} ({} training and {} test views of {}x{}, aabb_scale {}) on {}, loaded in {:.2f} s\n",
              o.scene, train.frames.size(), test.frames.size(), train.frames[0].camera.width,
              train.frames[0].camera.height, train.aabb_scale, to_string(dev), load_seconds);
-  nerf::NerfTrainer trainer(config, std::move(train), dev, o.seed);
+  // Resumed: the snapshot's model, optimizer, grid and step count, and its run record
+  // (training seconds, evaluations); --seconds and --steps count from the first run's start.
+  Json run = Json::object();
+  std::unique_ptr<nerf::NerfTrainer> trainer_ptr =
+      o.resume_path.empty() ? std::make_unique<nerf::NerfTrainer>(config, std::move(train), dev, o.seed)
+                            : nerf::resume_snapshot(o.resume_path, std::move(train), dev, &run);
+  nerf::NerfTrainer& trainer = *trainer_ptr;
   trainer.set_profiling(o.profile);
   const std::vector<double> eval_at = parse_times(o.eval_at);
   const double budget = o.seconds > 0 ? o.seconds : (o.steps ? std::numeric_limits<double>::infinity() : 30.0);
   const uint64_t max_steps = o.steps ? o.steps : std::numeric_limits<uint64_t>::max();
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
 
-  std::vector<Evaluation> evals;
+  std::vector<Evaluation> evals = evaluations_of(run, o.resume_path);
+  double train_seconds = json_get<double>(run, "train_seconds", 0.0);
+  TESSERA_CHECK(std::isfinite(train_seconds) && train_seconds >= 0, "{}: its training time is not valid",
+                o.resume_path);
+  uint64_t step = trainer.steps();
+  if (!o.resume_path.empty()) {
+    TESSERA_CHECK(train_seconds < budget && step < max_steps,
+                  "nerf train: {} has {} steps and {:.1f} s of training already; --seconds and --steps count from the "
+                  "start of the first run, so ask for more than that",
+                  o.resume_path, step, train_seconds);
+    fmt::print("nerf train: resuming {} at step {} ({:.1f} s of training{})\n", o.resume_path, step, train_seconds,
+               evals.empty() ? "" : fmt::format(", last test PSNR {:.2f} dB", evals.back().psnr_white));
+  }
   auto evaluate = [&](double seconds, uint64_t step) {
     const nerf::EvalResult r = nerf::evaluate(trainer, test, {.max_views = o.eval_views});
     evals.push_back({seconds, step, r.psnr_white, r.psnr_black_linear, r.ssim_white, r.ssim_black_linear});
@@ -119,9 +165,8 @@ void run_train(const NerfTrainOptions& o) {
   };
   const uint64_t bar_total = o.steps ? o.steps : uint64_t(std::ceil(budget * 10));
   ProgressBar bar(fmt::format("nerf train ({})", to_string(dev)), bar_total, !o.no_progress);
-  double train_seconds = 0;
   size_t next_eval = 0;
-  uint64_t step = 0;
+  while (next_eval < eval_at.size() && eval_at[next_eval] <= train_seconds) ++next_eval;  // passed before the resume
   float loss = 0;
   Stopwatch loop_clock;  // wall time of the loop: steps, evaluations and the viewer's frames
   std::unique_ptr<viewer::NerfViewer> view;
@@ -176,7 +221,7 @@ void run_train(const NerfTrainOptions& o) {
     black.x.push_back(e.seconds), black.y.push_back(e.psnr_black);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
-  nerf::save_snapshot(trainer, snapshot_path);
+  nerf::save_snapshot(trainer, snapshot_path, run_record(train_seconds, evals));
   write_line_plot_png(out_path("psnr.png"), {white, black},
                       {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "test PSNR (dB)"});
   const uint32_t skipped = trainer.skipped_steps();
@@ -479,7 +524,11 @@ void register_nerf(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--eval-views", o.eval_views, "evaluate on the first N test views only (default: all)");
   cmd->add_option("--holdout", o.holdout, "with a single transforms.json: every K-th frame is a test view");
-  cmd->add_option("--seed", o.seed, "random seed")->capture_default_str();
+  cmd->add_option("--seed", o.seed, "random seed (a resumed run keeps its snapshot's)")->capture_default_str();
+  cmd->add_option("--resume", o.resume_path,
+                  "continue training from a snapshot of nerf train (model, optimizer state, occupancy grid, step "
+                  "count, PSNR curve); --seconds and --steps then count from the start of the first run")
+      ->check(CLI::ExistingFile);
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for psnr.csv, psnr.png and the test renderings")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());

@@ -177,4 +177,39 @@ void write_file_atomic(const std::string& path, const std::string& text) {
   write_file_atomic(path, text.data(), text.size());
 }
 
+namespace {
+void collect_differences(const Json& file, const Json& mine, const std::string& at, const std::string& label,
+                         std::vector<std::string>& out) {
+  if (file.is_object() && mine.is_object()) {
+    for (auto it = mine.begin(); it != mine.end(); ++it) {
+      const std::string key = at.empty() ? it.key() : at + "." + it.key();
+      if (!file.contains(it.key())) out.push_back(key + ": missing in the file");
+      else if (file.at(it.key()) != it.value()) collect_differences(file.at(it.key()), it.value(), key, label, out);
+    }
+    for (auto it = file.begin(); it != file.end(); ++it)
+      if (!mine.contains(it.key())) out.push_back((at.empty() ? it.key() : at + "." + it.key()) + ": only in the file");
+    return;
+  }
+  if (file.is_array() && mine.is_array() && file.size() == mine.size()) {  // a list of modules: say which one
+    for (size_t i = 0; i < file.size(); ++i)
+      if (file[i] != mine[i]) collect_differences(file[i], mine[i], fmt::format("{}[{}]", at, i), label, out);
+    return;
+  }
+  auto brief = [](const Json& v) {
+    std::string s = v.dump();
+    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  };
+  out.push_back((at.empty() ? std::string("header") : at) + ": file " + brief(file) + ", " + label + " " + brief(mine));
+}
+}  // namespace
+
+std::string json_differences(const Json& file, const Json& mine, const std::string& mine_label) {
+  std::vector<std::string> all;
+  collect_differences(file, mine, "", mine_label, all);
+  std::string text;
+  for (size_t i = 0; i < all.size() && i < 4; ++i) text += (i ? "; " : "") + all[i];
+  if (all.size() > 4) text += fmt::format("; and {} more", all.size() - 4);
+  return text;
+}
+
 }  // namespace tessera

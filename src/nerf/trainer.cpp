@@ -103,7 +103,7 @@ Json with_outputs(Json network, uint32_t n) {
 }  // namespace
 
 NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint64_t seed)
-    : train_(std::move(train)), device_(device), seed_(uint32_t(seed * 0x9E3779B97F4A7C15ull >> 32)) {
+    : train_(std::move(train)), device_(device), seed_arg_(seed), seed_(uint32_t(seed * 0x9E3779B97F4A7C15ull >> 32)) {
   TESSERA_CHECK(config.is_object(), "NeRF config must be a JSON object");
   // instant-ngp's configs/nerf/*.json load unchanged: the sections tessera does not train
   // (a learned environment map, a learned lens distortion map) are passed over with a note.
@@ -300,6 +300,13 @@ void NerfTrainer::step() {
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }
+
+void NerfTrainer::restore_progress(const Progress& p) {
+  step_ = p.steps;
+  // Within this device's bounds (a run saved on a GPU may go on on the CPU, whose default
+  // target_samples is smaller); the count adapts again after one step.
+  n_rays_ = std::clamp(p.rays_per_step, 1u, options_.target_samples);
+}
 
 std::vector<float> NerfTrainer::grid_density() { return grid_density_.to_host(); }
 

@@ -13,6 +13,23 @@ void Optimizer::step(Network& net) {
                        net.train_state()});
 }
 
+void Optimizer::set_counters(const Json& c, const std::string& where) {
+  TESSERA_CHECK(c.is_object() && c.contains("steps") && c.at("steps").is_number_unsigned(),
+                "{}: the optimizer's step count is missing", where);
+  steps_ = c.at("steps").get<uint64_t>();
+}
+
+namespace {
+// {"steps": n, "nested": {...}} of a wrapping optimizer.
+Json with_nested(uint64_t steps, const Optimizer& nested) { return Json{{"steps", steps}, {"nested", nested.counters()}}; }
+void set_with_nested(uint64_t& steps, Optimizer& nested, const Json& c, const std::string& where) {
+  TESSERA_CHECK(c.is_object() && c.contains("nested") && c.contains("steps") && c.at("steps").is_number_unsigned(),
+                "{}: the optimizer counters do not match its config (a nested optimizer's are missing)", where);
+  steps = c.at("steps").get<uint64_t>();
+  nested.set_counters(c.at("nested"), where);
+}
+}  // namespace
+
 void Adam::step(const OptimizerTarget& t) {
   if (m_.size() != t.n() || m_.device() != t.device) {
     m_ = Buffer<float>(t.device, t.n());
@@ -63,6 +80,11 @@ void ExponentialDecay::step(const OptimizerTarget& t) {
   nested_->step(t);
 }
 
+Json ExponentialDecay::counters() const { return with_nested(steps_, *nested_); }
+void ExponentialDecay::set_counters(const Json& c, const std::string& where) {
+  set_with_nested(steps_, *nested_, c, where);
+}
+
 Json ExponentialDecay::config() const {
   Json nested = nested_->config();
   nested["learning_rate"] = base_lr_;
@@ -96,6 +118,14 @@ void Ema::step(const OptimizerTarget& t) {
   if (rest)
     ops::call<ops::MatrixAxpby>(t.device, a, as_matrix(t.params, full * kWide, 1, rest), b,
                                 as_matrix(averaged_.view(), full * kWide, 1, rest));
+}
+
+Json Ema::counters() const { return with_nested(steps_, *nested_); }
+void Ema::set_counters(const Json& c, const std::string& where) { set_with_nested(steps_, *nested_, c, where); }
+std::vector<Optimizer::StateArray> Ema::state_arrays() {
+  std::vector<StateArray> arrays = nested_->state_arrays();
+  arrays.push_back({"ema.averaged", &averaged_});
+  return arrays;
 }
 
 Json Ema::config() const { return Json{{"otype", "Ema"}, {"decay", decay_}, {"nested", nested_->config()}}; }

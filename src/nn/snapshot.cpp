@@ -37,37 +37,6 @@ void save_parameters(Network& net, const std::string& path) {
 }
 
 namespace {
-// Where two snapshot headers differ, briefly ("network.n_neurons: file 64, this network
-// 128; n_params: ...") instead of both headers whole.
-void collect_differences(const Json& file, const Json& mine, const std::string& at, std::vector<std::string>& out) {
-  if (file.is_object() && mine.is_object()) {
-    for (auto it = mine.begin(); it != mine.end(); ++it) {
-      const std::string key = at.empty() ? it.key() : at + "." + it.key();
-      if (!file.contains(it.key())) out.push_back(key + ": missing in the file");
-      else if (file.at(it.key()) != it.value()) collect_differences(file.at(it.key()), it.value(), key, out);
-    }
-    for (auto it = file.begin(); it != file.end(); ++it)
-      if (!mine.contains(it.key())) out.push_back((at.empty() ? it.key() : at + "." + it.key()) + ": only in the file");
-    return;
-  }
-  auto brief = [](const Json& v) {
-    std::string s = v.dump();
-    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-  };
-  out.push_back((at.empty() ? std::string("header") : at) + ": file " + brief(file) + ", this network " + brief(mine));
-}
-
-std::string differences(const Json& file, const Json& mine) {
-  std::vector<std::string> all;
-  collect_differences(file, mine, "", all);
-  std::string text;
-  for (size_t i = 0; i < all.size() && i < 4; ++i) text += (i ? "; " : "") + all[i];
-  if (all.size() > 4) text += fmt::format("; and {} more", all.size() - 4);
-  return text;
-}
-}  // namespace
-
-namespace {
 constexpr uint64_t kMaxHeaderBytes = 1 << 20;
 }
 
@@ -84,7 +53,7 @@ void load_parameters_from_memory(Network& net, std::string_view bytes, const std
   const Json stored = in.read_header(kMagic, kVersion, kMaxHeaderBytes);
   const Json expected = header_for(net);
   TESSERA_CHECK(stored == expected, "parameter file '{}' was saved from a different network ({})", path,
-                differences(stored, expected));
+                json_differences(stored, expected, "this network"));
   std::vector<float> params(net.n_params());
   in.take(params.data(), params.size() * sizeof(float));
   uint64_t hash = 0;

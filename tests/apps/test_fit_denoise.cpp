@@ -39,6 +39,31 @@ TEST(FitDenoise, BeatsTheNoisyImageOnHeldBackRowsOnCpu) {
     EXPECT_GT(fs::file_size(dir / "out" / png), 500u) << png;
 }
 
+// 30 steps, then --resume to 60: the CNN of 60 steps in one run (the crop generator and
+// Adam's moments are in the snapshot), so the held-back PSNR is the same to the last bit.
+TEST(FitDenoise, ResumedRunMatchesTheRunThatNeverStopped) {
+  const auto dir = tessera::test::fresh_dir("tessera_fit_denoise_resume");
+  tessera::test::write_test_card(dir / "card.png");
+  const std::string card = (dir / "card.png").string(), common = " --device cpu --no-progress --width 8";
+  auto r = run("fit denoise " + card + common + " --depth 3 --steps 60 --out " + (dir / "straight").string() + " --json " +
+               (dir / "straight.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("fit denoise " + card + common + " --depth 3 --steps 30 --out " + (dir / "first").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("fit denoise " + card + common + " --depth 3 --steps 60 --resume " + (dir / "first" / "model.tsnap").string() +
+          " --out " + (dir / "second").string() + " --json " + (dir / "second.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto straight = tessera::load_json_file((dir / "straight.json").string());
+  const auto resumed = tessera::load_json_file((dir / "second.json").string());
+  EXPECT_EQ(resumed["steps"].get<int>(), 60);
+  EXPECT_EQ(resumed["denoised_psnr_db"], straight["denoised_psnr_db"]) << resumed.dump(1) << straight.dump(1);
+  // A snapshot of another command's model is refused with the reason.
+  r = run("fit denoise " + card + common + " --depth 4 --steps 90 --resume " +
+          (dir / "first" / "model.tsnap").string() + " --out " + (dir / "third").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("different trainer"), std::string::npos) << r.output;
+}
+
 TEST(FitDenoise, BadArgumentsAreClearErrors) {
   const auto dir = tessera::test::fresh_dir("tessera_fit_denoise_errors");
   auto r = run("fit denoise " + (dir / "missing.png").string() + " --device cpu --no-progress");

@@ -40,6 +40,36 @@ void write_test_card(const fs::path& path) {
   tessera::write_png(path.string(), n, n, 3, rgb);
 }
 
+// 100 steps, then --resume to 200: the same network as 200 steps in one run (the CPU
+// backend is deterministic), and the first run's evaluations stay in the curve.
+TEST(FitImage, ResumedRunMatchesTheRunThatNeverStopped) {
+  const auto dir = tessera::test::fresh_dir("tessera_fit_image_resume");
+  write_test_card(dir / "card.png");
+  const std::string card = (dir / "card.png").string(), common = " --device cpu --log2-batch 10 --no-progress";
+  Result r = run("fit image " + card + common + " --steps 200 --out " + (dir / "straight").string() + " --json " +
+                 (dir / "straight.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("fit image " + card + common + " --steps 100 --out " + (dir / "first").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("fit image " + card + common + " --steps 200 --resume " + (dir / "first" / "model.tsnap").string() +
+          " --out " + (dir / "second").string() + " --json " + (dir / "second.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto straight = tessera::load_json_file((dir / "straight.json").string());
+  const auto resumed = tessera::load_json_file((dir / "second.json").string());
+  EXPECT_EQ(resumed["steps"].get<int>(), 200);
+  EXPECT_EQ(resumed["final_psnr_db"], straight["final_psnr_db"]) << resumed.dump(1) << straight.dump(1);
+  bool first_runs_end = false;  // its last evaluation, at step 100, opens the resumed curve
+  for (const auto& e : resumed["evaluations"]) first_runs_end |= e["step"].get<int>() == 100;
+  EXPECT_TRUE(first_runs_end) << resumed["evaluations"].dump();
+  // Another model than the snapshot's: one line naming the difference.
+  std::ofstream(dir / "wide.json") << R"({"network": {"otype": "FullyFusedMLP", "n_neurons": 32, "n_hidden_layers": 2},
+    "encoding": {"otype": "HashGrid", "n_levels": 16, "log2_hashmap_size": 15}})";
+  r = run("fit image " + card + common + " --steps 300 --config " + (dir / "wide.json").string() + " --resume " +
+          (dir / "first" / "model.tsnap").string() + " --out " + (dir / "third").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("different trainer"), std::string::npos) << r.output;
+}
+
 TEST(FitImage, LearnsAGeneratedImageOnCpu) {
   const auto dir = tessera::test::fresh_dir("tessera_fit_image_test");
   write_test_card(dir / "card.png");

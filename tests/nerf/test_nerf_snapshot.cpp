@@ -9,7 +9,9 @@
 #include "support/errors.h"
 #include "support/procedural_scene.h"
 #include "tessera/nerf/evaluate.h"
+#include "tessera/core/binary_file.h"
 #include "tessera/nerf/snapshot.h"
+#include "tessera/nn/training_snapshot.h"
 
 namespace tessera {
 namespace {
@@ -71,7 +73,74 @@ TEST(NerfSnapshot, RoundTripRendersTheSameAndBadFilesAreErrors) {
   const uint32_t len = uint32_t(text.size());
   other.append(reinterpret_cast<const char*>(&len), 4);
   other += text + bytes.substr(16 + header_len);
-  EXPECT_NE(write("other.tnerf", other).find("parameters but its config builds"), std::string::npos);
+  const std::string other_error = write("other.tnerf", other);
+  EXPECT_NE(other_error.find("different trainer"), std::string::npos) << other_error;
+  EXPECT_NE(other_error.find("n_neurons"), std::string::npos) << other_error;
+}
+
+// Version 1 files (weights and grid only, before snapshots kept the optimizer's state),
+// written as that format laid them out.
+std::string version1_bytes(nerf::NerfTrainer& t) {
+  const char magic[8] = {'T', 'E', 'S', 'S', 'N', 'E', 'R', 'F'};
+  const float* weights = t.model().params().data<float>();  // CPU: the view's handle is the address
+  const std::vector<float> params(weights, weights + t.model().n_params());
+  const std::vector<float> grid = t.grid_density();
+  const Json header{{"config", t.config()}, {"n_params", params.size()}, {"aabb_scale", 1}, {"steps", t.steps()}};
+  BinaryWriter out(magic, 1, header);
+  out.put_bytes(params.data(), params.size() * 4);
+  out.put_bytes(grid.data(), grid.size() * 4);
+  out.put(fnv1a(grid.data(), grid.size() * 4, fnv1a(params.data(), params.size() * 4)));
+  return out.bytes();
+}
+
+TEST(NerfSnapshot, ResumedTrainingIsBitExactAndOldFilesStillRender) {
+  const auto dir = fs::temp_directory_path() / "tessera_nerf_resume";
+  fs::remove_all(dir);
+  test::write_procedural_scene(dir / "scene", 4, 1, 16);
+  const std::string scene = (dir / "scene").string();
+  const Json config = small_config();  // instant-ngp's optimizer: Ema over ExponentialDecay over Adam
+  nerf::NerfTrainer straight(config, nerf::load_dataset(scene), DeviceKind::cpu, 5);
+  for (int i = 0; i < 20; ++i) straight.step();
+
+  nerf::NerfTrainer first(config, nerf::load_dataset(scene), DeviceKind::cpu, 5);
+  for (int i = 0; i < 11; ++i) first.step();  // stops between grid updates (every 8 steps)
+  const std::string path = (dir / "m.tnerf").string();
+  nerf::save_snapshot(first, path, Json{{"train_seconds", 1.5}});
+  Json run;
+  auto resumed = nerf::resume_snapshot(path, nerf::load_dataset(scene), DeviceKind::cpu, &run);
+  EXPECT_EQ(run["train_seconds"], 1.5);
+  EXPECT_EQ(resumed->steps(), 11u);
+  EXPECT_EQ(resumed->seed(), 5u);
+  for (int i = 0; i < 9; ++i) resumed->step();
+  const nn::TrainingState a = nn::export_training_state(straight.model()),
+                          b = nn::export_training_state(resumed->model());
+  ASSERT_EQ(a.arrays.size(), b.arrays.size());
+  for (size_t i = 0; i < a.arrays.size(); ++i) EXPECT_EQ(a.arrays[i].values, b.arrays[i].values) << a.arrays[i].name;
+  EXPECT_EQ(a.header, b.header);
+  EXPECT_EQ(straight.grid_density(), resumed->grid_density());
+  EXPECT_EQ(straight.rays_per_step(), resumed->rays_per_step());
+
+  // A snapshot renders as it did (the averaged weights), and a resume on another scene box
+  // is refused.
+  const nerf::Dataset test = nerf::load_dataset(scene, {.split = "test"});
+  auto viewer = nerf::load_snapshot(path, DeviceKind::cpu);
+  EXPECT_EQ(viewer->render(test.frames[0], {0, 0, 0}).rgba, first.render(test.frames[0], {0, 0, 0}).rgba);
+  nerf::Dataset wider = nerf::load_dataset(scene);
+  wider.aabb_scale = 4;
+  EXPECT_NE(error_of([&] { nerf::resume_snapshot(path, std::move(wider), DeviceKind::cpu); }).find("aabb_scale 1"),
+            std::string::npos);
+
+  // Version 1: renders as before; resuming from it says why it cannot.
+  first.model().use_averaged_params(true);  // version 1 held the averaged weights
+  const std::string old_bytes = version1_bytes(first);
+  first.model().use_averaged_params(false);
+  const auto old_render = first.render(test.frames[0], {0, 0, 0}).rgba;
+  std::ofstream(dir / "old.tnerf", std::ios::binary) << old_bytes;
+  auto old = nerf::load_snapshot((dir / "old.tnerf").string(), DeviceKind::cpu);
+  EXPECT_EQ(old->render(test.frames[0], {0, 0, 0}).rgba, old_render);
+  const std::string refused =
+      error_of([&] { nerf::resume_snapshot((dir / "old.tnerf").string(), nerf::load_dataset(scene), DeviceKind::cpu); });
+  EXPECT_NE(refused.find("training cannot resume from it"), std::string::npos) << refused;
 }
 
 }  // namespace

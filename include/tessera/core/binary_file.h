@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/core/config.h"
 
@@ -34,7 +35,13 @@ class BinaryReader {
   BinaryReader(std::string_view bytes, std::string kind, std::string name);
   // Checks the magic and the version and returns the header; a header longer than
   // max_header_bytes or than the file is refused before anything is allocated for it.
-  Json read_header(const char (&magic)[8], uint32_t version, uint64_t max_header_bytes);
+  Json read_header(const char (&magic)[8], uint32_t version, uint64_t max_header_bytes) {
+    return read_header(magic, version, version, max_header_bytes);
+  }
+  // The same for a format that still reads older versions: any of [oldest, newest];
+  // version() then says which.
+  Json read_header(const char (&magic)[8], uint32_t oldest, uint32_t newest, uint64_t max_header_bytes);
+  uint32_t version() const { return version_; }
   // The next n bytes into dst; past the end is an error ("... is truncated").
   void take(void* dst, size_t n);
   size_t position() const { return pos_; }
@@ -46,6 +53,25 @@ class BinaryReader {
   std::string_view bytes_;
   std::string kind_, name_;
   size_t pos_ = 0;
+  uint32_t version_ = 0;
 };
+
+// A named float array of a snapshot (parameters, optimizer moments, an occupancy grid).
+struct NamedArray {
+  std::string name;
+  std::vector<float> values;
+};
+
+// Files whose payload is float arrays: the header lists them ("arrays": [[name, count],
+// ...], added here), the payload holds their values in that order, then a u64 FNV-1a of
+// all their bytes. Returns the file's bytes (the caller writes them atomically).
+std::string array_file_bytes(const char (&magic)[8], uint32_t version, Json header,
+                             const std::vector<NamedArray>& arrays);
+// After read_header: the arrays the header lists. Counts are checked against the bytes
+// left before anything is allocated; then the checksum, no trailing bytes, and every value
+// finite (a run that diverged must not be trained on silently).
+std::vector<NamedArray> read_arrays(BinaryReader& in, const Json& header);
+// The array called `name`, or an error naming the file and what is missing.
+NamedArray& find_array(std::vector<NamedArray>& arrays, const std::string& name, const std::string& where);
 
 }  // namespace tessera

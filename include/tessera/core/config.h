@@ -28,6 +28,11 @@ T json_get(const Json& object, const char* key, const T& default_value);
 // compares otypes and enum names so: "EMA", "Ema" and "ema" name one optimizer.
 std::string canonical_name(const std::string& name, std::initializer_list<const char*> choices);
 
+// Where two configs differ, briefly, for a message ("network.n_neurons: file 64, this
+// model 128; n_params: ..."; at most four, then a count): `file` is what a file holds,
+// `mine` what the caller has, called `mine_label`.
+std::string json_differences(const Json& file, const Json& mine, const std::string& mine_label);
+
 // The size of the input file `path` (what: "config file", "parameter file", ...), after
 // checking it is a regular file (not a folder, device or FIFO) of at most max_bytes, so a
 // wrong path is refused before anything is read or allocated.

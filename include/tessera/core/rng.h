@@ -30,6 +30,13 @@ class Pcg32 {
     return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.2831853f * u2);
   }
 
+  // The generator's position, so a resumed run continues the same sequence.
+  struct State {
+    uint64_t state, inc;
+  };
+  State position() const { return {state_, inc_}; }
+  void set_position(const State& p) { state_ = p.state, inc_ = p.inc | 1u; }
+
  private:
   uint64_t state_, inc_;
 };

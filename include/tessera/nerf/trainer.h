@@ -105,6 +105,17 @@ class NerfTrainer {
   std::vector<float> grid_density();
   void set_grid_density(const std::vector<float>& density);
 
+  // Where a run stands, for snapshots: the steps taken and the next step's ray count (the
+  // other per-step state is the model trainer's; rays and grid samples are drawn from
+  // (seed, step), so this and the seed continue the same sequence).
+  struct Progress {
+    uint64_t steps = 0;
+    uint32_t rays_per_step = 0;
+  };
+  Progress progress() const { return {step_, n_rays_}; }
+  void restore_progress(const Progress& p);
+  uint64_t seed() const { return seed_arg_; }
+
   const Dataset& dataset() const { return train_; }
   const Json& config() const { return config_; }
   Device device() const { return device_; }
@@ -119,6 +130,7 @@ class NerfTrainer {
   Device device_;
   NerfTrainingOptions options_;
   LossParams loss_;
+  uint64_t seed_arg_;
   uint32_t seed_;
   std::unique_ptr<nn::ModelTrainer> model_;
   nn::Module* density_ = nullptr;  // the model's position -> [density, features] part

@@ -46,6 +46,7 @@ class ModelTrainer {
   TensorView train_state_view() { return state_.view(); }
   Module& model() { return *model_; }
   Optimizer& optimizer() { return *opt_; }
+  const LossParams& loss() const { return loss_; }
   size_t n_params() const { return params_.size(); }
   TensorView params() { return params_.view(); }
   TensorView gradients() { return grads_.view(); }
@@ -54,6 +55,7 @@ class ModelTrainer {
   // With an optimizer that keeps averaged parameters (Ema): puts them in place of the live
   // ones (true) for inference, or the live ones back (false). No-op otherwise.
   void use_averaged_params(bool averaged);
+  bool averaged_params_in_place() const { return averaged_in_place_; }
 
  private:
   ops::TrainState read_state();

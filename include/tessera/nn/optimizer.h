@@ -5,6 +5,8 @@
 // gradients and TrainState: a step whose gradients were non-finite is skipped.
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
@@ -36,6 +38,20 @@ class Optimizer {
   virtual TensorView averaged_params() const { return {}; }
   uint64_t steps_taken() const { return steps_; }
 
+  // Resume: what a snapshot keeps besides config(). Counters (the step counts that drive
+  // schedules), nested optimizers' inside: {"steps": n, "nested": {...}}.
+  virtual Json counters() const { return Json{{"steps", steps_}}; }
+  // Checks the shape against this optimizer (names `where` in errors).
+  virtual void set_counters(const Json& counters, const std::string& where);
+  // The arrays (Adam's moments, Ema's average), named and in a fixed order, nested
+  // optimizers' included. Each is empty until the first step allocates it; a snapshot
+  // restores it at its saved size, 0 or the parameter count.
+  struct StateArray {
+    std::string name;
+    Buffer<float>* buffer;
+  };
+  virtual std::vector<StateArray> state_arrays() { return {}; }
+
  protected:
   uint64_t steps_ = 0;  // steps asked for (skipped ones included)
 };
@@ -48,6 +64,7 @@ class Adam final : public Optimizer {
   float learning_rate() const override { return h_.learning_rate; }
   void set_learning_rate(float lr) override { h_.learning_rate = lr; }
   Json config() const override;
+  std::vector<StateArray> state_arrays() override { return {{"adam.m", &m_}, {"adam.v", &v_}}; }
 
  private:
   ops::AdamHyper h_;
@@ -80,6 +97,9 @@ class ExponentialDecay final : public Optimizer {
   void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
   Json config() const override;
   TensorView averaged_params() const override { return nested_->averaged_params(); }
+  Json counters() const override;
+  void set_counters(const Json& counters, const std::string& where) override;
+  std::vector<StateArray> state_arrays() override { return nested_->state_arrays(); }
 
  private:
   std::unique_ptr<Optimizer> nested_;
@@ -98,6 +118,9 @@ class Ema final : public Optimizer {
   void set_learning_rate(float lr) override { nested_->set_learning_rate(lr); }
   Json config() const override;
   TensorView averaged_params() const override { return averaged_.size() ? averaged_.view() : TensorView(); }
+  Json counters() const override;
+  void set_counters(const Json& counters, const std::string& where) override;
+  std::vector<StateArray> state_arrays() override;
 
  private:
   std::unique_ptr<Optimizer> nested_;

@@ -30,6 +30,25 @@ template <typename T>
 void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
                           const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride) {
   const uint32_t F = g.n_features, n_corners = 1u << g.n_dims;
+  // Parameter gradients: a level per thread (levels own disjoint table regions), its samples
+  // in order, so every run adds in the same order: a resumed run then matches the run that
+  // never stopped bit for bit (atomics across samples would not).
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long long l = 0; l < (long long)g.n_levels; ++l) {
+    for (size_t i = 0; i < batch; ++i) {
+      const T* x = in + i * in_stride;
+      const T* dout = dL_dout + i * dout_stride + l * F;
+      uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
+      T frac[kMaxGridDims];
+      grid_cell(g, uint32_t(l), x, cell, frac);
+      for (uint32_t c = 0; c < n_corners; ++c) {
+        const T w = grid_corner(g, c, cell, frac, vertex);
+        const size_t base = (size_t(g.offset[l]) + grid_vertex_index(g, uint32_t(l), vertex)) * F;
+        for (uint32_t f = 0; f < F; ++f) dL_dparams[base + f] += w * dout[f];
+      }
+    }
+  }
+  if (!dL_din) return;
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < (long long)batch; ++i) {
     const T* x = in + size_t(i) * in_stride;
@@ -40,21 +59,14 @@ void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uin
       T frac[kMaxGridDims];
       grid_cell(g, l, x, cell, frac);
       for (uint32_t c = 0; c < n_corners; ++c) {
-        const T w = grid_corner(g, c, cell, frac, vertex);
+        grid_corner(g, c, cell, frac, vertex);
         const size_t base = (size_t(g.offset[l]) + grid_vertex_index(g, l, vertex)) * F;
-        T dot = T(0);  // dL/dout . feature, for the input gradient
-        for (uint32_t f = 0; f < F; ++f) {
-          const T gval = w * dout[l * F + f];
-#pragma omp atomic
-          dL_dparams[base + f] += gval;
-          dot += dout[l * F + f] * params[base + f];
-        }
-        if (dL_din)
-          for (uint32_t d = 0; d < g.n_dims; ++d) dx[d] += dot * grid_corner_weight_gradient(g, l, c, frac, d);
+        T dot = T(0);  // dL/dout . feature
+        for (uint32_t f = 0; f < F; ++f) dot += dout[l * F + f] * params[base + f];
+        for (uint32_t d = 0; d < g.n_dims; ++d) dx[d] += dot * grid_corner_weight_gradient(g, l, c, frac, d);
       }
     }
-    if (dL_din)
-      for (uint32_t d = 0; d < g.n_dims; ++d) dL_din[size_t(i) * din_stride + d] = dx[d];
+    for (uint32_t d = 0; d < g.n_dims; ++d) dL_din[size_t(i) * din_stride + d] = dx[d];
   }
 }
 

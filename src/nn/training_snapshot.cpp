@@ -1,0 +1,158 @@
+// Training snapshots (see training_snapshot.h): one implementation for both trainers,
+// over the parts every trainer has (config, parameters, optimizer, step state).
+#include "tessera/nn/training_snapshot.h"
+
+#include <cmath>
+#include <functional>
+
+#include "tessera/core/error.h"
+#include "tessera/nn/loss.h"
+
+namespace tessera::nn {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'E', 'S', 'S', 'T', 'R', 'A', 'N'};
+constexpr uint32_t kVersion = 1;
+constexpr uint64_t kMaxHeaderBytes = 1 << 20;
+
+struct Parts {
+  Device device;
+  Json config;
+  TensorView params, state;  // state: the TrainState's bytes
+  Optimizer& optimizer;
+  std::function<void()> params_changed;
+};
+
+Parts parts_of(ModelTrainer& t) {
+  TESSERA_CHECK(!t.averaged_params_in_place(),
+                "training snapshot: the averaged parameters are in place of the live ones (use_averaged_params(false) "
+                "first)");
+  Json config{{"model", t.model().config()}, {"loss", loss_config(t.loss())}, {"optimizer", t.optimizer().config()}};
+  return {t.model().device(), std::move(config), t.params(), t.train_state_view(), t.optimizer(),
+          [&t] { t.params_changed(); }};
+}
+
+Parts parts_of(Trainer& t) {
+  Network& net = t.network();
+  return {net.device(), t.config(), net.params(), net.train_state(), t.optimizer(), [&net] { net.params_changed(); }};
+}
+
+Json state_json(const ops::TrainState& s) {
+  return Json{{"loss_scale", s.loss_scale},           {"applied_loss_scale", s.applied_loss_scale},
+              {"good_steps", s.good_steps},           {"skipped_steps", s.skipped_steps},
+              {"optimizer_steps", s.optimizer_steps}, {"last_loss", s.last_loss}};
+}
+
+ops::TrainState state_from_json(const Json& j, const std::string& where) {
+  TESSERA_CHECK(j.is_object(), "{}: the step state is missing", where);
+  ops::TrainState s;
+  s.loss_scale = json_get<float>(j, "loss_scale", s.loss_scale);
+  s.applied_loss_scale = json_get<float>(j, "applied_loss_scale", s.applied_loss_scale);
+  s.good_steps = json_get<uint32_t>(j, "good_steps", 0);
+  s.skipped_steps = json_get<uint32_t>(j, "skipped_steps", 0);
+  s.optimizer_steps = json_get<uint32_t>(j, "optimizer_steps", 0);
+  s.last_loss = json_get<float>(j, "last_loss", 0.0f);
+  const auto in_range = [](float scale) {
+    return std::isfinite(scale) && scale >= ops::kMinLossScale && scale <= ops::kMaxLossScale;
+  };
+  TESSERA_CHECK(in_range(s.loss_scale) && in_range(s.applied_loss_scale) && std::isfinite(s.last_loss),
+                "{}: the step state's loss scale ({}) is outside {} to {}, or its loss is not finite", where,
+                s.loss_scale, ops::kMinLossScale, ops::kMaxLossScale);
+  return s;
+}
+
+TrainingState export_parts(const Parts& p) {
+  ops::TrainState s;
+  download_from_view(p.device, &s, p.state, sizeof(s));
+  TrainingState out;
+  out.header = Json{{"config", p.config}, {"optimizer_counters", p.optimizer.counters()},
+                    {"train_state", state_json(s)}};
+  NamedArray params{"params", std::vector<float>(p.params.numel())};
+  download_from_view(p.device, params.values.data(), p.params, params.values.size() * sizeof(float));
+  out.arrays.push_back(std::move(params));
+  for (const Optimizer::StateArray& a : p.optimizer.state_arrays()) out.arrays.push_back({a.name, a.buffer->to_host()});
+  return out;
+}
+
+// Everything is checked before anything of the trainer changes, but for the counters'
+// inner shape (which a file only gets wrong if it was crafted: the config matched).
+void import_parts(const Parts& p, const Json& header, std::vector<NamedArray>& arrays, const std::string& where) {
+  TESSERA_CHECK(header.is_object() && header.contains("config") && header.contains("optimizer_counters") &&
+                    header.contains("train_state"),
+                "{}: the header lacks the trainer's config, optimizer counters or step state", where);
+  TESSERA_CHECK(header.at("config") == p.config, "{} was saved from a different trainer ({})", where,
+                json_differences(header.at("config"), p.config, "this trainer"));
+  const size_t n = p.params.numel();
+  NamedArray& params = find_array(arrays, "params", where);
+  TESSERA_CHECK(params.values.size() == n, "{} holds {} parameters; this trainer has {}", where, params.values.size(),
+                n);
+  const std::vector<Optimizer::StateArray> state_arrays = p.optimizer.state_arrays();
+  std::string kept = "params";
+  for (const Optimizer::StateArray& a : state_arrays) kept += ", " + a.name;
+  TESSERA_CHECK(arrays.size() == 1 + state_arrays.size(), "{} holds {} arrays; this trainer keeps {} ({})", where,
+                arrays.size(), 1 + state_arrays.size(), kept);
+  for (const Optimizer::StateArray& a : state_arrays) {
+    const size_t count = find_array(arrays, a.name, where).values.size();
+    TESSERA_CHECK(count == 0 || count == n, "{}: '{}' holds {} values; expected 0 (before the first step) or {}", where,
+                  a.name, count, n);
+  }
+  const ops::TrainState state = state_from_json(header.at("train_state"), where);
+
+  p.optimizer.set_counters(header.at("optimizer_counters"), where);
+  upload_to_view(p.device, p.params, params.values.data(), n * sizeof(float));
+  p.params_changed();
+  for (const Optimizer::StateArray& a : state_arrays) {
+    const std::vector<float>& values = find_array(arrays, a.name, where).values;
+    *a.buffer = Buffer<float>(p.device, values.size());
+    if (!values.empty()) a.buffer->copy_from_host(values);
+  }
+  upload_to_view(p.device, p.state, &state, sizeof(state));
+}
+
+void save_parts(const Parts& p, const std::string& path, const Json& run) {
+  TrainingState st = export_parts(p);
+  st.header["run"] = run;
+  write_file_atomic(path, array_file_bytes(kMagic, kVersion, std::move(st.header), st.arrays));
+}
+
+Json load_parts_from_memory(const Parts& p, std::string_view bytes, const std::string& name) {
+  BinaryReader in(bytes, "training snapshot", name);
+  const Json header = in.read_header(kMagic, kVersion, kMaxHeaderBytes);
+  std::vector<NamedArray> arrays = read_arrays(in, header);
+  import_parts(p, header, arrays, in.where());
+  return header.contains("run") ? header.at("run") : Json::object();
+}
+
+Json load_parts(const Parts& p, const std::string& path) {
+  // At most this trainer's snapshot: a header of up to 1 MiB and the parameters with each
+  // optimizer array at full size; a larger file is refused before it is read.
+  const uint64_t max_bytes =
+      64 + kMaxHeaderBytes + uint64_t(p.params.numel()) * sizeof(float) * (1 + p.optimizer.state_arrays().size());
+  return load_parts_from_memory(p, read_input_file(path, "training snapshot", max_bytes), path);
+}
+
+}  // namespace
+
+TrainingState export_training_state(ModelTrainer& t) { return export_parts(parts_of(t)); }
+TrainingState export_training_state(Trainer& t) { return export_parts(parts_of(t)); }
+
+void import_training_state(ModelTrainer& t, const Json& header, std::vector<NamedArray>& arrays,
+                           const std::string& where) {
+  import_parts(parts_of(t), header, arrays, where);
+}
+void import_training_state(Trainer& t, const Json& header, std::vector<NamedArray>& arrays, const std::string& where) {
+  import_parts(parts_of(t), header, arrays, where);
+}
+
+void save_training_snapshot(ModelTrainer& t, const std::string& path, const Json& run) {
+  save_parts(parts_of(t), path, run);
+}
+void save_training_snapshot(Trainer& t, const std::string& path, const Json& run) { save_parts(parts_of(t), path, run); }
+Json load_training_snapshot(ModelTrainer& t, const std::string& path) { return load_parts(parts_of(t), path); }
+Json load_training_snapshot(Trainer& t, const std::string& path) { return load_parts(parts_of(t), path); }
+Json load_training_snapshot_from_memory(ModelTrainer& t, std::string_view bytes, const std::string& name) {
+  return load_parts_from_memory(parts_of(t), bytes, name);
+}
+
+}  // namespace tessera::nn

@@ -1,0 +1,191 @@
+// Training snapshots: N steps, save, load into a fresh trainer, M steps gives bit for bit
+// the parameters and optimizer state of N + M steps in one run (CPU backend), for the
+// general trainer (any module) and the fused one (encoding -> MLP); bad files are errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "support/errors.h"
+#include "tessera/core/buffer.h"
+#include "tessera/core/rng.h"
+#include "tessera/nn/training_snapshot.h"
+
+namespace tessera {
+namespace {
+
+using test::error_of;
+namespace fs = std::filesystem;
+
+constexpr uint32_t kBatch = 64;
+
+// Schedules that depend on the step count (a decay starting at step 3), Adam's moments and
+// an average of the parameters: all must survive a snapshot.
+Json optimizer_config() {
+  return Json{{"otype", "Ema"},
+              {"decay", 0.9},
+              {"nested",
+               {{"otype", "ExponentialDecay"},
+                {"decay_start", 3},
+                {"decay_interval", 2},
+                {"decay_base", 0.7},
+                {"nested", {{"otype", "Adam"}, {"learning_rate", 1e-2}, {"beta1", 0.9}, {"beta2", 0.99}}}}}};
+}
+
+Json model_config(uint32_t neurons = 16) {
+  return Json{{"otype", "Sequential"},
+              {"modules",
+               {{{"otype", "HashGrid"}, {"n_levels", 4}, {"n_features_per_level", 2}, {"log2_hashmap_size", 14},
+                 {"base_resolution", 4}, {"per_level_scale", 1.5}},
+                {{"otype", "FullyFusedMLP"}, {"n_neurons", neurons}, {"n_hidden_layers", 1}, {"activation", "ReLU"},
+                 {"output_activation", "None"}, {"n_output_dims", 2}}}}};
+}
+
+std::unique_ptr<nn::ModelTrainer> make_model_trainer(uint64_t seed, uint32_t neurons = 16) {
+  return std::make_unique<nn::ModelTrainer>(nn::create_module(model_config(neurons), 3, DeviceKind::cpu),
+                                            nn::parse_loss(Json{{"otype", "L2"}}),
+                                            nn::create_optimizer(optimizer_config()), seed);
+}
+
+std::unique_ptr<nn::Trainer> make_fused_trainer(uint64_t seed) {
+  Json c = model_config();
+  Json config{{"encoding", c["modules"][0]}, {"network", c["modules"][1]}, {"loss", {{"otype", "L2"}}},
+              {"optimizer", optimizer_config()}};
+  config["network"].erase("n_output_dims");
+  auto t = nn::Trainer::from_config(config, 3, 2, DeviceKind::cpu);
+  t->network().initialize(seed);
+  return t;
+}
+
+// Step `step`'s batch: a function of the step only, as a resumed run needs.
+template <typename TrainerT>
+void train_steps(TrainerT& t, uint64_t first, uint64_t count) {
+  Buffer<float> in(DeviceKind::cpu, kBatch * 3), target(DeviceKind::cpu, kBatch * 2);
+  for (uint64_t s = first; s < first + count; ++s) {
+    Pcg32 rng(1000 + s);
+    std::vector<float> x(kBatch * 3), y(kBatch * 2);
+    for (size_t i = 0; i < kBatch; ++i) {
+      for (int k = 0; k < 3; ++k) x[i * 3 + k] = rng.next_float();
+      y[i * 2] = std::sin(6 * x[i * 3]) * x[i * 3 + 1];
+      y[i * 2 + 1] = x[i * 3 + 2] * x[i * 3 + 2];
+    }
+    in.copy_from_host(x);
+    target.copy_from_host(y);
+    t.training_step(in.matrix(kBatch, 3), target.matrix(kBatch, 2));
+  }
+}
+
+template <typename TrainerT>
+void expect_same_state(TrainerT& a, TrainerT& b) {
+  const nn::TrainingState sa = nn::export_training_state(a), sb = nn::export_training_state(b);
+  EXPECT_EQ(sa.header, sb.header);
+  ASSERT_EQ(sa.arrays.size(), sb.arrays.size());
+  for (size_t i = 0; i < sa.arrays.size(); ++i) {
+    EXPECT_EQ(sa.arrays[i].name, sb.arrays[i].name);
+    ASSERT_EQ(sa.arrays[i].values.size(), sb.arrays[i].values.size()) << sa.arrays[i].name;
+    EXPECT_EQ(std::memcmp(sa.arrays[i].values.data(), sb.arrays[i].values.data(), sa.arrays[i].values.size() * 4), 0)
+        << sa.arrays[i].name << " differs";
+  }
+}
+
+fs::path fresh_dir(const char* name) {
+  const fs::path dir = fs::temp_directory_path() / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(TrainingSnapshot, ModelTrainerResumesBitExactly) {
+  const fs::path dir = fresh_dir("tessera_training_snapshot_model");
+  auto straight = make_model_trainer(7);
+  train_steps(*straight, 0, 12);
+
+  auto first = make_model_trainer(7);
+  train_steps(*first, 0, 5);
+  nn::save_training_snapshot(*first, (dir / "t.tsnap").string(), Json{{"note", "five steps"}});
+  auto resumed = make_model_trainer(99);  // another initialization: the snapshot replaces it
+  const Json run = nn::load_training_snapshot(*resumed, (dir / "t.tsnap").string());
+  EXPECT_EQ(run, (Json{{"note", "five steps"}}));
+  EXPECT_EQ(resumed->optimizer().steps_taken(), 5u);
+  train_steps(*resumed, 5, 7);
+  expect_same_state(*straight, *resumed);
+  // The averaged weights (Ema) are part of it, and the state names them.
+  const nn::TrainingState st = nn::export_training_state(*resumed);
+  ASSERT_EQ(st.arrays.size(), 4u);
+  EXPECT_EQ(st.arrays[3].name, "ema.averaged");
+  EXPECT_EQ(st.header["optimizer_counters"]["nested"]["steps"], 12);
+}
+
+TEST(TrainingSnapshot, FusedTrainerResumesBitExactly) {
+  const fs::path dir = fresh_dir("tessera_training_snapshot_fused");
+  auto straight = make_fused_trainer(3);
+  train_steps(*straight, 0, 9);
+  auto first = make_fused_trainer(3);
+  train_steps(*first, 0, 4);
+  nn::save_training_snapshot(*first, (dir / "t.tsnap").string());
+  auto resumed = make_fused_trainer(4);
+  nn::load_training_snapshot(*resumed, (dir / "t.tsnap").string());
+  train_steps(*resumed, 4, 5);
+  expect_same_state(*straight, *resumed);
+}
+
+TEST(TrainingSnapshot, BeforeTheFirstStepTheOptimizerStateIsEmptyAndStaysSo) {
+  const fs::path dir = fresh_dir("tessera_training_snapshot_empty");
+  auto a = make_model_trainer(5);
+  nn::save_training_snapshot(*a, (dir / "t.tsnap").string());
+  auto b = make_model_trainer(6);
+  nn::load_training_snapshot(*b, (dir / "t.tsnap").string());
+  train_steps(*a, 0, 3);
+  train_steps(*b, 0, 3);
+  expect_same_state(*a, *b);
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(TrainingSnapshot, BadFilesAndOtherModelsAreOneClearError) {
+  const fs::path dir = fresh_dir("tessera_training_snapshot_bad");
+  auto t = make_model_trainer(5);
+  train_steps(*t, 0, 2);
+  const std::string path = (dir / "t.tsnap").string();
+  nn::save_training_snapshot(*t, path);
+  const std::string bytes = read_all(path);
+  auto fresh = make_model_trainer(5);
+  auto load = [&](const std::string& name, const std::string& content) {
+    std::ofstream(dir / name, std::ios::binary) << content;
+    return error_of([&] { nn::load_training_snapshot(*fresh, (dir / name).string()); });
+  };
+  EXPECT_NE(load("cut.tsnap", bytes.substr(0, bytes.size() - 64)).find("truncated"), std::string::npos);
+  EXPECT_NE(load("foreign.tsnap", "GIF89a not a snapshot").find("not a tessera training snapshot"), std::string::npos);
+  std::string flipped = bytes;
+  flipped[bytes.size() - 100] ^= 0x10;
+  EXPECT_NE(load("flipped.tsnap", flipped).find("checksum"), std::string::npos);
+  EXPECT_NE(load("trailing.tsnap", bytes + "xyz").find("truncated or corrupt"), std::string::npos);
+
+  // Another model: the message names what differs.
+  auto wider = make_model_trainer(5, 32);
+  const std::string other = error_of([&] { nn::load_training_snapshot(*wider, path); });
+  EXPECT_NE(other.find("different trainer"), std::string::npos) << other;
+  EXPECT_NE(other.find("model.modules[1].n_neurons: file 16, this trainer 32"), std::string::npos) << other;
+
+  // A diverged run's NaN is refused, not trained on.
+  auto broken = make_model_trainer(5);
+  const float nan = std::nanf("");
+  upload_to_view(DeviceKind::cpu, broken->params().slice(0, 3, 1), &nan, sizeof(nan));
+  nn::save_training_snapshot(*broken, (dir / "nan.tsnap").string());
+  const std::string non_finite = error_of([&] { nn::load_training_snapshot(*fresh, (dir / "nan.tsnap").string()); });
+  EXPECT_NE(non_finite.find("non-finite value"), std::string::npos) << non_finite;
+  EXPECT_NE(non_finite.find("'params'"), std::string::npos) << non_finite;
+
+  // The fresh trainer is still what it was after all those refusals: loading the good file works.
+  EXPECT_NO_THROW(nn::load_training_snapshot(*fresh, path));
+  EXPECT_NE(error_of([&] { nn::load_training_snapshot(*fresh, (dir / "missing.tsnap").string()); }).find("missing.tsnap"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera
