@@ -1,5 +1,7 @@
 #include "tessera/nerf/trainer.h"
 
+#include "tessera/nerf/model.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -62,9 +64,7 @@ Json default_nerf_config() {
 
 namespace {
 
-constexpr uint32_t kDensityOutputs = 16;  // density + 15 features, instant-ngp's layout
 constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most this x target_samples
-constexpr double kFinestResolution = 2048;  // grid cells per unit length at the finest level (instant-ngp)
 
 NerfTrainingOptions parse_training(const Json& c, Device device) {
   check_known_keys(c, "NeRF config \"training\"",
@@ -95,11 +95,6 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   return o;
 }
 
-Json with_outputs(Json network, uint32_t n) {
-  network["n_output_dims"] = n;
-  return network;
-}
-
 }  // namespace
 
 NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint64_t seed)
@@ -118,37 +113,13 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
     else
       log(LogLevel::info, "NeRF config: \"{}\" (an instant-ngp feature tessera does not train) is ignored", it.key());
   }
-  // A grid without per_level_scale gets instant-ngp's: the finest level at 2048 cells per
-  // unit length of the scene's box edge, times aabb_scale.
-  Json& encoding = config_.at("encoding");
-  if (encoding.is_object() && !encoding.contains("per_level_scale")) {
-    const double levels = json_get<double>(encoding, "n_levels", 16.0);
-    const double base = json_get<double>(encoding, "base_resolution", 16.0);
-    TESSERA_CHECK(levels >= 1 && base > 0, "NeRF config: encoding needs n_levels >= 1 and base_resolution > 0");
-    encoding["per_level_scale"] =
-        levels > 1 ? std::exp(std::log(kFinestResolution * double(train_.aabb_scale) / base) / (levels - 1)) : 1.0;
-  }
+  config_.at("encoding") = with_scene_grid_scale(config_.at("encoding"), train_.aabb_scale);
   options_ = parse_training(config_.at("training"), device);
   loss_ = nn::parse_loss(config_.at("loss"));
 
-  // position [0, 3) -> grid -> density MLP -> 16 columns; direction [3, 6) -> SH;
-  // then [16 + SH] -> colour MLP -> 3 raw colours, and the raw density passed along.
-  auto density = nn::create_module(
-      Json{{"otype", "Sequential"}, {"modules", {config_.at("encoding"), with_outputs(config_.at("network"), kDensityOutputs)}}},
-      3, device);
-  density_ = density.get();
-  auto direction = nn::create_module(config_.at("dir_encoding"), 3, device);
-  const uint32_t colour_in = kDensityOutputs + direction->output_width();
-  std::vector<nn::Branch> first;
-  first.push_back({0, std::move(density)});
-  first.push_back({3, std::move(direction)});
-  std::vector<nn::Branch> second;
-  second.push_back({0, nn::create_module(with_outputs(config_.at("rgb_network"), 3), colour_in, device)});
-  second.push_back({0, nn::make_identity(1, device)});
-  std::vector<std::unique_ptr<nn::Module>> chain;
-  chain.push_back(nn::make_parallel(ops::kNerfInputWidth, std::move(first)));
-  chain.push_back(nn::make_parallel(colour_in, std::move(second)));
-  model_ = std::make_unique<nn::ModelTrainer>(nn::make_sequential(std::move(chain)), loss_,
+  NerfModel model = make_nerf_model(config_, device);
+  density_ = model.density;
+  model_ = std::make_unique<nn::ModelTrainer>(std::move(model.model), loss_,
                                               nn::create_optimizer(config_.at("optimizer")), seed);
   model_->set_loss_scale(options_.initial_loss_scale);
 

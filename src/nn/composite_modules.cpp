@@ -52,6 +52,7 @@ class CompositeBase : public Module {
   void bind_train_state(const TensorView& state) override {
     for (Module* c : children_) c->bind_train_state(state);
   }
+  Module* child(size_t i) override { return i < children_.size() ? children_[i] : nullptr; }
 
  protected:
   void set_children(std::vector<Module*> children, const char* what) {

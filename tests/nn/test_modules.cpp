@@ -10,6 +10,7 @@
 #include "support/errors.h"
 #include "support/paths.h"
 #include "support/nerf_model.h"
+#include "tessera/nerf/trainer.h"
 #include "support/random.h"
 #include "tessera/nn/model_trainer.h"
 #include "tessera/ops/encodings.h"
@@ -207,6 +208,11 @@ TEST(ModuleConfig, NerfModelConfigLoadsAndRoundTrips) {
   // instant-ngp's NeRF network as one config: [x, d] -> [grid -> density MLP (16) | SH(d)]
   // -> [colour MLP -> rgb | the density].
   const Json cfg = load_json_file(test::source_path("configs/nerf_model.json"));
+  // The file is the NeRF trainer's model on a unit scene, written out (nerf/model.h
+  // defines the model once).
+  Json nerf_config = nerf::default_nerf_config();
+  nerf_config["encoding"] = nerf::with_scene_grid_scale(nerf_config["encoding"], 1);
+  EXPECT_EQ(cfg, nerf::nerf_model_config(nerf_config)) << nerf::nerf_model_config(nerf_config).dump(1);
   auto model = nn::create_module(cfg, 6, DeviceKind::cpu);
   EXPECT_EQ(model->input_width(), 6u);
   EXPECT_EQ(model->output_width(), 4u);

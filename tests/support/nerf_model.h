@@ -1,49 +1,36 @@
 #pragma once
-// A small NeRF-shaped composite for the module tests: input [x(3), d(3)] ->
-//   [ grid(x) -> density MLP -> 4 features | SH(d), degree 2 -> 4 ]      (Parallel)
-//   -> [ colour MLP over all 8 -> rgb (3) | identity of feature 0 (the density) ]
+// The NeRF model (nerf/model.h) at test sizes, for the module tests: input [x(3), d(3)] ->
+//   [ grid(x) -> density MLP -> 16 | SH(d), degree 2 -> 4 ]      (Parallel)
+//   -> [ colour MLP over all 20 -> rgb (3) | identity of column 0 (the density) ]
 // so it exercises Sequential, Parallel with overlapping branches, an identity route,
-// table parameters (the grid) and matrix parameters (two MLPs).
+// table parameters (the grid) and matrix parameters (two MLPs). Smooth activations (Tanh,
+// a Sigmoid output) keep finite differences meaningful.
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "tessera/nn/encoding.h"
-#include "tessera/nn/fully_fused_mlp.h"
+#include "tessera/nerf/model.h"
 #include "tessera/nn/model_trainer.h"
 #include "tessera/nn/module.h"
 
 namespace tessera::test {
 
-inline std::unique_ptr<nn::Module> make_mlp_module(uint32_t in, uint32_t out, const char* hidden, const char* output,
-                                                   Device device) {
-  const Json cfg{{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}, {"activation", hidden},
-                 {"output_activation", output}};
-  return nn::make_module(std::make_unique<nn::FullyFusedMlp>(nn::parse_mlp_config(cfg, in, out, device), device));
-}
-
 // with_grid: a hash grid on x (table parameters); otherwise a Frequency encoding (smooth
 // in x, for input-gradient checks).
 inline std::unique_ptr<nn::Module> make_nerf_like_model(Device device, bool with_grid = true) {
-  const Json position = with_grid ? Json{{"otype", "HashGrid"}, {"n_levels", 4}, {"n_features_per_level", 2},
-                                         {"log2_hashmap_size", 14}, {"base_resolution", 4}, {"per_level_scale", 2.0}}
-                                   : Json{{"otype", "Frequency"}, {"n_frequencies", 1}};
-  std::vector<std::unique_ptr<nn::Module>> density;
-  auto pos = nn::make_module(nn::create_encoding(position, 3, device));
-  const uint32_t pos_width = pos->output_width();
-  density.push_back(std::move(pos));
-  density.push_back(make_mlp_module(pos_width, 4, "Tanh", "None", device));
-  std::vector<nn::Branch> first;
-  first.push_back({0, nn::make_sequential(std::move(density))});
-  first.push_back({3, nn::make_module(nn::create_encoding(Json{{"otype", "SphericalHarmonics"}, {"degree", 2}}, 3, device))});
-  std::vector<nn::Branch> second;
-  second.push_back({0, make_mlp_module(8, 3, "Tanh", "Sigmoid", device)});
-  second.push_back({0, nn::make_identity(1, device)});
-  std::vector<std::unique_ptr<nn::Module>> chain;
-  chain.push_back(nn::make_parallel(6, std::move(first)));
-  chain.push_back(nn::make_parallel(8, std::move(second)));
-  return nn::make_sequential(std::move(chain));
+  const Json mlp{{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}, {"activation", "Tanh"},
+                 {"output_activation", "None"}};
+  Json rgb = mlp;
+  rgb["output_activation"] = "Sigmoid";
+  const Json config{
+      {"encoding", with_grid ? Json{{"otype", "HashGrid"}, {"n_levels", 4}, {"n_features_per_level", 2},
+                                    {"log2_hashmap_size", 14}, {"base_resolution", 4}, {"per_level_scale", 2.0}}
+                             : Json{{"otype", "Frequency"}, {"n_frequencies", 1}}},
+      {"network", mlp},
+      {"dir_encoding", {{"otype", "SphericalHarmonics"}, {"degree", 2}}},
+      {"rgb_network", rgb}};
+  return nerf::make_nerf_model(config, device).model;
 }
 
 // One loss scale and one settle per trained model: `steps` clean steps count `steps`

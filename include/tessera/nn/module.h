@@ -48,6 +48,10 @@ class Module {
   virtual uint32_t output_width() const = 0;
   virtual Device device() const = 0;
   virtual Json config() const = 0;
+  // A composite's parts in order (a Sequential's modules, a Parallel's branches), so a
+  // caller can run one part on its own (NeRF: the density part on every marched sample);
+  // null past the end and for leaves.
+  virtual Module* child(size_t i) { (void)i; return nullptr; }
 
   // Parameters: matrix parameters (network weights) and the rest (encoding tables) bind to
   // two regions, so a model can keep every matrix first, as tiny-cuda-nn's Adam expects.

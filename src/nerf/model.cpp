@@ -1,0 +1,57 @@
+#include "tessera/nerf/model.h"
+
+#include <cmath>
+
+#include "tessera/core/error.h"
+
+namespace tessera::nerf {
+
+namespace {
+constexpr double kFinestResolution = 2048;  // grid cells per unit length at the finest level (instant-ngp)
+
+Json section(const Json& c, const char* name) {
+  TESSERA_CHECK(c.is_object() && c.contains(name), "NeRF config: the \"{}\" section is missing", name);
+  return c.at(name);
+}
+
+Json with_outputs(Json network, uint32_t n) {
+  TESSERA_CHECK(network.is_object(), "NeRF config: a network section must be an object");
+  network["n_output_dims"] = n;
+  return network;
+}
+}  // namespace
+
+Json nerf_model_config(const Json& c) {
+  const Json density{{"otype", "Sequential"},
+                     {"modules", {section(c, "encoding"), with_outputs(section(c, "network"), kDensityOutputs)}}};
+  const Json first{{"otype", "Parallel"},
+                   {"branches",
+                    {{{"first_input", 0}, {"n_input_dims", 3}, {"module", density}},
+                     {{"first_input", 3}, {"n_input_dims", 3}, {"module", section(c, "dir_encoding")}}}}};
+  // The colour network reads every column (features and the encoded direction); the raw
+  // density (column 0) passes along.
+  const Json second{{"otype", "Parallel"},
+                    {"branches",
+                     {{{"first_input", 0}, {"module", with_outputs(section(c, "rgb_network"), 3)}},
+                      {{"first_input", 0}, {"n_input_dims", 1}, {"module", {{"otype", "Identity"}}}}}}};
+  return Json{{"otype", "Sequential"}, {"modules", {first, second}}};
+}
+
+Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) {
+  if (!encoding.is_object() || encoding.contains("per_level_scale")) return encoding;
+  const double levels = json_get<double>(encoding, "n_levels", 16.0);
+  const double base = json_get<double>(encoding, "base_resolution", 16.0);
+  TESSERA_CHECK(levels >= 1 && base > 0, "NeRF config: encoding needs n_levels >= 1 and base_resolution > 0");
+  encoding["per_level_scale"] =
+      levels > 1 ? std::exp(std::log(kFinestResolution * double(aabb_scale) / base) / (levels - 1)) : 1.0;
+  return encoding;
+}
+
+NerfModel make_nerf_model(const Json& nerf_config, Device device) {
+  NerfModel m;
+  m.model = nn::create_module(nerf_model_config(nerf_config), 6, device);
+  m.density = m.model->child(0)->child(0);
+  return m;
+}
+
+}  // namespace tessera::nerf
