@@ -10,6 +10,7 @@
 #include "support/errors.h"
 #include "support/paths.h"
 #include "support/nerf_model.h"
+#include "tessera/core/rng.h"
 #include "tessera/nerf/trainer.h"
 #include "support/random.h"
 #include "tessera/nn/model_trainer.h"
@@ -92,7 +93,7 @@ TEST(Modules, NerfShapedCompositeParameterGradientsMatchFiniteDifferences) {
   }
   const double err = rel_l2(analytic, numeric);
   std::printf("[ measured ] composite parameter gradients vs finite differences: %.2e\n", err);
-  EXPECT_LT(err, 1e-2);  // measured <= 1.6e-3 over 40 seeds (float forward, central differences)
+  EXPECT_LT(err, 1e-2);  // measured <= 2.0e-3 over 25 seeds (float forward, central differences)
 }
 
 TEST(Modules, InputGradientsThroughOverlappingBranchesMatchFiniteDifferences) {
