@@ -18,6 +18,8 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/rng.h"
+#include "tessera/core/image_metrics.h"
+#include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
 #include "tessera/core/timer.h"
 #include "tessera/nn/loss.h"
@@ -62,15 +64,7 @@ Json cnn_config(uint32_t depth, uint32_t width, uint32_t height, uint32_t image_
   return Json{{"otype", "Sequential"}, {"modules", modules}};
 }
 
-double psnr_of(const std::vector<float>& a, const std::vector<float>& b) {
-  double se = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = std::clamp(a[i], 0.0f, 1.0f) - std::clamp(b[i], 0.0f, 1.0f);
-    se += d * d;
-  }
-  const double mse = se / double(a.size());
-  return mse > 0 ? -10.0 * std::log10(mse) : std::numeric_limits<double>::infinity();
-}
+double psnr_of(const std::vector<float>& a, const std::vector<float>& b) { return psnr(a.data(), b.data(), a.size()); }
 
 // [3, h, w] (channel-major, the model's layout) <-> [h, w, 3] (the PNG writer's).
 std::vector<float> to_hwc(const std::vector<float>& chw, uint32_t h, uint32_t w) {
@@ -80,10 +74,6 @@ std::vector<float> to_hwc(const std::vector<float>& chw, uint32_t h, uint32_t w)
   return out;
 }
 
-struct Evaluation {
-  uint64_t step;
-  double seconds, loss, psnr;
-};
 
 void run(const FitDenoiseOptions& o) {
   // auto: a backend with the convolution ops (the CPU when the GPU backend has none).
@@ -147,46 +137,33 @@ void run(const FitDenoiseOptions& o) {
   // Resumed: the snapshot's weights, optimizer state and step count, and its run record
   // (where the crop generator stands, training time, evaluations); --steps and --seconds
   // count from the first run's start. The held-back noise comes from --seed: keep it.
-  const Json run_log = o.resume_path.empty() ? Json::object() : nn::load_training_snapshot(trainer, o.resume_path);
-  const std::string snapshot_path =
-      o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
+  nn::RunRecord resumed;
+  if (!o.resume_path.empty()) {
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(trainer, o.resume_path), o.resume_path);
+    const Json& at = resumed.extra.contains("rng") ? resumed.extra.at("rng") : Json();
+    TESSERA_CHECK(at.is_array() && at.size() == 2 && at[0].is_number_unsigned() && at[1].is_number_unsigned(),
+                  "{} was not written by fit denoise (its run record lacks the crop generator)", o.resume_path);
+    rng.set_position({at[0].get<uint64_t>(), at[1].get<uint64_t>()});
+  }
+  resumed.steps = trainer.optimizer().steps_taken();
+  const std::string snapshot_path = o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
   fmt::print("fit denoise: {} ({}x{}) on {}, sigma {}/255, CNN depth {} width {} ({} params), crops {}x{} x {}; "
              "bottom {} rows held back (noisy PSNR {:.2f} dB)\n",
              o.image_path, W, H, to_string(dev), o.sigma, o.depth, o.width, trainer.n_params(), o.crop, o.crop, o.batch,
              held, noisy_psnr);
-  const uint64_t steps = o.steps ? o.steps : (o.seconds > 0 ? std::numeric_limits<uint64_t>::max() : 1000);
-  const uint64_t bar_total = o.steps || o.seconds <= 0 ? steps : uint64_t(std::ceil(o.seconds * 10));
-  ProgressBar bar(fmt::format("fit denoise ({})", to_string(dev)), bar_total, !o.no_progress);
-  std::vector<Evaluation> evals;
-  double train_seconds = json_get<double>(run_log, "train_seconds", 0.0), last_psnr = evaluate();
+  if (!o.resume_path.empty())
+    fmt::print("fit denoise: resuming {} at step {} ({:.2f} s of training)\n", o.resume_path, resumed.steps,
+               resumed.train_seconds);
+
+  nn::SessionOptions so;
+  so.steps = o.steps ? o.steps : (o.seconds > 0 ? 0 : 1000);
+  so.seconds = o.seconds;
+  so.eval_at = kMilestones;
+  so.eval_every = o.eval_every;
   float loss = 0;
-  size_t next_milestone = 0;
-  uint64_t step = trainer.optimizer().steps_taken();
-  if (!o.resume_path.empty()) {
-    const Json& log = run_log;
-    TESSERA_CHECK(log.contains("rng") && log.at("rng").is_array() && log.at("rng").size() == 2 &&
-                      log.at("rng")[0].is_number_unsigned() && log.at("rng")[1].is_number_unsigned() &&
-                      log.contains("evaluations") && log.at("evaluations").is_array(),
-                  "{} was not written by fit denoise (its run record lacks the crop generator or evaluations)",
-                  o.resume_path);
-    rng.set_position({log.at("rng")[0].get<uint64_t>(), log.at("rng")[1].get<uint64_t>()});
-    for (const Json& e : log.at("evaluations")) {
-      TESSERA_CHECK(e.is_array() && e.size() == 4 && e[0].is_number_unsigned() && e[1].is_number() &&
-                        e[2].is_number() && e[3].is_number(),
-                    "{}: an evaluation of its run record is malformed", o.resume_path);
-      evals.push_back({e[0].get<uint64_t>(), e[1].get<double>(), e[2].get<double>(), e[3].get<double>()});
-    }
-    TESSERA_CHECK(std::isfinite(train_seconds) && train_seconds >= 0 && step < steps &&
-                      (o.seconds <= 0 || train_seconds < o.seconds),
-                  "fit denoise: {} has {} steps and {:.2f} s of training already; --steps and --seconds count from "
-                  "the start of the first run, so ask for more than that",
-                  o.resume_path, step, train_seconds);
-    while (next_milestone < kMilestones.size() && kMilestones[next_milestone] <= train_seconds) ++next_milestone;
-    fmt::print("fit denoise: resuming {} at step {} ({:.2f} s of training, denoised {:.2f} dB)\n", o.resume_path,
-               step, train_seconds, last_psnr);
-  }
-  while (step < steps && (o.seconds <= 0 || train_seconds < o.seconds)) {
-    Stopwatch clock;
+  double last_psnr = evaluate();
+  nn::TrainingSession::Hooks hooks;
+  hooks.step = [&] {
     // Random crops from the training rows, noise added; the target is the noise.
     for (uint32_t b = 0; b < o.batch; ++b) {
       const uint32_t y0 = rng.next_uint() % (train_h - o.crop + 1), x0 = rng.next_uint() % (W - o.crop + 1);
@@ -202,56 +179,54 @@ void run(const FitDenoiseOptions& o) {
     in.copy_from_host(batch_in);
     target.copy_from_host(batch_target);
     loss = trainer.training_step(in.matrix(o.batch, uint32_t(in_w)), target.matrix(o.batch, uint32_t(in_w)));
-    train_seconds += clock.seconds();
-    ++step;
-    TESSERA_CHECK(std::isfinite(loss), "training diverged at step {} (loss {}); try a smaller --lr", step, loss);
-    bool milestone = false;
-    while (next_milestone < kMilestones.size() && train_seconds >= kMilestones[next_milestone]) {
-      ++next_milestone;
-      milestone = true;
-    }
-    if (milestone || (o.eval_every && step % o.eval_every == 0)) {
-      last_psnr = evaluate();
-      evals.push_back({step, train_seconds, loss, last_psnr});
-    }
-    bar.update(o.steps || o.seconds <= 0 ? step : std::min<uint64_t>(bar_total, uint64_t(train_seconds * 10)),
-               fmt::format("loss {:.3e} denoised {:.2f} dB (noisy {:.2f})", loss, last_psnr, noisy_psnr));
-  }
-  if (evals.empty() || evals.back().step != step) {
+  };
+  hooks.read_loss = [&] { return loss; };
+  hooks.evaluate = [&](const nn::SessionEvaluation&, nn::EvalReason) {
     last_psnr = evaluate();
-    evals.push_back({step, train_seconds, loss, last_psnr});
-  }
-  bar.finish(fmt::format("denoised {:.2f} dB (noisy {:.2f})", last_psnr, noisy_psnr));
+    return Json{{"denoised_psnr_db", last_psnr}};
+  };
+  std::unique_ptr<ProgressBar> bar;
+  const nn::TrainingSession* live = nullptr;
+  hooks.after_step = [&] {
+    bar->update(live->progress_done(),
+                fmt::format("loss {:.3e} denoised {:.2f} dB (noisy {:.2f})", loss, last_psnr, noisy_psnr));
+  };
+  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit denoise" : o.resume_path);
+  live = &session;
+  bar = std::make_unique<ProgressBar>(fmt::format("fit denoise ({})", to_string(dev)), session.progress_total(),
+                                      !o.no_progress);
+  const nn::RunRecord& record = session.run();
+  bar->finish(fmt::format("denoised {:.2f} dB (noisy {:.2f})", last_psnr, noisy_psnr));
 
   write_image_png(out_path("clean.png"), int(W), int(held), to_hwc(clean, held, W));
   write_image_png(out_path("noisy.png"), int(W), int(held), to_hwc(noisy, held, W));
   write_image_png(out_path("denoised.png"), int(W), int(held), to_hwc(denoised, held, W));
   std::string csv = "step,train_seconds,loss,denoised_psnr_db\n";
   Series curve{"denoised", {}, {}, {220, 50, 40}}, flat{"noisy", {}, {}, {120, 120, 120}};
-  for (const auto& e : evals) {
-    csv += fmt::format("{},{:.4f},{:.6e},{:.4f}\n", e.step, e.seconds, e.loss, e.psnr);
-    curve.x.push_back(e.seconds), curve.y.push_back(e.psnr);
+  for (const auto& e : record.evaluations) {
+    const double psnr = json_get<double>(e.metrics, "denoised_psnr_db", 0);
+    csv += fmt::format("{},{:.4f},{:.6e},{:.4f}\n", e.step, e.seconds, e.loss, psnr);
+    curve.x.push_back(e.seconds), curve.y.push_back(psnr);
     flat.x.push_back(e.seconds), flat.y.push_back(noisy_psnr);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
-  Json eval_log = Json::array();
-  for (const auto& e : evals) eval_log.push_back({e.step, e.seconds, e.loss, e.psnr});
+  nn::RunRecord saved = record;
   const Pcg32::State position = rng.position();
-  nn::save_training_snapshot(trainer, snapshot_path,
-                             Json{{"rng", {position.state, position.inc}},
-                                  {"train_seconds", train_seconds},
-                                  {"evaluations", eval_log}});
+  saved.extra["rng"] = {position.state, position.inc};
+  nn::save_training_snapshot(trainer, snapshot_path, saved.to_json());
   write_line_plot_png(out_path("psnr.png"), {curve, flat},
                       {fmt::format("fit denoise, sigma {}/255, on {}", o.sigma, to_string(dev)), "training time (s)",
                        "PSNR on the held-back rows (dB)"});
 
   fmt::print("fit denoise: {} steps in {:.2f} s of training ({:.1f} steps/s); held-back rows: noisy {:.2f} dB -> "
              "denoised {:.2f} dB ({:+.2f} dB)\n",
-             step, train_seconds, step / std::max(train_seconds, 1e-9), noisy_psnr, last_psnr, last_psnr - noisy_psnr);
+             record.steps, record.train_seconds, session.steps_per_second(), noisy_psnr, last_psnr,
+             last_psnr - noisy_psnr);
   Json at = Json::array();
-  for (const auto& e : evals) {
-    at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"loss", e.loss}, {"denoised_psnr_db", e.psnr}});
-    fmt::print("  {:>8.2f} s  step {:>7}  denoised {:6.2f} dB\n", e.seconds, e.step, e.psnr);
+  for (const auto& e : record.evaluations) {
+    const double psnr = json_get<double>(e.metrics, "denoised_psnr_db", 0);
+    at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"loss", e.loss}, {"denoised_psnr_db", psnr}});
+    fmt::print("  {:>8.2f} s  step {:>7}  denoised {:6.2f} dB\n", e.seconds, e.step, psnr);
   }
   fmt::print("  wrote {}, {}, {}, {}, {}, {}\n", out_path("clean.png"), out_path("noisy.png"),
              out_path("denoised.png"), out_path("psnr.csv"), out_path("psnr.png"), snapshot_path);
@@ -262,8 +237,8 @@ void run(const FitDenoiseOptions& o) {
                                       {"held_back_rows", held},
                                       {"device", to_string(dev)},
                                       {"sigma", o.sigma},
-                                      {"steps", step},
-                                      {"train_seconds", train_seconds},
+                                      {"steps", record.steps},
+                                      {"train_seconds", record.train_seconds},
                                       {"noisy_psnr_db", noisy_psnr},
                                       {"denoised_psnr_db", last_psnr},
                                       {"gain_db", last_psnr - noisy_psnr},

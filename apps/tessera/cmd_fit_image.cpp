@@ -18,6 +18,8 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
+#include "tessera/core/image_metrics.h"
+#include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/image_sample.h"
@@ -51,12 +53,6 @@ struct FitImageOptions {
   bool no_progress = false;
 };
 
-struct Evaluation {
-  uint64_t step;
-  double seconds, loss, psnr;
-};
-
-double psnr_from_mse(double mse) { return mse > 0 ? -10.0 * std::log10(mse) : std::numeric_limits<double>::infinity(); }
 
 class ImageEvaluator {
  public:
@@ -106,100 +102,86 @@ void run(const FitImageOptions& o) {
   trainer->network().initialize(o.seed);
   // Resumed: the snapshot's weights, optimizer state and step count, and its run record
   // (seed, training time, evaluations); --steps and --seconds count from the first run's start.
-  const Json run_log = o.resume_path.empty() ? Json::object() : nn::load_training_snapshot(*trainer, o.resume_path);
-  const uint64_t seed = json_get<uint64_t>(run_log, "seed", o.seed);
+  nn::RunRecord resumed;
+  if (!o.resume_path.empty())
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.resume_path), o.resume_path);
+  resumed.steps = trainer->steps();
+  const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
   ensure_output_folder(o.out_dir);
   const std::string snapshot_path = o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tsnap").string()
                                                              : o.snapshot_path;
-  const uint64_t steps = o.steps ? o.steps : (o.seconds > 0 ? std::numeric_limits<uint64_t>::max() : 2000);
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev.kind == DeviceKind::cuda ? 18 : 12));
 
   Buffer<float> image = make_buffer(dev, img.rgb), xy(dev, batch * 2), target(dev, batch * 3);
   ImageEvaluator evaluator(img, dev);
-  std::vector<Evaluation> evals;
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
-  auto evaluate = [&](uint64_t step, double seconds, double loss, bool write_png) {
-    const double psnr = evaluator.psnr(*trainer);
-    evals.push_back({step, seconds, loss, psnr});
-    if (write_png)
-      write_image_png(out_path(fmt::format("reconstruction_{:07.2f}s.png", seconds)), img.width, img.height,
-                      evaluator.prediction());
-    return psnr;
-  };
 
   fmt::print("fit image: {} ({}x{}, {} channels) on {}, batch {}, {} params ({} in the encoding)\n", o.image_path,
              img.width, img.height, img.source_channels, to_string(dev), batch, trainer->network().n_params(),
              trainer->network().n_params() - trainer->network().n_matrix_params());
-  const uint64_t bar_total = o.steps ? steps : uint64_t(std::ceil(o.seconds * 10));
-  ProgressBar bar(fmt::format("fit image ({})", to_string(dev)), bar_total, !o.no_progress);
-  double train_seconds = json_get<double>(run_log, "train_seconds", 0.0), last_psnr = 0;
+  if (!o.resume_path.empty())
+    fmt::print("fit image: resuming {} at step {} ({:.2f} s of training)\n", o.resume_path, resumed.steps,
+               resumed.train_seconds);
+
+  nn::SessionOptions so;
+  so.steps = o.steps ? o.steps : (o.seconds > 0 ? 0 : 2000);
+  so.seconds = o.seconds;
+  so.eval_at = kMilestones;
+  so.eval_every = o.eval_every;
   float loss = 0;
-  size_t next_milestone = 0;
-  uint64_t step = trainer->steps();
-  if (!o.resume_path.empty()) {
-    TESSERA_CHECK(run_log.contains("evaluations") && run_log.at("evaluations").is_array(),
-                  "{} was not written by fit image (no evaluations in its run record)", o.resume_path);
-    for (const Json& e : run_log.at("evaluations")) {
-      TESSERA_CHECK(e.is_array() && e.size() == 4 && e[0].is_number_unsigned() && e[1].is_number() &&
-                        e[2].is_number() && e[3].is_number(),
-                    "{}: an evaluation of its run record is malformed", o.resume_path);
-      evals.push_back({e[0].get<uint64_t>(), e[1].get<double>(), e[2].get<double>(), e[3].get<double>()});
-    }
-    TESSERA_CHECK(std::isfinite(train_seconds) && train_seconds >= 0 && step < steps &&
-                      (o.seconds <= 0 || train_seconds < o.seconds),
-                  "fit image: {} has {} steps and {:.2f} s of training already; --steps and --seconds count from the "
-                  "start of the first run, so ask for more than that",
-                  o.resume_path, step, train_seconds);
-    if (!evals.empty()) last_psnr = evals.back().psnr;
-    while (next_milestone < kMilestones.size() && kMilestones[next_milestone] <= train_seconds) ++next_milestone;
-    fmt::print("fit image: resuming {} at step {} ({:.2f} s of training, PSNR {:.2f} dB)\n", o.resume_path, step,
-               train_seconds, last_psnr);
-  }
-  while (step < steps && (o.seconds <= 0 || train_seconds < o.seconds)) {
-    Stopwatch clock;
-    const uint64_t sample_seed = seed * 0x9e3779b97f4a7c15ULL + step;
+  double last_psnr = resumed.evaluations.empty() ? 0 : json_get<double>(resumed.evaluations.back().metrics, "psnr_db", 0);
+  nn::TrainingSession::Hooks hooks;
+  hooks.step = [&] {
+    const uint64_t sample_seed = seed * 0x9e3779b97f4a7c15ULL + trainer->steps();
     ops::call<ops::SampleImage>(dev, image.view(), img.width, img.height, sample_seed, xy.matrix(batch, 2),
                                 target.matrix(batch, 3));
     loss = trainer->training_step(xy.matrix(batch, 2), target.matrix(batch, 3));  // waits for the step
-    train_seconds += clock.seconds();
-    ++step;
-    TESSERA_CHECK(std::isfinite(loss), "training diverged at step {} (loss {})", step, loss);
-    bool milestone = false;
-    while (next_milestone < kMilestones.size() && train_seconds >= kMilestones[next_milestone]) {
-      ++next_milestone;
-      milestone = true;
-    }
-    if (milestone || (o.eval_every && step % o.eval_every == 0)) last_psnr = evaluate(step, train_seconds, loss, milestone);
-    bar.update(o.steps ? step : std::min<uint64_t>(bar_total, uint64_t(train_seconds * 10)),
-               fmt::format("loss {:.3e} psnr {:.2f} dB", loss, last_psnr));
-  }
-  if (evals.empty() || evals.back().step != step) last_psnr = evaluate(step, train_seconds, loss, true);
-  bar.finish(fmt::format("psnr {:.2f} dB", last_psnr));
+  };
+  hooks.read_loss = [&] { return loss; };
+  hooks.evaluate = [&](const nn::SessionEvaluation& at, nn::EvalReason why) {
+    last_psnr = evaluator.psnr(*trainer);
+    if (why != nn::EvalReason::every)  // a picture at each time mark and at the end
+      write_image_png(out_path(fmt::format("reconstruction_{:07.2f}s.png", at.seconds)), img.width, img.height,
+                      evaluator.prediction());
+    return Json{{"psnr_db", last_psnr}};
+  };
+  std::unique_ptr<ProgressBar> bar;
+  const nn::TrainingSession* live = nullptr;
+  hooks.after_step = [&] {
+    bar->update(live->progress_done(), fmt::format("loss {:.3e} psnr {:.2f} dB", loss, last_psnr));
+  };
+  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit image" : o.resume_path);
+  live = &session;
+  bar = std::make_unique<ProgressBar>(fmt::format("fit image ({})", to_string(dev)), session.progress_total(),
+                                      !o.no_progress);
+  const nn::RunRecord& record = session.run();
+  bar->finish(fmt::format("psnr {:.2f} dB", last_psnr));
   write_image_png(out_path("reconstruction.png"), img.width, img.height, evaluator.prediction());
 
   std::string csv = "step,train_seconds,loss,psnr_db\n";
   Series curve{"PSNR", {}, {}, {220, 50, 40}};
-  for (const auto& e : evals) {
-    csv += fmt::format("{},{:.4f},{:.6e},{:.4f}\n", e.step, e.seconds, e.loss, e.psnr);
+  for (const auto& e : record.evaluations) {
+    const double psnr = json_get<double>(e.metrics, "psnr_db", 0);
+    csv += fmt::format("{},{:.4f},{:.6e},{:.4f}\n", e.step, e.seconds, e.loss, psnr);
     curve.x.push_back(e.seconds);
-    curve.y.push_back(e.psnr);
+    curve.y.push_back(psnr);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
-  Json eval_log = Json::array();
-  for (const auto& e : evals) eval_log.push_back({e.step, e.seconds, e.loss, e.psnr});
-  nn::save_training_snapshot(*trainer, snapshot_path,
-                             Json{{"seed", seed}, {"train_seconds", train_seconds}, {"evaluations", eval_log}});
+  nn::RunRecord saved = record;
+  saved.extra["seed"] = seed;
+  nn::save_training_snapshot(*trainer, snapshot_path, saved.to_json());
   write_line_plot_png(out_path("psnr.png"), {curve},
                       {fmt::format("fit image {}x{} on {}", img.width, img.height, to_string(dev)), "training time (s)",
                        "PSNR (dB)"});
 
   const uint32_t skipped = trainer->skipped_steps();
-  fmt::print("fit image: {} steps in {:.2f} s of training ({:.0f} steps/s), final PSNR {:.2f} dB\n", step,
-             train_seconds, step / std::max(train_seconds, 1e-9), last_psnr);
+  fmt::print("fit image: {} steps in {:.2f} s of training ({:.0f} steps/s), final PSNR {:.2f} dB\n", record.steps,
+             record.train_seconds, session.steps_per_second(), last_psnr);
   Json at = Json::array();
-  for (const auto& e : evals) {
-    at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"psnr_db", e.psnr}});
-    fmt::print("  {:>8.2f} s  step {:>7}  PSNR {:6.2f} dB\n", e.seconds, e.step, e.psnr);
+  for (const auto& e : record.evaluations) {
+    const double psnr = json_get<double>(e.metrics, "psnr_db", 0);
+    at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"psnr_db", psnr}});
+    fmt::print("  {:>8.2f} s  step {:>7}  PSNR {:6.2f} dB\n", e.seconds, e.step, psnr);
   }
   if (skipped) fmt::print("  {} steps skipped for non-finite gradients\n", skipped);
   fmt::print("  wrote {}, {}, {}, {}\n", out_path("reconstruction.png"), out_path("psnr.csv"), out_path("psnr.png"),
@@ -210,8 +192,8 @@ void run(const FitImageOptions& o) {
                                       {"height", img.height},
                                       {"device", to_string(dev)},
                                       {"batch", batch},
-                                      {"steps", step},
-                                      {"train_seconds", train_seconds},
+                                      {"steps", record.steps},
+                                      {"train_seconds", record.train_seconds},
                                       {"final_psnr_db", last_psnr},
                                       {"skipped_steps", skipped},
                                       {"evaluations", at},

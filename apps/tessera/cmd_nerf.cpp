@@ -26,6 +26,7 @@
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/mesh.h"
 #include "tessera/nerf/snapshot.h"
+#include "tessera/nn/training_session.h"
 #include "viewer/nerf_viewer.h"
 
 namespace tessera::app {
@@ -89,30 +90,11 @@ struct Evaluation {
   double psnr_white, psnr_black, ssim_white, ssim_black;
 };
 
-// The run record a snapshot keeps, so a resumed run continues the PSNR curve.
-Json run_record(double train_seconds, const std::vector<Evaluation>& evals) {
-  Json list = Json::array();
-  for (const auto& e : evals)
-    list.push_back({e.seconds, e.step, e.psnr_white, e.psnr_black, e.ssim_white, e.ssim_black});
-  return Json{{"train_seconds", train_seconds}, {"evaluations", list}};
-}
-
-std::vector<Evaluation> evaluations_of(const Json& run, const std::string& where) {
-  std::vector<Evaluation> evals;
-  TESSERA_CHECK(run.is_object(), "{}: its run record is not an object", where);
-  if (!run.contains("evaluations")) return evals;
-  const Json& list = run.at("evaluations");
-  TESSERA_CHECK(list.is_array(), "{}: its evaluations are not a list", where);
-  for (const Json& e : list) {
-    TESSERA_CHECK(e.is_array() && e.size() == 6 && e[1].is_number_unsigned(), "{}: an evaluation entry is malformed",
-                  where);
-    for (size_t i : {0, 2, 3, 4, 5})
-      TESSERA_CHECK(e[i].is_number() && std::isfinite(e[i].get<double>()), "{}: an evaluation entry is malformed",
-                    where);
-    evals.push_back({e[0].get<double>(), e[1].get<uint64_t>(), e[2].get<double>(), e[3].get<double>(),
-                     e[4].get<double>(), e[5].get<double>()});
-  }
-  return evals;
+// An evaluation of the session's record in this command's terms.
+Evaluation evaluation_of(const nn::SessionEvaluation& e) {
+  return {e.seconds, e.step, json_get<double>(e.metrics, "psnr_white_db", 0),
+          json_get<double>(e.metrics, "psnr_black_linear_db", 0), json_get<double>(e.metrics, "ssim_white", 0),
+          json_get<double>(e.metrics, "ssim_black_linear", 0)};
 }
 
 void run_train(const NerfTrainOptions& o) {
@@ -140,77 +122,70 @@ void run_train(const NerfTrainOptions& o) {
                             : nerf::resume_snapshot(o.resume_path, std::move(train), dev, &run);
   nerf::NerfTrainer& trainer = *trainer_ptr;
   trainer.set_profiling(o.profile);
-  const std::vector<double> eval_at = parse_times(o.eval_at);
-  const double budget = o.seconds > 0 ? o.seconds : (o.steps ? std::numeric_limits<double>::infinity() : 30.0);
-  const uint64_t max_steps = o.steps ? o.steps : std::numeric_limits<uint64_t>::max();
+  nn::RunRecord resumed = o.resume_path.empty() ? nn::RunRecord() : nn::RunRecord::from_json(run, o.resume_path);
+  resumed.steps = trainer.steps();
+  if (!o.resume_path.empty())
+    fmt::print("nerf train: resuming {} at step {} ({:.1f} s of training{})\n", o.resume_path, resumed.steps,
+               resumed.train_seconds,
+               resumed.evaluations.empty()
+                   ? ""
+                   : fmt::format(", last test PSNR {:.2f} dB", evaluation_of(resumed.evaluations.back()).psnr_white));
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
 
-  std::vector<Evaluation> evals = evaluations_of(run, o.resume_path);
-  double train_seconds = json_get<double>(run, "train_seconds", 0.0);
-  TESSERA_CHECK(std::isfinite(train_seconds) && train_seconds >= 0, "{}: its training time is not valid",
-                o.resume_path);
-  uint64_t step = trainer.steps();
-  if (!o.resume_path.empty()) {
-    TESSERA_CHECK(train_seconds < budget && step < max_steps,
-                  "nerf train: {} has {} steps and {:.1f} s of training already; --seconds and --steps count from the "
-                  "start of the first run, so ask for more than that",
-                  o.resume_path, step, train_seconds);
-    fmt::print("nerf train: resuming {} at step {} ({:.1f} s of training{})\n", o.resume_path, step, train_seconds,
-               evals.empty() ? "" : fmt::format(", last test PSNR {:.2f} dB", evals.back().psnr_white));
-  }
-  auto evaluate = [&](double seconds, uint64_t step) {
-    const nerf::EvalResult r = nerf::evaluate(trainer, test, {.max_views = o.eval_views});
-    evals.push_back({seconds, step, r.psnr_white, r.psnr_black_linear, r.ssim_white, r.ssim_black_linear});
-    return r;
-  };
-  const uint64_t bar_total = o.steps ? o.steps : uint64_t(std::ceil(budget * 10));
-  ProgressBar bar(fmt::format("nerf train ({})", to_string(dev)), bar_total, !o.no_progress);
-  size_t next_eval = 0;
-  while (next_eval < eval_at.size() && eval_at[next_eval] <= train_seconds) ++next_eval;  // passed before the resume
-  float loss = 0;
-  Stopwatch loop_clock;  // wall time of the loop: steps, evaluations and the viewer's frames
+  nn::SessionOptions so;
+  so.seconds = o.seconds > 0 ? o.seconds : (o.steps ? 0 : 30.0);
+  so.steps = o.steps;
+  so.eval_at = parse_times(o.eval_at);
+  // A step waits for the one before (it reads back sample counts), so the clock sees all
+  // device time but the last step's tail: waited for where time matters and every 16 steps.
+  so.loss_every = 16;
   std::unique_ptr<viewer::NerfViewer> view;
   if (o.serve->count()) view = start_viewer(trainer, o.serve_port, o.host, o.token, snapshot_path, true);
-  while (step < max_steps && train_seconds < budget && !viewer::stop_requested()) {
-    if (view && view->paused()) {
-      view->serve_idle(std::chrono::milliseconds(30));
-      continue;
-    }
+  std::unique_ptr<ProgressBar> bar;
+  const nn::TrainingSession* live = nullptr;
+  double last_psnr = resumed.evaluations.empty() ? 0 : evaluation_of(resumed.evaluations.back()).psnr_white;
+  double final_eval_seconds = 0;
+  nn::TrainingSession::Hooks hooks;
+  hooks.step = [&] { trainer.step(); };
+  hooks.read_loss = [&] { return trainer.last_loss(); };
+  hooks.evaluate = [&](const nn::SessionEvaluation& at, nn::EvalReason why) {
     Stopwatch clock;
-    trainer.step();
-    const double step_seconds = clock.seconds();
-    train_seconds += step_seconds;
-    ++step;
-    // A step waits for the one before (it reads back sample counts), so the clock sees all
-    // device time but the last step's tail: waited for, and counted, where time matters (an
-    // evaluation, the end) and every 16 steps for the loss; not every step.
-    const bool due = next_eval < eval_at.size() && train_seconds >= eval_at[next_eval];
-    if (step % 16 == 0 || due || train_seconds >= budget || step == max_steps) {
-      Stopwatch wait;
-      loss = trainer.last_loss();
-      train_seconds += wait.seconds();
-      TESSERA_CHECK(std::isfinite(loss), "training diverged by step {} (loss {})", step, loss);
-    }
-    while (next_eval < eval_at.size() && train_seconds >= eval_at[next_eval]) {
-      ++next_eval;
-      evaluate(train_seconds, step);
-      if (view) view->add_evaluation(step, evals.back().psnr_white);
-    }
-    if (view) view->after_steps(step_seconds, step, loss, step / std::max(train_seconds, 1e-9));
-    if (step % 16 == 0 || step == max_steps)
-      bar.update(o.steps ? step : std::min<uint64_t>(bar_total, uint64_t(train_seconds * 10)),
-                 fmt::format("{:.0f} steps/s loss {:.2e} {} rays, {:.1f}/{:.1f} samples/ray trained/marched{}",
-                             step / std::max(train_seconds, 1e-9), loss, trainer.rays_per_step(),
-                             trainer.samples_per_ray(), trainer.marched_samples_per_ray(),
-                             evals.empty() ? "" : fmt::format(" psnr {:.2f} dB", evals.back().psnr_white)));
+    nerf::EvalOptions eo{.max_views = o.eval_views};
+    if (why == nn::EvalReason::final) eo.write_folder = out_path("test");  // the test renderings, at the end
+    const nerf::EvalResult r = nerf::evaluate(trainer, test, eo);
+    last_psnr = r.psnr_white;
+    if (view) view->add_evaluation(at.step, r.psnr_white);
+    if (why == nn::EvalReason::final) final_eval_seconds = clock.seconds();
+    return Json{{"psnr_white_db", r.psnr_white}, {"psnr_black_linear_db", r.psnr_black_linear},
+                {"ssim_white", r.ssim_white}, {"ssim_black_linear", r.ssim_black_linear}};
+  };
+  hooks.after_step = [&] {
+    const nn::TrainingSession& s = *live;
+    if (view) view->after_steps(s.last_step_seconds(), s.step(), s.loss(), s.steps_per_second());
+    if (s.step() % 16 == 0)
+      bar->update(s.progress_done(),
+                  fmt::format("{:.0f} steps/s loss {:.2e} {} rays, {:.1f}/{:.1f} samples/ray trained/marched{}",
+                              s.steps_per_second(), s.loss(), trainer.rays_per_step(), trainer.samples_per_ray(),
+                              trainer.marched_samples_per_ray(),
+                              s.record().evaluations.empty() ? "" : fmt::format(" psnr {:.2f} dB", last_psnr)));
+  };
+  if (view) {
+    hooks.paused = [&] { return view->paused(); };
+    hooks.idle = [&] { view->serve_idle(std::chrono::milliseconds(30)); };
   }
-  const double loop_seconds = loop_clock.seconds();
-  const nerf::EvalResult final_eval = nerf::evaluate(
-      trainer, test, {.max_views = o.eval_views, .write_folder = (std::filesystem::path(o.out_dir) / "test").string()});
-  if (evals.empty() || evals.back().step != step)
-    evals.push_back({train_seconds, step, final_eval.psnr_white, final_eval.psnr_black_linear, final_eval.ssim_white,
-                     final_eval.ssim_black_linear});
-  bar.finish(fmt::format("psnr {:.2f} dB", evals.back().psnr_white));
+  hooks.stop = [] { return viewer::stop_requested(); };
+  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "nerf train" : o.resume_path);
+  live = &session;
+  bar = std::make_unique<ProgressBar>(fmt::format("nerf train ({})", to_string(dev)), session.progress_total(),
+                                      !o.no_progress);
+  Stopwatch loop_clock;  // wall time of the loop: steps, evaluations and the viewer's frames
+  const nn::RunRecord& record = session.run();
+  const double loop_seconds = loop_clock.seconds() - final_eval_seconds;
+  const uint64_t step = record.steps;
+  const double train_seconds = record.train_seconds;
+  std::vector<Evaluation> evals;
+  for (const auto& e : record.evaluations) evals.push_back(evaluation_of(e));
+  bar->finish(fmt::format("psnr {:.2f} dB", evals.back().psnr_white));
 
   std::string csv = "seconds,step,psnr_white_db,psnr_black_linear_db,ssim_white,ssim_black_linear\n";
   Series white{"on white (NeRF standard)", {}, {}, {220, 50, 40}}, black{"on black, linear (instant-ngp)", {}, {}, {40, 80, 200}};
@@ -221,14 +196,14 @@ void run_train(const NerfTrainOptions& o) {
     black.x.push_back(e.seconds), black.y.push_back(e.psnr_black);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
-  nerf::save_snapshot(trainer, snapshot_path, run_record(train_seconds, evals));
+  nerf::save_snapshot(trainer, snapshot_path, record.to_json());
   write_line_plot_png(out_path("psnr.png"), {white, black},
                       {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "test PSNR (dB)"});
   const uint32_t skipped = trainer.skipped_steps();
   fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s; {:.2f} s wall time with evaluations{}), {} "
              "rays per step, {:.1f} samples per ray trained of {:.1f} marched, {} steps skipped for non-finite "
              "gradients\n",
-             step, train_seconds, step / std::max(train_seconds, 1e-9), loop_seconds,
+             step, train_seconds, session.steps_per_second(), loop_seconds,
              view ? fmt::format(" and {} viewer frames", view->counters().frames) : "", trainer.rays_per_step(),
              trainer.samples_per_ray(), trainer.marched_samples_per_ray(), skipped);
   Json profile;
@@ -283,7 +258,6 @@ void run_train(const NerfTrainOptions& o) {
                                       {"config", trainer.config()}});
   if (view && !viewer::stop_requested()) {
     view->training_finished();
-    view->add_evaluation(step, evals.back().psnr_white);
     fmt::print("viewer: training finished; still serving the trained model at {} (Ctrl-C to stop)\n", view->url());
     std::fflush(stdout);
     while (!viewer::stop_requested()) view->serve_idle(std::chrono::milliseconds(50));

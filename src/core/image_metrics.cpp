@@ -1,5 +1,6 @@
 #include "tessera/core/image_metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -24,6 +25,17 @@ std::vector<double> gaussian_window() {
 }
 
 }  // namespace
+
+double psnr_from_mse(double mse) { return -10.0 * std::log10(std::max(mse, 1e-12)); }
+
+double psnr(const float* a, const float* b, size_t n) {
+  double se = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = double(std::clamp(a[i], 0.0f, 1.0f)) - double(std::clamp(b[i], 0.0f, 1.0f));
+    se += d * d;
+  }
+  return psnr_from_mse(se / double(std::max<size_t>(n, 1)));
+}
 
 double ssim(const float* a, const float* b, size_t width, size_t height, size_t channels) {
   TESSERA_CHECK(width >= kWindow && height >= kWindow && channels >= 1,

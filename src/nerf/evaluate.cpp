@@ -13,7 +13,6 @@ using ops::nerf::linear_to_srgb;
 using ops::nerf::srgb_to_linear;
 
 namespace {
-double psnr(double mse) { return -10.0 * std::log10(std::max(mse, 1e-12)); }
 float clip01(float v) { return std::clamp(v, 0.0f, 1.0f); }
 
 // Colour of pixel i, channel k, over `background` (in the rendering's colour space), as sRGB.
@@ -88,8 +87,8 @@ EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions
       }
     }
     ViewScore s;
-    s.psnr_white = psnr(se_white / double(3 * n));
-    s.psnr_black_linear = psnr(se_black / double(3 * n));
+    s.psnr_white = psnr_from_mse(se_white / double(3 * n));
+    s.psnr_black_linear = psnr_from_mse(se_black / double(3 * n));
     if (img.width >= 11 && img.height >= 11) {  // SSIM's window must fit
       s.ssim_white = ssim(out_w.data(), ref_w.data(), img.width, img.height, 3);
       s.ssim_black_linear = ssim(out_b.data(), ref_b.data(), img.width, img.height, 3);

@@ -71,5 +71,12 @@ TEST(ImageMetrics, SsimMatchesADirectSumOnRandomImages) {
   EXPECT_NEAR(fast, direct, 1e-10);
 }
 
+TEST(ImageMetrics, PsnrOfKnownErrorsClampsAndStaysFinite) {
+  EXPECT_DOUBLE_EQ(psnr_from_mse(0.01), 20.0);
+  EXPECT_DOUBLE_EQ(psnr_from_mse(0.0), 120.0);  // identical images: a finite number JSON can hold
+  const float a[4] = {0.1f, 0.5f, 1.7f, -0.2f}, b[4] = {0.2f, 0.5f, 1.0f, 0.0f};  // 1.7 and -0.2 clamp: no error
+  EXPECT_NEAR(psnr(a, b, 4), -10.0 * std::log10(0.01 / 4), 1e-5);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -1,5 +1,5 @@
 #pragma once
-// Image quality metrics for evaluation.
+// Image quality metrics for evaluation: PSNR and SSIM.
 #include <cstddef>
 
 namespace tessera {
@@ -10,5 +10,11 @@ namespace tessera {
 // channels. a, b: width x height pixels of `channels` interleaved floats. Images smaller
 // than the window are an error.
 double ssim(const float* a, const float* b, size_t width, size_t height, size_t channels);
+
+// Peak signal-to-noise ratio for values in [0, 1]: -10 log10(mse), the mse floored at 1e-12
+// (120 dB for identical images, a number every JSON writer can hold).
+double psnr_from_mse(double mse);
+// Of n values, each clamped to [0, 1] first.
+double psnr(const float* a, const float* b, size_t n);
 
 }  // namespace tessera
