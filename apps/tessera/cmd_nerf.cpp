@@ -22,6 +22,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
+#include "tessera/nerf/camera.h"
 #include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/mesh.h"
@@ -342,7 +343,7 @@ std::vector<nerf::FrameView> transforms_cameras(nerf::NerfTrainer& trainer, cons
     const uint32_t h = o.height ? o.height : (f.size_given ? f.camera.height : nerf::snapshot_camera(trainer).height);
     TESSERA_CHECK(w > 0 && h > 0, "'{}' gives no image size: use --width and --height", name);
     v.camera.width = w, v.camera.height = h;
-    if (f.camera_angle_x > 0) v.camera.fl_x = 0.5f * float(w) / std::tan(0.5f * f.camera_angle_x);
+    if (f.camera_angle_x > 0) v.camera.fl_x = nerf::focal_length(f.camera_angle_x, w);
     if (v.camera.fl_y <= 0) v.camera.fl_y = v.camera.fl_x;
     if (v.camera.cx == 0 && v.camera.cy == 0) v.camera.cx = 0.5f * float(w), v.camera.cy = 0.5f * float(h);
     cameras.push_back(v);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "tessera/core/error.h"
+#include "tessera/nerf/camera.h"
 
 namespace tessera::nerf {
 
@@ -123,11 +124,7 @@ std::vector<FrameView> sample_camera_path(const std::vector<CameraKeyframe>& key
   for (uint32_t i = 0; i < n; ++i) {
     const CameraKeyframe k = camera_path_at(keyframes, n > 1 ? float(i) / float(n - 1) : 0.0f);
     keyframe_to_c2w(k, frames[i].c2w);
-    CameraModel& c = frames[i].camera;
-    c.width = size.width, c.height = size.height;
-    c.fl_y = 0.5f * float(size.height) / std::tan(0.5f * k.fov_y_degrees * 3.14159265f / 180.0f);
-    c.fl_x = c.fl_y;
-    c.cx = 0.5f * float(size.width), c.cy = 0.5f * float(size.height);
+    frames[i].camera = camera_from_fov_y(size.width, size.height, k.fov_y_degrees);
   }
   return frames;
 }

@@ -8,6 +8,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
+#include "tessera/nerf/camera.h"
 
 namespace tessera::nerf {
 
@@ -162,8 +163,8 @@ std::string find_image(const std::string& path) {
 void finish_camera(TransformsFrame& f, uint32_t w, uint32_t h) {
   CameraModel& c = f.camera;
   c.width = w, c.height = h;
-  if (f.camera_angle_x > 0) c.fl_x = 0.5f * float(w) / std::tan(0.5f * f.camera_angle_x);
-  if (f.camera_angle_y > 0) c.fl_y = 0.5f * float(h) / std::tan(0.5f * f.camera_angle_y);
+  if (f.camera_angle_x > 0) c.fl_x = focal_length(f.camera_angle_x, w);
+  if (f.camera_angle_y > 0) c.fl_y = focal_length(f.camera_angle_y, h);
   if (c.fl_y <= 0) c.fl_y = c.fl_x;
   if (c.cx == 0 && c.cy == 0) c.cx = 0.5f * float(w), c.cy = 0.5f * float(h);
 }

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tessera/core/log.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
 #include "tessera/core/device.h"
@@ -13,6 +14,20 @@
 
 namespace tessera {
 namespace {
+
+TEST(Log, ASinkReceivesLinesAtOrAboveTheLevel) {
+  std::vector<std::pair<LogLevel, std::string>> got;
+  set_log_sink([&](LogLevel level, const std::string& message) { got.push_back({level, message}); });
+  const LogLevel before = log_level();
+  set_log_level(LogLevel::warning);
+  log(LogLevel::info, "not shown {}", 1);
+  log(LogLevel::warning, "shown {} of {}", 1, 2);
+  set_log_level(before);
+  set_log_sink(nullptr);  // back to stderr
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].first, LogLevel::warning);
+  EXPECT_EQ(got[0].second, "shown 1 of 2");
+}
 
 TEST(Device, UnknownNameIsAnErrorListingChoices) {
   EXPECT_NE(test::error_of([] { Device::parse("tpu"); }).find("cpu, cuda, cuda:N, opencl, opencl:N"), std::string::npos);

@@ -9,6 +9,7 @@
 #include "support/paths.h"
 #include "support/errors.h"
 #include "support/procedural_scene.h"
+#include "tessera/nerf/camera.h"
 #include "tessera/core/image_io.h"
 #include "tessera/nerf/dataset.h"
 
@@ -28,6 +29,18 @@ void write_json(const fs::path& path, const Json& j) { std::ofstream(path) << j.
 
 const Json kIdentityPose = Json::array({Json::array({1, 0, 0, 0.5}), Json::array({0, 1, 0, -0.25}),
                                         Json::array({0, 0, 1, 2.0}), Json::array({0, 0, 0, 1})});
+
+TEST(NerfCamera, FieldOfViewAndFocalLengthRoundTrip) {
+  EXPECT_NEAR(nerf::focal_length(0.6911112f, 800), 1111.111f, 0.01f);  // NeRF-synthetic's camera_angle_x
+  EXPECT_NEAR(nerf::field_of_view(nerf::focal_length(0.9f, 640), 640), 0.9f, 1e-6f);
+  const nerf::CameraModel c = nerf::camera_from_fov_y(640, 480, 50.0f);
+  EXPECT_EQ(c.width, 640u);
+  EXPECT_FLOAT_EQ(c.cx, 320.0f);
+  EXPECT_FLOAT_EQ(c.cy, 240.0f);
+  EXPECT_FLOAT_EQ(c.fl_x, c.fl_y);
+  EXPECT_NEAR(nerf::fov_y_degrees(c), 50.0f, 1e-4f);
+  EXPECT_NE(test::error_of([] { nerf::camera_from_fov_y(640, 480, 180.0f); }).find("180 degree"), std::string::npos);
+}
 
 TEST(NerfDataset, BlenderFolderWithCameraAngle) {
   const auto dir = test::fresh_dir("tessera_dataset_blender");

@@ -10,6 +10,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/image_io.h"
 #include "tessera/core/timer.h"
+#include "tessera/nerf/camera.h"
 #include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/snapshot.h"
@@ -32,10 +33,6 @@ Json c2w_rows(const float c2w[3][4]) {
   Json rows = Json::array();
   for (int r = 0; r < 3; ++r) rows.push_back({c2w[r][0], c2w[r][1], c2w[r][2], c2w[r][3]});
   return rows;
-}
-
-double fov_y_degrees(const nerf::CameraModel& c) {
-  return 2.0 * std::atan(0.5 * double(c.height) / double(c.fl_y)) * 180.0 / 3.14159265358979;
 }
 
 }  // namespace
@@ -88,7 +85,7 @@ Json NerfViewer::hello() const {
           {"cameras", cameras},
           {"up", {up.x, up.y, up.z}},
           {"centre", {0.5, 0.5, 0.5}},
-          {"initial_camera", {{"c2w", c2w_rows(first.c2w)}, {"fov_y", fov_y_degrees(first.camera)}}},
+          {"initial_camera", {{"c2w", c2w_rows(first.c2w)}, {"fov_y", nerf::fov_y_degrees(first.camera)}}},
           {"background", {options_.background.x, options_.background.y, options_.background.z}}};
 }
 
@@ -160,11 +157,8 @@ bool NerfViewer::render_one(bool budgeted) {
     for (int r = 0; r < 3; ++r)
       for (int c = 0; c < 4; ++c) frame.c2w[r][c] = m["c2w"][r * 4 + c].get<float>();
     const float fov = m["fov_y"].get<float>();
-    auto& cam = frame.camera;
-    cam.width = std::max(1u, uint32_t(std::lround(full_w * scale)));
-    cam.height = std::max(1u, uint32_t(std::lround(full_h * scale)));
-    cam.fl_y = cam.fl_x = 0.5f * float(cam.height) / std::tan(0.5f * fov * 3.14159265f / 180.0f);
-    cam.cx = 0.5f * float(cam.width), cam.cy = 0.5f * float(cam.height);
+    frame.camera = nerf::camera_from_fov_y(std::max(1u, uint32_t(std::lround(full_w * scale))),
+                                           std::max(1u, uint32_t(std::lround(full_h * scale))), fov);
 
     Stopwatch clock;
     const nerf::RenderedImage image = trainer_.render(frame, nerf::Vec3{0, 0, 0});
