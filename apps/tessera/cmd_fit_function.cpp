@@ -13,7 +13,8 @@
 #include "tessera/core/progress.h"
 #include "tessera/core/rng.h"
 #include "tessera/core/timer.h"
-#include "tessera/nn/trainer.h"
+#include "tessera/nn/training_session.h"
+#include "tessera/nn/training_snapshot.h"
 
 namespace tessera::app {
 
@@ -32,7 +33,7 @@ struct FitFunctionOptions {
   uint64_t seed = 42;
   std::string device = "auto";
   std::string out_dir = "fit_function_out";
-  std::string json_path;
+  std::string json_path, snapshot_path, resume_path;
   bool no_progress = false;
 };
 
@@ -66,51 +67,88 @@ void run(const FitFunctionOptions& o) {
   auto trainer = nn::Trainer::from_config(config, 1, 1, dev);
   trainer->network().initialize(o.seed);
   ensure_output_folder(o.out_dir);
-
   Pcg32 rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
+  // Resumed: the snapshot's weights, optimizer state and step count, where the sample
+  // generator stands, and the MSE curve so far; --steps counts from the first run's start.
+  nn::RunRecord resumed;
+  if (!o.resume_path.empty()) {
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.resume_path), o.resume_path);
+    const Json& at = resumed.extra.contains("rng") ? resumed.extra.at("rng") : Json();
+    TESSERA_CHECK(at.is_array() && at.size() == 2 && at[0].is_number_unsigned() && at[1].is_number_unsigned(),
+                  "{} was not written by fit function (its run record lacks the sample generator)", o.resume_path);
+    rng.set_position({at[0].get<uint64_t>(), at[1].get<uint64_t>()});
+    fmt::print("fit function: resuming {} at step {}\n", o.resume_path, trainer->steps());
+  }
+  resumed.steps = trainer->steps();
+  const std::string snapshot_path = o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tsnap").string()
+                                                             : o.snapshot_path;
+
   std::vector<float> xs(o.batch), ys(o.batch);
   Buffer<float> in(dev, o.batch), target(dev, o.batch);
-  std::vector<uint32_t> eval_steps;
-  std::vector<double> eval_mse, losses;
-  int64_t reached_at = -1;
-  double reached_seconds = 0;
-  ProgressBar bar(fmt::format("fit function ({}, {})", o.optimizer, to_string(dev)), o.steps, !o.no_progress);
-  Stopwatch clock;
-  double train_seconds = 0;
-  for (uint32_t step = 1; step <= o.steps; ++step) {
+  std::vector<double> losses;  // this run's, per step
+  const uint64_t first_step = resumed.steps;
+  nn::SessionOptions so;
+  so.steps = o.steps;
+  so.eval_every = o.eval_every;
+  float loss = 0;
+  nn::TrainingSession::Hooks hooks;
+  hooks.step = [&] {
     for (uint32_t i = 0; i < o.batch; ++i) {
       xs[i] = rng.next_float();
       ys[i] = float(target_function(xs[i]));
     }
     in.copy_from_host(xs);
     target.copy_from_host(ys);
-    losses.push_back(trainer->training_step(in.matrix(o.batch, 1), target.matrix(o.batch, 1)));
-    if (step % o.eval_every == 0 || step == o.steps) {
-      train_seconds = clock.seconds();
-      const double mse = grid_mse(*trainer, dev, o.grid);
-      eval_steps.push_back(step);
-      eval_mse.push_back(mse);
-      if (reached_at < 0 && mse < o.target_mse) {
-        reached_at = step;
-        reached_seconds = train_seconds;
-      }
-      bar.update(step, fmt::format("loss {:.3e} mse {:.3e}", losses.back(), mse));
-    }
+    loss = trainer->training_step(in.matrix(o.batch, 1), target.matrix(o.batch, 1));  // waits for the step
+    losses.push_back(loss);
+  };
+  hooks.read_loss = [&] { return loss; };
+  hooks.evaluate = [&](const nn::SessionEvaluation&, nn::EvalReason) {
+    return Json{{"grid_mse", grid_mse(*trainer, dev, o.grid)}};
+  };
+  std::unique_ptr<ProgressBar> bar;
+  const nn::TrainingSession* live = nullptr;
+  hooks.after_step = [&] {
+    const auto& evals = live->record().evaluations;
+    if (!evals.empty() && evals.back().step == live->step())
+      bar->update(live->progress_done(),
+                  fmt::format("loss {:.3e} mse {:.3e}", loss, json_get<double>(evals.back().metrics, "grid_mse", 0)));
+  };
+  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit function" : o.resume_path);
+  live = &session;
+  bar = std::make_unique<ProgressBar>(fmt::format("fit function ({}, {})", o.optimizer, to_string(dev)),
+                                      session.progress_total(), !o.no_progress);
+  const nn::RunRecord& record = session.run();
+  const double train_seconds = record.train_seconds;
+  std::vector<uint64_t> eval_steps;
+  std::vector<double> eval_mse;
+  int64_t reached_at = -1;
+  double reached_seconds = 0;
+  for (const auto& e : record.evaluations) {
+    const double mse = json_get<double>(e.metrics, "grid_mse", 0);
+    eval_steps.push_back(e.step);
+    eval_mse.push_back(mse);
+    if (reached_at < 0 && mse < o.target_mse) reached_at = int64_t(e.step), reached_seconds = e.seconds;
   }
-  train_seconds = clock.seconds();
   std::vector<float> pred;
   const uint32_t dense = 10000;
   const double final_mse = grid_mse(*trainer, dev, dense, &pred);
-  bar.finish(fmt::format("mse {:.3e}", final_mse));
+  bar->finish(fmt::format("mse {:.3e}", final_mse));
   const uint32_t skipped = trainer->skipped_steps();
+  nn::RunRecord saved = record;
+  const Pcg32::State position = rng.position();
+  saved.extra["rng"] = {position.state, position.inc};
+  nn::save_training_snapshot(*trainer, snapshot_path, saved.to_json());
 
   // Outputs: per-step CSV, the fit plot and the MSE curve.
-  std::string csv = "step,train_loss,grid_mse\n";
+  std::string csv = "step,train_loss,grid_mse\n";  // this run's steps (a resumed run starts past 1)
   size_t e = 0;
-  for (uint32_t step = 1; step <= o.steps; ++step) {
+  while (e < eval_steps.size() && eval_steps[e] <= first_step) ++e;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    const uint64_t step = first_step + i + 1;
     std::string mse_field;
     if (e < eval_steps.size() && eval_steps[e] == step) mse_field = fmt::format("{:.6e}", eval_mse[e++]);
-    csv += fmt::format("{},{:.6e},{}\n", step, losses[step - 1], mse_field);
+    csv += fmt::format("{},{:.6e},{}\n", step, losses[i], mse_field);
   }
   const std::string csv_path = (std::filesystem::path(o.out_dir) / "mse.csv").string();
   write_file_atomic(csv_path, csv);
@@ -141,7 +179,7 @@ void run(const FitFunctionOptions& o) {
   else
     fmt::print("  MSE never went below {:.0e}\n", o.target_mse);
   if (skipped) fmt::print("  {} steps skipped for non-finite gradients\n", skipped);
-  fmt::print("  wrote {}, {}, {}\n", csv_path, fit_png, mse_png);
+  fmt::print("  wrote {}, {}, {}, {}\n", csv_path, fit_png, mse_png, snapshot_path);
   write_json_result(o.json_path, Json{{"command", "fit function"},
                                       {"device", to_string(dev)},
                                       {"optimizer", o.optimizer},
@@ -153,6 +191,7 @@ void run(const FitFunctionOptions& o) {
                                       {"reached_target_at_step", reached_at},
                                       {"seconds", train_seconds},
                                       {"skipped_steps", skipped},
+                                      {"snapshot", snapshot_path},
                                       {"config", trainer->config()}});
   // The outputs above show how it went wrong; the exit status must say that it did.
   TESSERA_CHECK(std::isfinite(final_mse), "training diverged: the final MSE is {} (try a lower --lr)", final_mse);
@@ -176,6 +215,13 @@ void register_fit_function(CLI::App& fit) {
       ->capture_default_str()
       ->check(finite_positive());
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples)")->capture_default_str();
+  cmd->add_option("--snapshot", o.snapshot_path,
+                  "where to write the trained network with its optimizer state (default: OUT/model.tsnap)")
+      ->check(writable_output_file());
+  cmd->add_option("--resume", o.resume_path,
+                  "continue from a snapshot of fit function (same flags); --steps then counts from the first run's "
+                  "start")
+      ->check(CLI::ExistingFile);
   add_device_option(*cmd, o.device);
   cmd->add_option("--out", o.out_dir, "folder for mse.csv, fit.png, mse.png")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());

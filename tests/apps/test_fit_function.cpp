@@ -28,6 +28,20 @@ TEST(FitFunction, AdamConvergesOnCpu) {
   std::string header;
   std::getline(csv, header);
   EXPECT_EQ(header, "step,train_loss,grid_mse");
+
+  // 1000 steps, then --resume to 1500: the same network as the run above (the sample
+  // generator's position is in the snapshot; the CPU backend is deterministic).
+  const std::string first = (dir / "first").string(), json2 = (dir / "resumed.json").string();
+  const std::string common = std::string(TESSERA_CLI_PATH) + " fit function --device cpu --batch 256 --eval-every 50 " +
+                             "--no-progress ";
+  ASSERT_EQ(std::system((common + "--steps 1000 --out " + first).c_str()), 0);
+  ASSERT_EQ(std::system((common + "--steps 1500 --resume " + first + "/model.tsnap --out " + (dir / "second").string() +
+                         " --json " + json2)
+                            .c_str()),
+            0);
+  const auto resumed = tessera::load_json_file(json2);
+  EXPECT_EQ(resumed["final_mse"], r["final_mse"]) << resumed.dump(1);
+  EXPECT_EQ(resumed["reached_target_at_step"], r["reached_target_at_step"]);
 }
 
 }  // namespace
