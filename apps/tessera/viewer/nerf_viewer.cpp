@@ -21,11 +21,6 @@ extern const char* const kViewerHtml;  // generated from viewer.html
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr double kTargetFrameMs = 1000.0 / 30.0;
-constexpr auto kSettle = std::chrono::milliseconds(250);  // a camera at rest this long gets a refined frame
-constexpr auto kRefresh = std::chrono::seconds(1);        // while training, a resting view is re-rendered
-
 std::atomic<bool> g_stop{false};
 extern "C" void on_stop_signal(int) { g_stop = true; }
 
@@ -52,6 +47,7 @@ NerfViewer::NerfViewer(nerf::NerfTrainer& trainer, const NerfViewerOptions& opti
     : trainer_(trainer),
       options_(options),
       server_(options.server, viewer_page(), hello()),
+      renderer_(trainer, nerf::InteractiveOptions{.render_share = options.render_share}),
       can_train_(options.can_train),
       background_(options.background) {}
 
@@ -112,92 +108,48 @@ void NerfViewer::handle_commands() {
       }
     } else if (type == "background") {
       background_ = {c["rgb"][0].get<float>(), c["rgb"][1].get<float>(), c["rgb"][2].get<float>()};
-      for (auto& [id, s] : clients_) s.rendered_version = 0, s.refined = false;  // every view is stale
+      renderer_.invalidate();  // every view is stale
     } else if (type == "resolution") {
-      fixed_scale_ = c["scale"].get<double>();
-      for (auto& [id, s] : clients_) s.rendered_version = 0, s.refined = false;
+      renderer_.set_fixed_scale(c["scale"].get<double>());
     }
   }
 }
 
 bool NerfViewer::render_one(bool budgeted) {
-  if (budgeted && budget_ms_ < 0) return false;
-  const auto now = Clock::now();
-  std::vector<ClientView> views = server_.views();
-  // Forget the state of browsers that have gone.
-  std::erase_if(clients_, [&](const auto& c) {
-    return std::none_of(views.begin(), views.end(), [&](const ClientView& v) { return v.client == c.first; });
-  });
-  if (views.empty()) return false;
-  // Round robin from the client after the one served last.
-  std::stable_partition(views.begin(), views.end(), [&](const ClientView& v) { return v.client > last_client_; });
-  for (const ClientView& v : views) {
-    ClientState& s = clients_[v.client];
-    if (v.camera_version != s.version_seen) s.version_seen = v.camera_version, s.last_change = now, s.refined = false;
-    if (v.frame_in_flight) continue;  // a slow browser: skip it rather than queue work for it
-    const bool moving = v.camera_version != s.rendered_version;
-    const bool settled = !moving && !s.refined && now - s.last_change >= kSettle;
-    const bool refresh = !moving && s.refined && can_train_ && !paused_ && now - s.last_frame >= kRefresh;
-    if (!moving && !settled && !refresh) continue;
-
+  std::vector<nerf::ViewRequest> requests;
+  for (const ClientView& v : server_.views()) {
+    nerf::ViewRequest r;
     const Json& m = v.camera;
-    const uint32_t full_w = m["width"].get<uint32_t>(), full_h = m["height"].get<uint32_t>();
-    double scale = 1.0;
-    if (fixed_scale_ > 0) {
-      scale = fixed_scale_;
-    } else if (moving && ms_per_megapixel_ == 0) {
-      scale = 0.25;  // the first frame: cheap, and it measures the time per pixel
-    } else if (moving) {
-      // While the camera moves: as many pixels as fit the frame time (a fifth of it while training).
-      const double target_ms = kTargetFrameMs * (can_train_ && !paused_ ? options_.render_share : 0.8);
-      const double megapixels = double(full_w) * full_h / 1e6;
-      scale = std::clamp(std::sqrt(target_ms / (ms_per_megapixel_ * megapixels)), 0.08, 1.0);
-    }
-    nerf::FrameView frame;
-    for (int r = 0; r < 3; ++r)
-      for (int c = 0; c < 4; ++c) frame.c2w[r][c] = m["c2w"][r * 4 + c].get<float>();
-    const float fov = m["fov_y"].get<float>();
-    frame.camera = nerf::camera_from_fov_y(std::max(1u, uint32_t(std::lround(full_w * scale))),
-                                           std::max(1u, uint32_t(std::lround(full_h * scale))), fov);
-
-    Stopwatch clock;
-    const nerf::RenderedImage image = trainer_.render(frame, nerf::Vec3{0, 0, 0});
-    const std::vector<uint8_t> rgb = nerf::rendering_to_rgb8(image, background_);
-    const bool refined = scale >= 1.0 || fixed_scale_ > 0;
-    const std::vector<uint8_t> jpeg =
-        encode_jpeg(int(image.width), int(image.height), rgb, refined ? 92 : 80);
-    const double ms = clock.seconds() * 1e3;
-    const double per_mp = ms / (double(image.width) * image.height / 1e6);
-    ms_per_megapixel_ = ms_per_megapixel_ > 0 ? 0.7 * ms_per_megapixel_ + 0.3 * per_mp : per_mp;
-    if (budgeted) budget_ms_ -= ms;
-    const nerf::CameraKeyframe k = nerf::c2w_to_keyframe(frame.c2w, fov);
-    server_.send_frame(v.client,
+    r.viewer = v.client, r.camera_version = v.camera_version, r.frame_in_flight = v.frame_in_flight;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) r.c2w[i][j] = m["c2w"][i * 4 + j].get<float>();
+    r.fov_y_degrees = m["fov_y"].get<float>();
+    r.width = m["width"].get<uint32_t>(), r.height = m["height"].get<uint32_t>();
+    requests.push_back(r);
+  }
+  renderer_.set_training(can_train_ && !paused_);
+  return renderer_.render_next(requests, budgeted, [&](const nerf::InteractiveFrame& f) {
+    const std::vector<uint8_t> rgb = nerf::rendering_to_rgb8(f.image, background_);
+    const std::vector<uint8_t> jpeg = encode_jpeg(int(f.image.width), int(f.image.height), rgb, f.refined ? 92 : 80);
+    const nerf::CameraKeyframe k = nerf::c2w_to_keyframe(f.camera.c2w, f.fov_y_degrees);
+    server_.send_frame(f.viewer,
                        {{"type", "frame"},
-                        {"camera_version", v.camera_version},
-                        {"width", image.width},
-                        {"height", image.height},
-                        {"refined", refined},
-                        {"render_ms", ms},
+                        {"camera_version", f.camera_version},
+                        {"width", f.image.width},
+                        {"height", f.image.height},
+                        {"refined", f.refined},
+                        {"render_ms", f.render_ms},
                         {"step", step_},
                         {"keyframe",
                          {{"R", {k.rotation[0], k.rotation[1], k.rotation[2], k.rotation[3]}},
                           {"T", {k.position.x, k.position.y, k.position.z}},
                           {"fov", k.fov_y_degrees}}}},
                        jpeg);
-    s.rendered_version = v.camera_version;
-    s.refined = refined;
-    s.last_frame = Clock::now();
-    last_client_ = v.client;
-    ++counters_.frames;
-    counters_.refined_frames += refined;
-    counters_.render_ms += ms;
-    return true;
-  }
-  return false;
+  });
 }
 
 void NerfViewer::broadcast_stats(bool force) {
-  const auto now = Clock::now();
+  const auto now = std::chrono::steady_clock::now();
   if (!force && now - last_stats_ < std::chrono::milliseconds(250)) return;
   last_stats_ = now;
   server_.broadcast({{"type", "stats"},
@@ -209,15 +161,12 @@ void NerfViewer::broadcast_stats(bool force) {
                      {"steps_per_second", steps_per_second_},
                      {"psnr", last_psnr_},
                      {"clients", server_.clients()},
-                     {"frames", counters_.frames}});
+                     {"frames", renderer_.counters().frames}});
 }
 
 void NerfViewer::after_steps(double step_seconds, uint64_t step, float loss, double steps_per_second) {
   step_ = step, loss_ = loss, steps_per_second_ = steps_per_second;
-  // Render time earned: share / (1 - share) of the training time, capped so a long stretch
-  // without viewers does not bank a burst of rendering later.
-  budget_ms_ = std::min(budget_ms_ + step_seconds * 1e3 * options_.render_share / (1.0 - options_.render_share),
-                        kTargetFrameMs);
+  renderer_.earn(step_seconds);
   handle_commands();
   render_one(/*budgeted=*/true);
   broadcast_stats(false);
@@ -225,7 +174,6 @@ void NerfViewer::after_steps(double step_seconds, uint64_t step, float loss, dou
 
 void NerfViewer::serve_idle(std::chrono::milliseconds wait) {
   handle_commands();
-  budget_ms_ = 0;
   const bool rendered = render_one(/*budgeted=*/false);
   broadcast_stats(false);
   if (!rendered) server_.wait_for_activity(std::min(wait, std::chrono::milliseconds(30)));

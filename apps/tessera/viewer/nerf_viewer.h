@@ -1,14 +1,13 @@
 #pragma once
 // The NeRF side of the web viewer: between training steps it answers the browsers' commands
-// and renders the frames they are owed, within a share of the wall time so training keeps
-// its speed. A frame's resolution adapts to hold ~30 frames/s (from the measured time per
-// pixel); when a camera stops moving it gets one full-resolution ("refined") frame, and
-// while training a resting camera gets a fresh refined frame each second.
+// and sends them the frames nerf::InteractiveRenderer (the scheduling: render share,
+// adaptive resolution, refined frames at rest) renders for them, as JPEG.
 #include <chrono>
 #include <map>
 #include <memory>
 #include <string>
 
+#include "tessera/nerf/interactive.h"
 #include "tessera/nerf/trainer.h"
 #include "viewer_server.h"
 
@@ -36,18 +35,10 @@ class NerfViewer {
   bool paused() const { return paused_; }
   void training_finished() { can_train_ = false, paused_ = false; }
 
-  struct Counters {
-    uint64_t frames = 0, refined_frames = 0;
-    double render_ms = 0;  // rendering + JPEG, summed
-  };
-  const Counters& counters() const { return counters_; }
+  using Counters = nerf::InteractiveRenderer::Counters;  // render_ms: rendering + JPEG, summed
+  const Counters& counters() const { return renderer_.counters(); }
 
  private:
-  struct ClientState {
-    uint64_t version_seen = 0, rendered_version = 0;
-    bool refined = false;
-    std::chrono::steady_clock::time_point last_change{}, last_frame{};
-  };
   void handle_commands();
   // Renders at most one due frame; false when none was due.
   bool render_one(bool budgeted);
@@ -57,18 +48,13 @@ class NerfViewer {
   nerf::NerfTrainer& trainer_;
   NerfViewerOptions options_;
   Server server_;
-  std::map<uint64_t, ClientState> clients_;
-  uint64_t last_client_ = 0;
+  nerf::InteractiveRenderer renderer_;
   bool can_train_, paused_ = false;
   nerf::Vec3 background_;
-  double fixed_scale_ = 0;           // 0: adaptive
-  double ms_per_megapixel_ = 0;      // measured, rendering + JPEG
-  double budget_ms_ = 0;             // render time owed by training (may go below 0)
   uint64_t step_ = 0;
   float loss_ = 0;
   double steps_per_second_ = 0, last_psnr_ = 0;
   std::chrono::steady_clock::time_point last_stats_{};
-  Counters counters_;
 };
 
 // SIGINT / SIGTERM set a flag (checked by the serving loops) instead of killing the process,
