@@ -4,13 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <filesystem>
-#include <future>
 #include <limits>
 #include <memory>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -22,10 +19,10 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
-#include "tessera/nerf/camera.h"
 #include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/mesh.h"
+#include "tessera/nerf/render.h"
 #include "tessera/nerf/snapshot.h"
 #include "tessera/nn/training_session.h"
 #include "viewer/nerf_viewer.h"
@@ -322,33 +319,7 @@ nerf::CameraModel render_camera(nerf::NerfTrainer& trainer, const NerfRenderOpti
   TESSERA_CHECK(cam.width > 0 || (o.width > 0 && o.height > 0),
                 "nerf render: the snapshot has no training camera; give --width and --height");
   if (cam.width == 0) cam.fl_x = cam.fl_y = 1.1f * float(o.width), cam.width = o.width, cam.height = o.height;
-  if (o.width && o.height) {  // the same field of view at another size
-    const float s = float(o.width) / float(cam.width);
-    cam.fl_x *= s, cam.fl_y *= s, cam.cx = 0.5f * float(o.width), cam.cy = 0.5f * float(o.height);
-    cam.width = o.width, cam.height = o.height;
-  }
-  return cam;
-}
-
-// The cameras of a transforms file (one per frame).
-std::vector<nerf::FrameView> transforms_cameras(nerf::NerfTrainer& trainer, const Json& j, const std::string& name,
-                                                const NerfRenderOptions& o) {
-  const nerf::Transforms t = nerf::parse_transforms(j, ".", "'" + name + "'");
-  std::vector<nerf::FrameView> cameras;
-  for (const auto& f : t.frames) {
-    nerf::FrameView v;
-    std::copy(&f.c2w[0][0], &f.c2w[0][0] + 12, &v.c2w[0][0]);
-    v.camera = f.camera;
-    const uint32_t w = o.width ? o.width : (f.size_given ? f.camera.width : nerf::snapshot_camera(trainer).width);
-    const uint32_t h = o.height ? o.height : (f.size_given ? f.camera.height : nerf::snapshot_camera(trainer).height);
-    TESSERA_CHECK(w > 0 && h > 0, "'{}' gives no image size: use --width and --height", name);
-    v.camera.width = w, v.camera.height = h;
-    if (f.camera_angle_x > 0) v.camera.fl_x = nerf::focal_length(f.camera_angle_x, w);
-    if (v.camera.fl_y <= 0) v.camera.fl_y = v.camera.fl_x;
-    if (v.camera.cx == 0 && v.camera.cy == 0) v.camera.cx = 0.5f * float(w), v.camera.cy = 0.5f * float(h);
-    cameras.push_back(v);
-  }
-  return cameras;
+  return o.width && o.height ? nerf::resized_camera(cam, o.width, o.height) : cam;
 }
 
 // The folder's frame_%04d.png as an H.264 MP4 through ffmpeg (written beside, then renamed).
@@ -390,42 +361,21 @@ void run_render(const NerfRenderOptions& o) {
       cameras = nerf::sample_camera_path(nerf::parse_camera_path(j, "'" + file + "'"), o.frames,
                                          render_camera(*trainer, o));
     else
-      cameras = transforms_cameras(*trainer, j, file, o);
+      cameras = nerf::cameras_from_transforms(j, file, o.width, o.height, nerf::snapshot_camera(*trainer));
   }
   const nerf::Vec3 bg{o.background[0], o.background[1], o.background[2]};
-  // Frames of an earlier, longer run would end up in the video.
-  for (const auto& entry : std::filesystem::directory_iterator(o.out_dir)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("frame_", 0) == 0 && entry.path().extension() == ".png") std::filesystem::remove(entry.path());
-  }
   ProgressBar bar("nerf render", cameras.size(), !o.no_progress);
-  Stopwatch clock;
-  std::vector<double> render_ms;  // per frame, the rendering alone (PNG writing excluded)
-  // PNG encoding (~150 ms for 800x800) would dwarf a GPU rendering (~17 ms): frames are
-  // written by worker threads while the next ones render, a few in flight per core.
-  std::deque<std::future<void>> writing;
-  const size_t max_in_flight = std::max(2u, std::thread::hardware_concurrency());
-  for (size_t i = 0; i < cameras.size(); ++i) {
-    Stopwatch frame_clock;
-    auto img = std::make_shared<nerf::RenderedImage>(trainer->render(cameras[i], nerf::Vec3{0, 0, 0}));
-    render_ms.push_back(frame_clock.seconds() * 1e3);
-    const std::string path = (std::filesystem::path(o.out_dir) / fmt::format("frame_{:04d}.png", i)).string();
-    if (writing.size() >= max_in_flight) {
-      writing.front().get();  // rethrows a failed write
-      writing.pop_front();
-    }
-    writing.push_back(std::async(std::launch::async, [img, path, bg] { nerf::write_rendering_png(path, *img, bg); }));
-    bar.update(i + 1);
-  }
-  for (auto& w : writing) w.get();
+  const nerf::RenderStats stats =
+      nerf::render_frames(*trainer, cameras, bg, o.out_dir, [&](size_t done) { bar.update(done); });
   bar.finish();
+  const std::vector<double>& render_ms = stats.render_ms;
   std::vector<double> sorted = render_ms;
   std::sort(sorted.begin(), sorted.end());
   fmt::print("nerf render: {} frames of {}x{} in {:.2f} s ({:.1f} frames/s with the PNGs; {:.1f} ms per frame "
              "rendering, median; the first {:.1f} ms), written to {}/frame_*.png\n",
              cameras.size(), cameras.empty() ? 0 : cameras[0].camera.width,
-             cameras.empty() ? 0 : cameras[0].camera.height, clock.seconds(),
-             double(cameras.size()) / std::max(clock.seconds(), 1e-9),
+             cameras.empty() ? 0 : cameras[0].camera.height, stats.seconds,
+             double(cameras.size()) / std::max(stats.seconds, 1e-9),
              sorted.empty() ? 0.0 : sorted[sorted.size() / 2], render_ms.empty() ? 0.0 : render_ms[0], o.out_dir);
   if (!o.no_video && cameras.size() > 1) {
     const std::string video =

@@ -10,6 +10,7 @@
 #include "support/errors.h"
 #include "support/procedural_scene.h"
 #include "tessera/nerf/camera.h"
+#include "tessera/nerf/render.h"
 #include "tessera/core/image_io.h"
 #include "tessera/nerf/dataset.h"
 
@@ -40,6 +41,28 @@ TEST(NerfCamera, FieldOfViewAndFocalLengthRoundTrip) {
   EXPECT_FLOAT_EQ(c.fl_x, c.fl_y);
   EXPECT_NEAR(nerf::fov_y_degrees(c), 50.0f, 1e-4f);
   EXPECT_NE(test::error_of([] { nerf::camera_from_fov_y(640, 480, 180.0f); }).find("180 degree"), std::string::npos);
+}
+
+TEST(NerfCamera, CamerasOfATransformsFileForRendering) {
+  const Json t = Json::parse(R"({"camera_angle_x": 0.69, "frames": [
+      {"file_path": "a", "transform_matrix": [[1,0,0,0],[0,1,0,0],[0,0,1,2],[0,0,0,1]]},
+      {"file_path": "b", "w": 64, "h": 32, "transform_matrix": [[1,0,0,0],[0,1,0,0],[0,0,1,3],[0,0,0,1]]}]})");
+  nerf::CameraModel fallback;
+  fallback.width = 40, fallback.height = 30;
+  const auto cams = nerf::cameras_from_transforms(t, "t.json", 0, 0, fallback);
+  ASSERT_EQ(cams.size(), 2u);
+  EXPECT_EQ(cams[0].camera.width, 40u);  // no size in the file: the fallback's
+  EXPECT_EQ(cams[1].camera.width, 64u);
+  EXPECT_NEAR(cams[1].camera.fl_x, nerf::focal_length(0.69f, 64), 1e-3f);
+  EXPECT_FLOAT_EQ(cams[1].camera.cx, 32.0f);
+  const auto sized = nerf::cameras_from_transforms(t, "t.json", 100, 50, fallback);
+  EXPECT_EQ(sized[1].camera.width, 100u);
+  const nerf::CameraModel r = nerf::resized_camera(cams[1].camera, 128, 64);
+  EXPECT_FLOAT_EQ(r.fl_x, 2 * cams[1].camera.fl_x);  // the same field of view
+  EXPECT_FLOAT_EQ(r.cy, 32.0f);
+  EXPECT_NE(test::error_of([&] { nerf::cameras_from_transforms(t, "t.json", 0, 0, nerf::CameraModel{}); })
+                .find("gives no image size"),
+            std::string::npos);
 }
 
 TEST(NerfDataset, BlenderFolderWithCameraAngle) {
