@@ -25,6 +25,7 @@ BinaryReader::BinaryReader(std::string_view bytes, std::string kind, std::string
     : bytes_(bytes), kind_(std::move(kind)), name_(std::move(name)) {}
 
 void BinaryReader::take(void* dst, size_t n) {
+  if (n == 0) return;  // an empty array's data() may be null, which memcpy must not get
   TESSERA_CHECK(n <= bytes_.size() - pos_, "{} is truncated ({} bytes)", where(), bytes_.size());
   std::memcpy(dst, bytes_.data() + pos_, n);
   pos_ += n;

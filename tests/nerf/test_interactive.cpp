@@ -41,7 +41,7 @@ struct Rig {
 
 nerf::ViewRequest view(uint64_t id, uint64_t version) {
   nerf::ViewRequest v;
-  v.viewer = id, v.camera_version = version, v.width = 80, v.height = 40, v.fov_y_degrees = 40;
+  v.viewer = id, v.camera_version = version, v.width = 32, v.height = 16, v.fov_y_degrees = 40;
   v.c2w[0][0] = v.c2w[1][1] = v.c2w[2][2] = 1;
   v.c2w[2][3] = -1.5f;
   return v;
@@ -51,18 +51,18 @@ TEST(InteractiveRenderer, MovingCamerasGetCheapFramesAndRestingOnesARefinedFrame
   Rig r;
   ASSERT_TRUE(r.next({view(1, 1)}, false));
   ASSERT_EQ(r.sent.size(), 1u);
-  EXPECT_EQ(r.sent[0].camera.camera.width, 20u);  // the first frame: a quarter of the size
+  EXPECT_EQ(r.sent[0].camera.camera.width, 8u);  // the first frame: a quarter of the size
   EXPECT_FALSE(r.sent[0].refined);
   EXPECT_FALSE(r.next({view(1, 1)}, false));  // nothing new, not yet at rest
   r.clock_ms += 300;                           // at rest past the settle time
   ASSERT_TRUE(r.next({view(1, 1)}, false));
   EXPECT_TRUE(r.sent.back().refined);
-  EXPECT_EQ(r.sent.back().camera.camera.width, 80u);
+  EXPECT_EQ(r.sent.back().camera.camera.width, 32u);
   EXPECT_FALSE(r.next({view(1, 1)}, false));  // refined, and not training: no refresh
   // Moving again: the frame is sized from the measured cost per pixel to fit the frame time.
   ASSERT_TRUE(r.next({view(1, 2)}, false));
-  EXPECT_LT(r.sent.back().camera.camera.width, 80u);
-  EXPECT_GE(r.sent.back().camera.camera.width, 6u);
+  EXPECT_LT(r.sent.back().camera.camera.width, 32u);
+  EXPECT_GE(r.sent.back().camera.camera.width, 3u);
   EXPECT_EQ(r.renderer->counters().frames, 3u);
   EXPECT_EQ(r.renderer->counters().refined_frames, 1u);
 }

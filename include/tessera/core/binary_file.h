@@ -18,7 +18,9 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t seed = 14695981039346656
 class BinaryWriter {
  public:
   BinaryWriter(const char (&magic)[8], uint32_t version, const Json& header);
-  void put_bytes(const void* data, size_t n) { bytes_.append(static_cast<const char*>(data), n); }
+  void put_bytes(const void* data, size_t n) {
+    if (n) bytes_.append(static_cast<const char*>(data), n);
+  }
   template <typename T>
   void put(const T& v) {
     put_bytes(&v, sizeof(T));
