@@ -19,7 +19,9 @@ struct Rig {
   std::vector<nerf::InteractiveFrame> sent;
 
   Rig() {
-    const auto dir = std::filesystem::temp_directory_path() / "tessera_interactive";
+    // One folder per test: ctest runs the tests of this file side by side.
+    const auto dir = std::filesystem::temp_directory_path() /
+                     (std::string("tessera_interactive_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir);
     test::write_procedural_scene(dir, 2, 1, 16);
     Json c = nerf::default_nerf_config();
