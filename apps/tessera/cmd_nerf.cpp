@@ -174,6 +174,7 @@ void run_train(const NerfTrainOptions& o) {
   hooks.stop = [] { return viewer::stop_requested(); };
   nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "nerf train" : o.resume_path);
   live = &session;
+  if (view) view->set_run_record([&] { return session.record().to_json(); });
   bar = std::make_unique<ProgressBar>(fmt::format("nerf train ({})", to_string(dev)), session.progress_total(),
                                       !o.no_progress);
   Stopwatch loop_clock;  // wall time of the loop: steps, evaluations and the viewer's frames

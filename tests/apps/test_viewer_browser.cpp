@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cmath>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 
 #include "support/child_process.h"
@@ -267,6 +268,22 @@ TEST(BrowserViewer, TrainingPausedResumedAndStoppedFromThePage) {
   const int frames = page.eval("window.tessera.framesReceived").get<int>();
   page.drag(150, 150, 100, 170);
   EXPECT_TRUE(page.wait_until("window.tessera.framesReceived > " + std::to_string(frames), 60s));
+  // "Save snapshot" mid-training keeps the run so far, so a resume continues its clock and curve.
+  page.click("snapshot");
+  ASSERT_TRUE(page.wait_until("window.tessera.notices.some((n) => n.startsWith('saved'))", 30s));
+  {
+    std::ifstream in(dir / "out" / "model.tnerf", std::ios::binary);
+    std::string head(16, '\0');
+    in.read(head.data(), 16);
+    uint32_t length = 0;
+    std::memcpy(&length, head.data() + 12, 4);
+    std::string text(length, '\0');
+    in.read(text.data(), length);
+    const Json run = Json::parse(text).at("run");
+    EXPECT_EQ(run.at("steps").get<int>(), paused_at) << run.dump();
+    EXPECT_GT(run.at("train_seconds").get<double>(), 2.0);
+    EXPECT_GE(run.at("evaluations").size(), 1u);  // the one at 2 s
+  }
 
   page.click("pause");
   EXPECT_TRUE(page.wait_until("!window.tessera.lastStats.paused && window.tessera.lastStats.step > " +

@@ -99,7 +99,7 @@ void NerfViewer::handle_commands() {
     } else if (type == "snapshot") {
       try {
         Stopwatch clock;
-        nerf::save_snapshot(trainer_, options_.snapshot_path);
+        nerf::save_snapshot(trainer_, options_.snapshot_path, run_record_ ? run_record_() : Json::object());
         server_.broadcast({{"type", "notice"},
                            {"message", fmt::format("saved {} at step {} ({:.2f} s)", options_.snapshot_path, step_,
                                                    clock.seconds())}});

@@ -3,6 +3,7 @@
 // and sends them the frames nerf::InteractiveRenderer (the scheduling: render share,
 // adaptive resolution, refined frames at rest) renders for them, as JPEG.
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -34,6 +35,9 @@ class NerfViewer {
   void add_evaluation(uint64_t step, double psnr);
   bool paused() const { return paused_; }
   void training_finished() { can_train_ = false, paused_ = false; }
+  // The run so far (nn::RunRecord as JSON), saved with "Save snapshot" so a run resumed
+  // from that snapshot keeps its clock and curve.
+  void set_run_record(std::function<Json()> record) { run_record_ = std::move(record); }
 
   using Counters = nerf::InteractiveRenderer::Counters;  // render_ms: rendering + JPEG, summed
   const Counters& counters() const { return renderer_.counters(); }
@@ -55,6 +59,7 @@ class NerfViewer {
   float loss_ = 0;
   double steps_per_second_ = 0, last_psnr_ = 0;
   std::chrono::steady_clock::time_point last_stats_{};
+  std::function<Json()> run_record_;
 };
 
 // SIGINT / SIGTERM set a flag (checked by the serving loops) instead of killing the process,
