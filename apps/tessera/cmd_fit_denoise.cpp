@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,7 +20,6 @@
 #include "tessera/core/image_metrics.h"
 #include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
-#include "tessera/core/timer.h"
 #include "tessera/nn/loss.h"
 #include "tessera/nn/model_trainer.h"
 #include "tessera/nn/module.h"
@@ -140,10 +138,7 @@ void run(const FitDenoiseOptions& o) {
   nn::RunRecord resumed;
   if (!o.resume_path.empty()) {
     resumed = nn::RunRecord::from_json(nn::load_training_snapshot(trainer, o.resume_path), o.resume_path);
-    const Json& at = resumed.extra.contains("rng") ? resumed.extra.at("rng") : Json();
-    TESSERA_CHECK(at.is_array() && at.size() == 2 && at[0].is_number_unsigned() && at[1].is_number_unsigned(),
-                  "{} was not written by fit denoise (its run record lacks the crop generator)", o.resume_path);
-    rng.set_position({at[0].get<uint64_t>(), at[1].get<uint64_t>()});
+    restore_generator(rng, resumed.extra, o.resume_path, "fit denoise");
   }
   resumed.steps = trainer.optimizer().steps_taken();
   const std::string snapshot_path = o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
@@ -186,13 +181,11 @@ void run(const FitDenoiseOptions& o) {
     return Json{{"denoised_psnr_db", last_psnr}};
   };
   std::unique_ptr<ProgressBar> bar;
-  const nn::TrainingSession* live = nullptr;
-  hooks.after_step = [&] {
-    bar->update(live->progress_done(),
+  hooks.after_step = [&](const nn::TrainingSession& s) {
+    bar->update(s.progress_done(),
                 fmt::format("loss {:.3e} denoised {:.2f} dB (noisy {:.2f})", loss, last_psnr, noisy_psnr));
   };
   nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit denoise" : o.resume_path);
-  live = &session;
   bar = std::make_unique<ProgressBar>(fmt::format("fit denoise ({})", to_string(dev)), session.progress_total(),
                                       !o.no_progress);
   const nn::RunRecord& record = session.run();
@@ -211,8 +204,7 @@ void run(const FitDenoiseOptions& o) {
   }
   write_file_atomic(out_path("psnr.csv"), csv);
   nn::RunRecord saved = record;
-  const Pcg32::State position = rng.position();
-  saved.extra["rng"] = {position.state, position.inc};
+  saved.extra["rng"] = generator_position(rng);
   nn::save_training_snapshot(trainer, snapshot_path, saved.to_json());
   write_line_plot_png(out_path("psnr.png"), {curve, flat},
                       {fmt::format("fit denoise, sigma {}/255, on {}", o.sigma, to_string(dev)), "training time (s)",

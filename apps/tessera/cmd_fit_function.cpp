@@ -12,7 +12,6 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/rng.h"
-#include "tessera/core/timer.h"
 #include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
 
@@ -73,10 +72,7 @@ void run(const FitFunctionOptions& o) {
   nn::RunRecord resumed;
   if (!o.resume_path.empty()) {
     resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.resume_path), o.resume_path);
-    const Json& at = resumed.extra.contains("rng") ? resumed.extra.at("rng") : Json();
-    TESSERA_CHECK(at.is_array() && at.size() == 2 && at[0].is_number_unsigned() && at[1].is_number_unsigned(),
-                  "{} was not written by fit function (its run record lacks the sample generator)", o.resume_path);
-    rng.set_position({at[0].get<uint64_t>(), at[1].get<uint64_t>()});
+    restore_generator(rng, resumed.extra, o.resume_path, "fit function");
     fmt::print("fit function: resuming {} at step {}\n", o.resume_path, trainer->steps());
   }
   resumed.steps = trainer->steps();
@@ -107,15 +103,13 @@ void run(const FitFunctionOptions& o) {
     return Json{{"grid_mse", grid_mse(*trainer, dev, o.grid)}};
   };
   std::unique_ptr<ProgressBar> bar;
-  const nn::TrainingSession* live = nullptr;
-  hooks.after_step = [&] {
-    const auto& evals = live->record().evaluations;
-    if (!evals.empty() && evals.back().step == live->step())
-      bar->update(live->progress_done(),
+  hooks.after_step = [&](const nn::TrainingSession& s) {
+    const auto& evals = s.record().evaluations;
+    if (!evals.empty() && evals.back().step == s.step())
+      bar->update(s.progress_done(),
                   fmt::format("loss {:.3e} mse {:.3e}", loss, json_get<double>(evals.back().metrics, "grid_mse", 0)));
   };
   nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit function" : o.resume_path);
-  live = &session;
   bar = std::make_unique<ProgressBar>(fmt::format("fit function ({}, {})", o.optimizer, to_string(dev)),
                                       session.progress_total(), !o.no_progress);
   const nn::RunRecord& record = session.run();
@@ -136,8 +130,7 @@ void run(const FitFunctionOptions& o) {
   bar->finish(fmt::format("mse {:.3e}", final_mse));
   const uint32_t skipped = trainer->skipped_steps();
   nn::RunRecord saved = record;
-  const Pcg32::State position = rng.position();
-  saved.extra["rng"] = {position.state, position.inc};
+  saved.extra["rng"] = generator_position(rng);
   nn::save_training_snapshot(*trainer, snapshot_path, saved.to_json());
 
   // Outputs: per-step CSV, the fit plot and the MSE curve.

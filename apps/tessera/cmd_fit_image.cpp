@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,7 +16,6 @@
 #include "tessera/ops/image_sample.h"
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
-#include "tessera/core/timer.h"
 #include "tessera/core/image_metrics.h"
 #include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
@@ -146,12 +144,10 @@ void run(const FitImageOptions& o) {
     return Json{{"psnr_db", last_psnr}};
   };
   std::unique_ptr<ProgressBar> bar;
-  const nn::TrainingSession* live = nullptr;
-  hooks.after_step = [&] {
-    bar->update(live->progress_done(), fmt::format("loss {:.3e} psnr {:.2f} dB", loss, last_psnr));
+  hooks.after_step = [&](const nn::TrainingSession& s) {
+    bar->update(s.progress_done(), fmt::format("loss {:.3e} psnr {:.2f} dB", loss, last_psnr));
   };
   nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit image" : o.resume_path);
-  live = &session;
   bar = std::make_unique<ProgressBar>(fmt::format("fit image ({})", to_string(dev)), session.progress_total(),
                                       !o.no_progress);
   const nn::RunRecord& record = session.run();

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <limits>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -140,7 +139,6 @@ void run_train(const NerfTrainOptions& o) {
   std::unique_ptr<viewer::NerfViewer> view;
   if (o.serve->count()) view = start_viewer(trainer, o.serve_port, o.host, o.token, snapshot_path, true);
   std::unique_ptr<ProgressBar> bar;
-  const nn::TrainingSession* live = nullptr;
   double last_psnr = resumed.evaluations.empty() ? 0 : evaluation_of(resumed.evaluations.back()).psnr_white;
   double final_eval_seconds = 0;
   nn::TrainingSession::Hooks hooks;
@@ -157,8 +155,7 @@ void run_train(const NerfTrainOptions& o) {
     return Json{{"psnr_white_db", r.psnr_white}, {"psnr_black_linear_db", r.psnr_black_linear},
                 {"ssim_white", r.ssim_white}, {"ssim_black_linear", r.ssim_black_linear}};
   };
-  hooks.after_step = [&] {
-    const nn::TrainingSession& s = *live;
+  hooks.after_step = [&](const nn::TrainingSession& s) {
     if (view) view->after_steps(s.last_step_seconds(), s.step(), s.loss(), s.steps_per_second());
     if (s.step() % 16 == 0)
       bar->update(s.progress_done(),
@@ -173,7 +170,6 @@ void run_train(const NerfTrainOptions& o) {
   }
   hooks.stop = [] { return viewer::stop_requested(); };
   nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "nerf train" : o.resume_path);
-  live = &session;
   if (view) view->set_run_record([&] { return session.record().to_json(); });
   bar = std::make_unique<ProgressBar>(fmt::format("nerf train ({})", to_string(dev)), session.progress_total(),
                                       !o.no_progress);

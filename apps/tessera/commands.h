@@ -6,6 +6,7 @@
 
 #include "tessera/core/config.h"
 #include "tessera/core/device.h"
+#include "tessera/core/rng.h"
 
 namespace tessera::app {
 
@@ -51,5 +52,11 @@ Device choose_device(const std::string& name, bool opencl_runs_it = false);
 void ensure_output_folder(const std::string& path);
 // Writes a command's results as pretty JSON, atomically (no-op for an empty path).
 void write_json_result(const std::string& path, const Json& result);
+
+// A host sample generator's position in a run record's extras ("rng"), so a resumed run
+// draws the same samples; restoring from a record without one is an error naming `where`
+// and the `command` that writes such snapshots.
+Json generator_position(const Pcg32& rng);
+void restore_generator(Pcg32& rng, const Json& extra, const std::string& where, const char* command);
 
 }  // namespace tessera::app

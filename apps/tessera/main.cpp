@@ -115,6 +115,18 @@ void write_json_result(const std::string& path, const Json& result) {
   write_file_atomic(path, result.dump(2) + "\n");
 }
 
+Json generator_position(const Pcg32& rng) {
+  const Pcg32::State p = rng.position();
+  return Json::array({p.state, p.inc});
+}
+
+void restore_generator(Pcg32& rng, const Json& extra, const std::string& where, const char* command) {
+  const Json& at = extra.contains("rng") ? extra.at("rng") : Json();
+  TESSERA_CHECK(at.is_array() && at.size() == 2 && at[0].is_number_unsigned() && at[1].is_number_unsigned(),
+                "{} was not written by {} (its run record lacks the sample generator's position)", where, command);
+  rng.set_position({at[0].get<uint64_t>(), at[1].get<uint64_t>()});
+}
+
 }  // namespace tessera::app
 
 int main(int argc, char** argv) {

@@ -109,8 +109,8 @@ std::unique_ptr<NerfTrainer> load_version2(BinaryReader& in, const Json& header,
                                            Json* run) {
   const std::string where = in.where();
   std::vector<NamedArray> arrays = read_arrays(in, header);
-  TESSERA_CHECK(header.contains("trainer") && header.at("seed").is_number_unsigned() &&
-                    header.at("steps").is_number_unsigned() && header.at("rays_per_step").is_number_unsigned(),
+  const auto unsigned_at = [&](const char* key) { return header.contains(key) && header.at(key).is_number_unsigned(); };
+  TESSERA_CHECK(header.contains("trainer") && unsigned_at("seed") && unsigned_at("steps") && unsigned_at("rays_per_step"),
                 "{}: the header lacks the trainer's state, seed, step count or ray count", where);
   const uint64_t n_cells = uint64_t(scene.n_cascades) * ops::nerf::kGridCells;
   std::vector<float> grid = std::move(find_array(arrays, "grid_density", where).values);

@@ -122,7 +122,7 @@ const RunRecord& TrainingSession::run() {
       passed_mark = true;
     }
     if (passed_mark || every) evaluate(passed_mark ? EvalReason::mark : EvalReason::every);
-    if (hooks_.after_step) hooks_.after_step();
+    if (hooks_.after_step) hooks_.after_step(*this);
   }
   evaluate(EvalReason::final);
   return record_;

@@ -66,17 +66,25 @@ TEST(NerfSnapshot, RoundTripRendersTheSameAndBadFilesAreErrors) {
   std::memcpy(&huge[12], &big, sizeof(big));
   EXPECT_NE(write("huge.tnerf", huge).find("header claims"), std::string::npos);
   EXPECT_NE(error_of([&] { nerf::load_snapshot(dir.string(), DeviceKind::cpu); }).find("folder"), std::string::npos);
-  // A header whose config builds another model than the weights were saved from.
+  // The file with its header rewritten (crafted files: the checksum covers the arrays only).
   uint32_t header_len = 0;
   std::memcpy(&header_len, &bytes[12], 4);
-  Json header = Json::parse(bytes.substr(16, header_len));
-  header["config"]["network"]["n_neurons"] = 32;
-  const std::string text = header.dump();
-  std::string other = bytes.substr(0, 12);
-  const uint32_t len = uint32_t(text.size());
-  other.append(reinterpret_cast<const char*>(&len), 4);
-  other += text + bytes.substr(16 + header_len);
-  const std::string other_error = write("other.tnerf", other);
+  const Json header = Json::parse(bytes.substr(16, header_len));
+  auto with_header = [&](const Json& h) {
+    const std::string text = h.dump();
+    const uint32_t len = uint32_t(text.size());
+    std::string out = bytes.substr(0, 12);
+    out.append(reinterpret_cast<const char*>(&len), 4);
+    return out + text + bytes.substr(16 + header_len);
+  };
+  // Without its seed: one clear error, not a JSON library exception.
+  Json seedless = header;
+  seedless.erase("seed");
+  EXPECT_NE(write("no_seed.tnerf", with_header(seedless)).find("lacks the trainer's state, seed"), std::string::npos);
+  // A config that builds another model than the weights were saved from.
+  Json other = header;
+  other["config"]["network"]["n_neurons"] = 32;
+  const std::string other_error = write("other.tnerf", with_header(other));
   EXPECT_NE(other_error.find("different trainer"), std::string::npos) << other_error;
   EXPECT_NE(other_error.find("n_neurons"), std::string::npos) << other_error;
 }

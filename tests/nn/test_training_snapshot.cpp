@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "support/errors.h"
+#include "support/paths.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/rng.h"
 #include "tessera/nn/training_snapshot.h"
@@ -90,27 +91,33 @@ void expect_same_state(TrainerT& a, TrainerT& b) {
   }
 }
 
-fs::path fresh_dir(const char* name) {
-  const fs::path dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+// n steps, a snapshot (with `note` as its run record), a fresh trainer (seeded `other_seed`)
+// loading it and m more steps, against n + m steps in one run: the same state bit for bit.
+// Returns the resumed trainer; `run` gets the record it loaded.
+template <typename Make>
+auto resume_and_compare(Make make, uint64_t seed, uint64_t other_seed, uint64_t n, uint64_t m, const fs::path& path,
+                        const Json& note = Json::object(), Json* run = nullptr) {
+  auto straight = make(seed);
+  train_steps(*straight, 0, n + m);
+  auto first = make(seed);
+  train_steps(*first, 0, n);
+  nn::save_training_snapshot(*first, path.string(), note);
+  auto resumed = make(other_seed);
+  const Json loaded = nn::load_training_snapshot(*resumed, path.string());
+  if (run) *run = loaded;
+  EXPECT_EQ(resumed->optimizer().steps_taken(), n);
+  train_steps(*resumed, n, m);
+  expect_same_state(*straight, *resumed);
+  return resumed;
 }
 
 TEST(TrainingSnapshot, ModelTrainerResumesBitExactly) {
-  const fs::path dir = fresh_dir("tessera_training_snapshot_model");
-  auto straight = make_model_trainer(7);
-  train_steps(*straight, 0, 12);
-
-  auto first = make_model_trainer(7);
-  train_steps(*first, 0, 5);
-  nn::save_training_snapshot(*first, (dir / "t.tsnap").string(), Json{{"note", "five steps"}});
-  auto resumed = make_model_trainer(99);  // another initialization: the snapshot replaces it
-  const Json run = nn::load_training_snapshot(*resumed, (dir / "t.tsnap").string());
+  const fs::path dir = test::fresh_dir("tessera_training_snapshot_model");
+  Json run;
+  // The resumed trainer starts from another initialization: the snapshot replaces it.
+  auto make = [](uint64_t seed) { return make_model_trainer(seed); };
+  auto resumed = resume_and_compare(make, 7, 99, 5, 7, dir / "t.tsnap", Json{{"note", "five steps"}}, &run);
   EXPECT_EQ(run, (Json{{"note", "five steps"}}));
-  EXPECT_EQ(resumed->optimizer().steps_taken(), 5u);
-  train_steps(*resumed, 5, 7);
-  expect_same_state(*straight, *resumed);
   // The averaged weights (Ema) are part of it, and the state names them.
   const nn::TrainingState st = nn::export_training_state(*resumed);
   ASSERT_EQ(st.arrays.size(), 4u);
@@ -119,20 +126,12 @@ TEST(TrainingSnapshot, ModelTrainerResumesBitExactly) {
 }
 
 TEST(TrainingSnapshot, FusedTrainerResumesBitExactly) {
-  const fs::path dir = fresh_dir("tessera_training_snapshot_fused");
-  auto straight = make_fused_trainer(3);
-  train_steps(*straight, 0, 9);
-  auto first = make_fused_trainer(3);
-  train_steps(*first, 0, 4);
-  nn::save_training_snapshot(*first, (dir / "t.tsnap").string());
-  auto resumed = make_fused_trainer(4);
-  nn::load_training_snapshot(*resumed, (dir / "t.tsnap").string());
-  train_steps(*resumed, 4, 5);
-  expect_same_state(*straight, *resumed);
+  const fs::path dir = test::fresh_dir("tessera_training_snapshot_fused");
+  resume_and_compare(make_fused_trainer, 3, 4, 4, 5, dir / "t.tsnap");
 }
 
 TEST(TrainingSnapshot, BeforeTheFirstStepTheOptimizerStateIsEmptyAndStaysSo) {
-  const fs::path dir = fresh_dir("tessera_training_snapshot_empty");
+  const fs::path dir = test::fresh_dir("tessera_training_snapshot_empty");
   auto a = make_model_trainer(5);
   nn::save_training_snapshot(*a, (dir / "t.tsnap").string());
   auto b = make_model_trainer(6);
@@ -148,7 +147,7 @@ std::string read_all(const fs::path& p) {
 }
 
 TEST(TrainingSnapshot, BadFilesAndOtherModelsAreOneClearError) {
-  const fs::path dir = fresh_dir("tessera_training_snapshot_bad");
+  const fs::path dir = test::fresh_dir("tessera_training_snapshot_bad");
   auto t = make_model_trainer(5);
   train_steps(*t, 0, 2);
   const std::string path = (dir / "t.tsnap").string();

@@ -51,6 +51,8 @@ struct RunRecord {
 // (commands write pictures at marks and at the end).
 enum class EvalReason { mark, every, final };
 
+class TrainingSession;
+
 class TrainingSession {
  public:
   struct Hooks {
@@ -58,9 +60,10 @@ class TrainingSession {
     std::function<float()> read_loss;  // the latest step's mean loss (waits for the device)
     // Measures the model now (the evaluation's step, time and loss are filled in).
     std::function<Json(const SessionEvaluation& when, EvalReason why)> evaluate;
-    // Optional: after each step (a progress bar, a viewer's frame); while paused() the
-    // session calls idle() instead of stepping; stop() ends the run early (Ctrl-C).
-    std::function<void()> after_step;
+    // Optional: after each step, with the session for its numbers (a progress bar, a
+    // viewer's frame); while paused() the session calls idle() instead of stepping; stop()
+    // ends the run early (Ctrl-C).
+    std::function<void(const TrainingSession&)> after_step;
     std::function<bool()> paused;
     std::function<void()> idle;
     std::function<bool()> stop;
