@@ -139,6 +139,11 @@ void run(const FitDenoiseOptions& o) {
   if (!o.resume_path.empty()) {
     resumed = nn::RunRecord::from_json(nn::load_training_snapshot(trainer, o.resume_path), o.resume_path);
     restore_generator(rng, resumed.extra, o.resume_path, "fit denoise");
+    // The held-back rows' noise comes from --seed: another seed would judge the resumed run
+    // on other noise than its curve so far.
+    const uint64_t saved_seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
+    TESSERA_CHECK(saved_seed == o.seed, "fit denoise: {} was trained with --seed {}; resume it with the same seed",
+                  o.resume_path, saved_seed);
   }
   resumed.steps = trainer.optimizer().steps_taken();
   const std::string snapshot_path = o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
@@ -205,6 +210,7 @@ void run(const FitDenoiseOptions& o) {
   write_file_atomic(out_path("psnr.csv"), csv);
   nn::RunRecord saved = record;
   saved.extra["rng"] = generator_position(rng);
+  saved.extra["seed"] = o.seed;
   nn::save_training_snapshot(trainer, snapshot_path, saved.to_json());
   write_line_plot_png(out_path("psnr.png"), {curve, flat},
                       {fmt::format("fit denoise, sigma {}/255, on {}", o.sigma, to_string(dev)), "training time (s)",

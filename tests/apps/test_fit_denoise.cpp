@@ -62,6 +62,10 @@ TEST(FitDenoise, ResumedRunMatchesTheRunThatNeverStopped) {
           (dir / "first" / "model.tsnap").string() + " --out " + (dir / "third").string());
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("different trainer"), std::string::npos) << r.output;
+  r = run("fit denoise " + card + common + " --depth 3 --seed 7 --steps 90 --resume " +
+          (dir / "first" / "model.tsnap").string() + " --out " + (dir / "fourth").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("trained with --seed 1337"), std::string::npos) << r.output;
 }
 
 TEST(FitDenoise, BadArgumentsAreClearErrors) {
