@@ -6,7 +6,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/rng.h"
-#include "tessera/nn/trainer.h"
+#include "tessera/nn/model_trainer.h"
 
 int main() {
   using namespace tessera;
@@ -18,7 +18,7 @@ int main() {
     "loss": {"otype": "L2"},
     "optimizer": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99}
   })");
-  auto trainer = nn::Trainer::from_config(config, /*input_width=*/1, /*output_width=*/1, device);
+  auto trainer = nn::ModelTrainer::from_config(config, /*input_width=*/1, /*output_width=*/1, device);
 
   const size_t batch = 1000;  // any batch size works; no padding needed
   Pcg32 rng(1);

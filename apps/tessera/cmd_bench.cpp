@@ -12,7 +12,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/rng.h"
 #include "tessera/nn/fully_fused_mlp.h"
-#include "tessera/nn/trainer.h"
+#include "tessera/nn/model_trainer.h"
 
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/fused_mlp_cuda.h"
@@ -68,7 +68,7 @@ Json bench_case(const MlpCase& c, Device dev, const BenchOptions& o) {
                                  {"activation", "ReLU"}, {"output_activation", "None"}}},
                     {"loss", {{"otype", "L2"}}},
                     {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-3}}}};
-  auto trainer = nn::Trainer::from_config(config, c.in, c.out, dev);
+  auto trainer = nn::ModelTrainer::from_config(config, c.in, c.out, dev);
   Pcg32 rng(7);
   // Several input sets so repeated runs do not measure a warm cache of one.
   constexpr int kSets = 3;

@@ -17,8 +17,9 @@
 #include "tessera/core/device_timer.h"
 #include "tessera/core/error.h"
 #include "tessera/core/rng.h"
-#include "tessera/nn/network_with_input_encoding.h"
-#include "tessera/nn/trainer.h"
+#include "tessera/nn/encoding.h"
+#include "tessera/nn/fully_fused_mlp.h"
+#include "tessera/nn/model_trainer.h"
 
 namespace tessera::app {
 
@@ -57,8 +58,9 @@ Json bench_case(const EncodingCase& c, Device dev, const BenchOptions& o) {
       {"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 64}, {"n_hidden_layers", c.hidden}}},
       {"loss", {{"otype", "L2"}}},
       {"optimizer", {{"otype", "Adam"}, {"learning_rate", 1e-2}, {"epsilon", 1e-15}}}};
-  auto trainer = nn::Trainer::from_config(config, c.dims, c.out, dev);
-  auto& model = dynamic_cast<nn::NetworkWithInputEncoding&>(trainer->network());
+  auto trainer = nn::ModelTrainer::from_config(config, c.dims, c.out, dev);
+  auto& encoding = dynamic_cast<nn::Encoding&>(*trainer->model().child(0));
+  auto& mlp = dynamic_cast<nn::FullyFusedMlp&>(*trainer->model().child(1));
   Pcg32 rng(11);
   constexpr int kSets = 3;
   std::vector<Buffer<float>> inputs, targets;
@@ -69,7 +71,7 @@ Json bench_case(const EncodingCase& c, Device dev, const BenchOptions& o) {
     inputs.push_back(make_buffer(dev, x));
     targets.push_back(make_buffer(dev, y));
   }
-  const uint32_t enc_w = model.encoding().output_width();
+  const uint32_t enc_w = encoding.output_width();
   Buffer<float> output(dev, batch * c.out), encoded(dev, batch * enc_w), dencoded(dev, batch * enc_w);
   {
     std::vector<float> g(batch * enc_w);
@@ -92,13 +94,13 @@ Json bench_case(const EncodingCase& c, Device dev, const BenchOptions& o) {
   TESSERA_CHECK(std::isfinite(loss), "benchmark training diverged (loss {})", loss);
   // Where the grid runs inside the MLP kernel, the same step with the grid as separate
   // launches (encode, MLP, scatter), for the comparison.
-  const bool grid_in_kernel = model.mlp().accepts_grid_input(*model.encoding().grid_layout(), batch, true);
+  const bool grid_in_kernel = mlp.accepts_grid_input(*encoding.grid_layout(), batch, true);
   double separate_train = 0, separate_infer = 0;
   if (grid_in_kernel) {
-    const ops::FusedMlpOptions fused_options = model.mlp().kernel_options();
+    const ops::FusedMlpOptions fused_options = mlp.kernel_options();
     ops::FusedMlpOptions separate = fused_options;
     separate.fuse_grid_input = false;
-    model.mlp().set_kernel_options(separate);
+    mlp.set_kernel_options(separate);
     separate_train = median(time_runs(dev, warm, iters, [&] {
       trainer->training_step_async(inputs[k % kSets].matrix(batch, c.dims), targets[k % kSets].matrix(batch, c.out));
       ++k;
@@ -107,38 +109,34 @@ Json bench_case(const EncodingCase& c, Device dev, const BenchOptions& o) {
       trainer->inference(inputs[k % kSets].matrix(batch, c.dims), output.matrix(batch, c.out));
       ++k;
     }));
-    model.mlp().set_kernel_options(fused_options);
+    mlp.set_kernel_options(fused_options);
   }
-  // The same model as modules (Sequential{grid, MLP}) through the general path: forward,
-  // loss, backward, settle, Adam, as a composite such as the NeRF model trains.
-  double general_train = 0;
-  {
-    std::vector<std::unique_ptr<nn::Module>> chain;
-    chain.push_back(nn::make_module(nn::create_encoding(config["encoding"], c.dims, dev)));
-    chain.push_back(nn::make_module(std::make_unique<nn::FullyFusedMlp>(
-        nn::parse_mlp_config(config["network"], chain.front()->output_width(), c.out, dev), dev)));
-    nn::ModelTrainer general(nn::make_sequential(std::move(chain)), nn::parse_loss(config["loss"]),
-                             nn::create_optimizer(config["optimizer"]));
-    general_train = median(time_runs(dev, warm, iters, [&] {
-      general.training_step_async(inputs[k % kSets].matrix(batch, c.dims), targets[k % kSets].matrix(batch, c.out));
-      ++k;
-    }));
-    TESSERA_CHECK(std::isfinite(general.last_loss()), "benchmark training (general path) diverged");
-  }
-  // The encoding alone: forward, and the parameter-gradient scatter.
-  auto enc_fwd = median(time_runs(dev, warm, iters, [&] {
-    model.encoding().encode(inputs[k % kSets].matrix(batch, c.dims), encoded.matrix(batch, enc_w));
+  // The same model through the general path: forward, loss, backward, settle, Adam, as a
+  // composite such as the NeRF model trains.
+  trainer->set_fused_step(false);
+  const double general_train = median(time_runs(dev, warm, iters, [&] {
+    trainer->training_step_async(inputs[k % kSets].matrix(batch, c.dims), targets[k % kSets].matrix(batch, c.out));
     ++k;
   }));
+  trainer->set_fused_step(true);
+  TESSERA_CHECK(std::isfinite(trainer->last_loss()), "benchmark training (general path) diverged");
+  // The encoding alone: forward, and the parameter-gradient scatter (added to the
+  // gradients, as inside the fused step).
+  auto enc_fwd = median(time_runs(dev, warm, iters, [&] {
+    encoding.inference(inputs[k % kSets].matrix(batch, c.dims), encoded.matrix(batch, enc_w));
+    ++k;
+  }));
+  nn::ModuleContext none;  // an encoding's forward keeps nothing
   auto enc_bwd = median(time_runs(dev, warm, iters, [&] {
-    model.encoding().backward(inputs[k % kSets].matrix(batch, c.dims), dencoded.matrix(batch, enc_w), TensorView());
+    encoding.backward(none, inputs[k % kSets].matrix(batch, c.dims), dencoded.matrix(batch, enc_w), TensorView(),
+                      nn::GradientMode::accumulate);
     ++k;
   }));
   // Scatter bytes: every sample adds F fp32 values at 2^D corners per level.
   const double corners = double(1u << c.dims), levels = 16, features = 2;
   const double scatter_bytes = double(batch) * levels * corners * features * sizeof(float);
   const double gather_bytes = double(batch) * levels * corners * features * 2;  // fp16 table reads
-  const double enc_params = double(model.n_params() - model.n_matrix_params());
+  const double enc_params = double(trainer->model().n_table_params());
   Json r{{"case", c.name},
          {"batch", batch},
          {"device", to_string(dev)},
@@ -192,7 +190,7 @@ void run_encoding(BenchOptions o) {
       fmt::print("{:<34} grid inside the MLP kernel; as separate launches (encode, MLP, scatter): train {:.4f} ms, "
                  "infer {:.4f} ms\n", "", r["separate_launches_train_ms_median"].get<double>(),
                  r["separate_launches_infer_ms_median"].get<double>());
-    fmt::print("{:<34} general module path (Sequential{{grid, MLP}} + ModelTrainer): train {:.4f} ms = {:.2f}x the "
+    fmt::print("{:<34} general path (forward, loss, backward, settle): train {:.4f} ms = {:.2f}x the "
                "fused step\n", "", r["general_path_train_ms_median"].get<double>(),
                r["general_path_train_ms_median"].get<double>() / r["train_ms_median"].get<double>());
     if (r.contains("gpu_bytes_total"))

@@ -37,7 +37,7 @@ struct FitFunctionOptions {
 };
 
 // Mean squared error of the network against f on `n` evenly spaced points; fills pred.
-double grid_mse(nn::Trainer& trainer, Device dev, uint32_t n, std::vector<float>* pred_out = nullptr) {
+double grid_mse(nn::ModelTrainer& trainer, Device dev, uint32_t n, std::vector<float>* pred_out = nullptr) {
   std::vector<float> xs(n);
   for (uint32_t i = 0; i < n; ++i) xs[i] = n > 1 ? float(i) / float(n - 1) : 0.5f;
   Buffer<float> in = make_buffer(dev, xs), out(dev, n);
@@ -63,8 +63,7 @@ void run(const FitFunctionOptions& o) {
                                  {"initialization", "He"}}},
                     {"loss", {{"otype", "Huber"}, {"delta", 0.05}}},
                     {"optimizer", optimizer}};
-  auto trainer = nn::Trainer::from_config(config, 1, 1, dev);
-  trainer->network().initialize(o.seed);
+  auto trainer = nn::ModelTrainer::from_config(config, 1, 1, dev, o.seed);
   ensure_output_folder(o.out_dir);
   Pcg32 rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
   // Resumed: the snapshot's weights, optimizer state and step count, where the sample

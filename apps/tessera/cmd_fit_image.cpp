@@ -62,7 +62,7 @@ class ImageEvaluator {
     prediction_.resize(n * 3);
   }
   // PSNR of the network's (clamped) prediction on every pixel centre; keeps the prediction.
-  double psnr(nn::Trainer& t) {
+  double psnr(nn::ModelTrainer& t) {
     const size_t n = size_t(img_.width) * img_.height;
     std::vector<float> xy(chunk_ * 2);
     double se = 0;
@@ -96,8 +96,7 @@ void run(const FitImageOptions& o) {
   const Device dev = choose_device(o.device);
   const ImageRgb img = load_image_rgb(o.image_path);
   const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
-  auto trainer = nn::Trainer::from_config(config, 2, 3, dev);
-  trainer->network().initialize(o.seed);
+  auto trainer = nn::ModelTrainer::from_config(config, 2, 3, dev, o.seed);
   // Resumed: the snapshot's weights, optimizer state and step count, and its run record
   // (seed, training time, evaluations); --steps and --seconds count from the first run's start.
   nn::RunRecord resumed;
@@ -115,8 +114,8 @@ void run(const FitImageOptions& o) {
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
 
   fmt::print("fit image: {} ({}x{}, {} channels) on {}, batch {}, {} params ({} in the encoding)\n", o.image_path,
-             img.width, img.height, img.source_channels, to_string(dev), batch, trainer->network().n_params(),
-             trainer->network().n_params() - trainer->network().n_matrix_params());
+             img.width, img.height, img.source_channels, to_string(dev), batch, trainer->n_params(),
+             trainer->model().n_table_params());
   if (!o.resume_path.empty())
     fmt::print("fit image: resuming {} at step {} ({:.2f} s of training)\n", o.resume_path, resumed.steps,
                resumed.train_seconds);

@@ -84,6 +84,7 @@ class Sequential final : public CompositeBase {
       grad_.emplace_back(device_, 0);
       half_.emplace_back(device_, 0);
     }
+    if (owned_.size() == 2) encoded_mlp_ = detail::EncodedMlp::recognise(*owned_[0], *owned_[1]);
   }
   uint32_t input_width() const override { return owned_.front()->input_width(); }
   uint32_t output_width() const override { return owned_.back()->output_width(); }
@@ -95,7 +96,12 @@ class Sequential final : public CompositeBase {
 
   void inference(ConstView in, View out) override {
     check_shapes("Sequential inference", in, out);
+    if (encoded_mlp_ && encoded_mlp_->inference(in, out)) return;
     run_forward(in, out, nullptr);
+  }
+  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss) override {
+    if (owned_.size() == 1) return owned_[0]->fused_training_step(in, target, loss);
+    return encoded_mlp_ && encoded_mlp_->fused_training_step(in, target, loss);
   }
   std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
     check_shapes("Sequential forward", in, out);
@@ -152,12 +158,12 @@ class Sequential final : public CompositeBase {
       Module& next = *owned_[i + 1];
       View next_y = i + 2 == k ? out : detail::scratch_view(act_[i + 1], batch, next.output_width());
       if (ctx) {
-        ctx->children.push_back(m.forward_half_output(x, half));
-        ctx->children.push_back(next.forward_half_input(half, next_y));
+        ctx->children.push_back(m.forward(x, half));
+        ctx->children.push_back(next.forward(half, next_y));
         ctx->half_input[i + 1] = true;
       } else {
-        m.inference_half_output(x, half);
-        next.inference_half_input(half, next_y);
+        m.inference(x, half);
+        next.inference(half, next_y);
       }
       x = next_y;
       ++i;
@@ -167,6 +173,7 @@ class Sequential final : public CompositeBase {
   std::vector<std::unique_ptr<Module>> owned_;
   std::vector<Buffer<float>> act_, grad_;  // [batch, width of module i's output], grow-only
   std::vector<Buffer<uint16_t>> half_;     // fp16 output of module i when handed over so
+  std::unique_ptr<detail::EncodedMlp> encoded_mlp_;  // {encoding, MLP}: its fast paths
   uint64_t generation_ = 0;
 };
 

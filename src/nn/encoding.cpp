@@ -3,14 +3,49 @@
 #include <string>
 #include <vector>
 
+#include "module_internal.h"
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/encodings.h"
 
 namespace tessera::nn {
 
-void Encoding::encode_half(const TensorView&, const TensorView&) {
-  throw Error("this encoding has no fp16 output (check can_encode_half)");
+void Encoding::bind_params(const ParamBinding&, const ParamBinding& tables) { p_ = tables.slice(0, n_params()); }
+
+void Encoding::initialize(uint64_t seed) {
+  if (!n_params()) return;
+  TESSERA_CHECK(p_.bound(), "encoding: parameters are not bound");
+  std::vector<float> host(n_params());
+  Pcg32 rng(seed, 0x9e3779b97f4a7c15ULL);
+  initialize_tables(host.data(), rng);
+  upload_to_view(device_, p_.params, host.data(), host.size() * sizeof(float));
+  params_changed();
+}
+
+void Encoding::params_changed() {
+  detail::refresh_half(device_, p_, n_params());
+}
+
+void Encoding::inference(ConstView in, View out) {
+  check_shapes("encoding inference", in, out);
+  if (in.rows() == 0) return;
+  TESSERA_CHECK(!n_params() || p_.bound(), "encoding: parameters are not bound");
+  encode(in, out);
+}
+
+std::unique_ptr<ModuleContext> Encoding::forward(ConstView in, View out) {
+  inference(in, out);
+  return std::make_unique<ModuleContext>();
+}
+
+void Encoding::backward(ModuleContext&, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) {
+  check_shapes("encoding backward", in, dL_dout);
+  if (n_params()) {
+    TESSERA_CHECK(p_.bound(), "encoding: parameters are not bound");
+    if (mode == GradientMode::overwrite) zero_view_bytes(device_, p_.gradients);
+  }
+  if (in.rows() == 0 || (!n_params() && dL_din.empty())) return;
+  encode_backward(in, dL_dout, dL_din);
 }
 
 namespace {
@@ -19,9 +54,9 @@ constexpr const char* kEncodingChoices =
     "HashGrid, DenseGrid, Grid, Frequency, SphericalHarmonics, OneBlob, TriangleWave, Identity, Composite";
 
 // Frequency, TriangleWave, OneBlob, SphericalHarmonics, Identity: no parameters.
-class ElementwiseEncodingModule final : public Encoding {
+class ElementwiseEncoding final : public Encoding {
  public:
-  ElementwiseEncodingModule(const ops::ElementwiseEncoding& e, Device device) : Encoding(device), e_(e) {}
+  ElementwiseEncoding(const ops::ElementwiseEncoding& e, Device device) : Encoding(device), e_(e) {}
   uint32_t input_width() const override { return e_.n_dims; }
   uint32_t output_width() const override { return e_.output_width(); }
   Json config() const override {
@@ -35,13 +70,11 @@ class ElementwiseEncodingModule final : public Encoding {
     }
     return {};
   }
-  void encode(const TensorView& in, const TensorView& out) override {
-    if (in.rows() == 0) return;
-    ops::call<ops::ElementwiseEncode>(device_, e_, in, out);
-  }
-  void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) override {
-    if (in.rows() == 0 || dL_din.empty()) return;
-    ops::call<ops::ElementwiseEncodeBackward>(device_, e_, in, dL_dout, dL_din);
+
+ protected:
+  void encode(ConstView in, View out) override { ops::call<ops::ElementwiseEncode>(device_, e_, in, out); }
+  void encode_backward(ConstView in, ConstView dL_dout, View dL_din) override {
+    if (!dL_din.empty()) ops::call<ops::ElementwiseEncodeBackward>(device_, e_, in, dL_dout, dL_din);
   }
 
  private:
@@ -49,33 +82,26 @@ class ElementwiseEncodingModule final : public Encoding {
 };
 
 // HashGrid / DenseGrid: trainable tables, fp16 copy on CUDA.
-class GridEncodingModule final : public Encoding {
+class GridEncoding final : public Encoding {
  public:
-  GridEncodingModule(const ops::GridLayout& g, Json config, Device device)
+  GridEncoding(const ops::GridLayout& g, Json config, Device device)
       : Encoding(device), g_(g), config_(std::move(config)) {}
   uint32_t input_width() const override { return g_.n_dims; }
   uint32_t output_width() const override { return g_.output_width(); }
   size_t n_params() const override { return size_t(g_.n_params()); }
   Json config() const override { return config_; }
-  const ops::GridLayout& layout() const { return g_; }
   const ops::GridLayout* grid_layout() const override { return &g_; }
+  bool can_output_half() const override { return backend_for(device_).supports<ops::GridEncodeHalf>(); }
 
-  void initialize(float* host, Pcg32& rng) override {
+ protected:
+  void initialize_tables(float* host, Pcg32& rng) override {
     for (size_t i = 0; i < n_params(); ++i) host[i] = rng.uniform(-ops::kGridInitRange, ops::kGridInitRange);
   }
-  void encode(const TensorView& in, const TensorView& out) override {
-    if (in.rows() == 0) return;
-    TESSERA_CHECK(p_.bound(), "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
-    ops::call<ops::GridEncode>(device_, g_, p_.params, p_.params_half, in, out);
+  void encode(ConstView in, View out) override {
+    if (out.dtype == DType::f16) ops::call<ops::GridEncodeHalf>(device_, g_, p_.params, p_.params_half, in, out);
+    else ops::call<ops::GridEncode>(device_, g_, p_.params, p_.params_half, in, out);
   }
-  bool can_encode_half() const override { return backend_for(device_).supports<ops::GridEncodeHalf>(); }
-  void encode_half(const TensorView& in, const TensorView& out) override {
-    TESSERA_CHECK(p_.bound(), "grid encoding: parameters are not bound (use it inside NetworkWithInputEncoding)");
-    ops::call<ops::GridEncodeHalf>(device_, g_, p_.params, p_.params_half, in, out);
-  }
-  void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) override {
-    if (in.rows() == 0) return;
-    TESSERA_CHECK(!p_.gradients.empty(), "grid encoding: parameters are not bound");
+  void encode_backward(ConstView in, ConstView dL_dout, View dL_din) override {
     ops::call<ops::GridEncodeBackward>(device_, g_, p_.params, p_.params_half, in, dL_dout, p_.gradients, dL_din);
   }
 
@@ -84,79 +110,13 @@ class GridEncodingModule final : public Encoding {
   Json config_;
 };
 
-// Nested encodings on consecutive slices of the input dims; outputs concatenated.
-class CompositeEncoding final : public Encoding {
- public:
-  CompositeEncoding(std::vector<std::unique_ptr<Encoding>> parts, Device device)
-      : Encoding(device), parts_(std::move(parts)) {}
-  uint32_t input_width() const override {
-    uint32_t n = 0;
-    for (auto& p : parts_) n += p->input_width();
-    return n;
-  }
-  uint32_t output_width() const override {
-    uint32_t n = 0;
-    for (auto& p : parts_) n += p->output_width();
-    return n;
-  }
-  size_t n_params() const override {
-    size_t n = 0;
-    for (auto& p : parts_) n += p->n_params();
-    return n;
-  }
-  Json config() const override {
-    Json nested = Json::array();
-    for (auto& p : parts_) {
-      Json c = p->config();
-      c["n_dims_to_encode"] = p->input_width();
-      nested.push_back(c);
-    }
-    return Json{{"otype", "Composite"}, {"nested", nested}};
-  }
-  void bind_params(const ParamBinding& b) override {
-    p_ = b;
-    size_t off = 0;
-    for (auto& p : parts_) {
-      p->bind_params(b.slice(off, p->n_params()));
-      off += p->n_params();
-    }
-  }
-  void initialize(float* host, Pcg32& rng) override {
-    for (auto& p : parts_) {
-      p->initialize(host, rng);
-      host += p->n_params();
-    }
-  }
-  // Each part reads and writes its columns of the views.
-  void encode(const TensorView& in, const TensorView& out) override {
-    uint32_t i = 0, o = 0;
-    for (auto& p : parts_) {
-      p->encode(in.columns(i, p->input_width()), out.columns(o, p->output_width()));
-      i += p->input_width();
-      o += p->output_width();
-    }
-  }
-  void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) override {
-    uint32_t i = 0, o = 0;
-    for (auto& p : parts_) {
-      const TensorView din = dL_din.empty() ? dL_din : dL_din.columns(i, p->input_width());
-      p->backward(in.columns(i, p->input_width()), dL_dout.columns(o, p->output_width()), din);
-      i += p->input_width();
-      o += p->output_width();
-    }
-  }
-
- private:
-  std::vector<std::unique_ptr<Encoding>> parts_;
-};
-
 uint32_t positive(const Json& c, const char* key, uint32_t def, const std::string& otype) {
   const uint32_t v = json_get<uint32_t>(c, key, def);
   TESSERA_CHECK(v >= 1, "{}: {} must be at least 1", otype, key);
   return v;
 }
 
-std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, uint32_t n_dims, Device device) {
+std::unique_ptr<Module> create_grid(const Json& c, const std::string& otype, uint32_t n_dims, Device device) {
   check_known_keys(c, otype + " config",
                    {"otype", "type", "n_levels", "n_features_per_level", "log2_hashmap_size", "base_resolution",
                     "per_level_scale", "interpolation", "fixed_point_pos", "n_dims_to_encode"});
@@ -181,7 +141,7 @@ std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, u
            {"n_features_per_level", n_features}, {"base_resolution", base}, {"per_level_scale", scale},
            {"interpolation", interp}};
   if (type == "Hash") cfg["log2_hashmap_size"] = log2_size;
-  return std::make_unique<GridEncodingModule>(g, cfg, device);
+  return std::make_unique<GridEncoding>(g, cfg, device);
 }
 
 // Widths an encoding may produce: computed in 64 bits and capped, so a huge n_bins or a
@@ -189,17 +149,17 @@ std::unique_ptr<Encoding> create_grid(const Json& c, const std::string& otype, u
 constexpr uint64_t kMaxEncodingWidth = 1 << 16;
 constexpr int kMaxCompositeDepth = 64;
 
-std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth);
+std::unique_ptr<Module> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth);
 
 }  // namespace
 
-std::unique_ptr<Encoding> create_encoding(const Json& c, uint32_t n_dims, Device device) {
+std::unique_ptr<Module> create_encoding(const Json& c, uint32_t n_dims, Device device) {
   return create_encoding_at(c, n_dims, device, 0);
 }
 
 namespace {
 
-std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth) {
+std::unique_ptr<Module> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth) {
   TESSERA_CHECK(depth <= kMaxCompositeDepth, "Composite encodings nested deeper than {}", kMaxCompositeDepth);
   TESSERA_CHECK(c.is_object() && c.contains("otype"), "encoding config needs an \"otype\"; valid choices: {}",
                 kEncodingChoices);
@@ -212,7 +172,7 @@ std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Dev
     check_known_keys(c, "Composite config", {"otype", "nested", "n_dims_to_encode"});
     TESSERA_CHECK(c.contains("nested") && c.at("nested").is_array() && !c.at("nested").empty(),
                   "Composite needs a non-empty \"nested\" array of encodings");
-    std::vector<std::unique_ptr<Encoding>> parts;
+    std::vector<Branch> parts;
     uint32_t used = 0;
     const auto& nested = c.at("nested");
     for (size_t i = 0; i < nested.size(); ++i) {
@@ -224,15 +184,15 @@ std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Dev
       const uint32_t dims = json_get<uint32_t>(nested[i], "n_dims_to_encode", left);
       TESSERA_CHECK(dims >= 1 && dims <= left, "Composite: nested encoding {} wants {} dims but {} are left", i, dims,
                     left);
-      parts.push_back(create_encoding_at(nested[i], dims, device, depth + 1));
+      parts.push_back({used, create_encoding_at(nested[i], dims, device, depth + 1)});
       used += dims;
     }
     TESSERA_CHECK(used == n_dims, "Composite: nested encodings cover {} of the {} input dims", used, n_dims);
     uint64_t width = 0;
-    for (const auto& p : parts) width += p->output_width();
+    for (const Branch& p : parts) width += p.module->output_width();
     TESSERA_CHECK(width <= kMaxEncodingWidth, "Composite: the nested encodings put out {} columns; at most {}", width,
                   kMaxEncodingWidth);
-    return std::make_unique<CompositeEncoding>(std::move(parts), device);
+    return make_parallel(n_dims, std::move(parts));
   }
   ops::ElementwiseEncoding e;
   e.n_dims = n_dims;
@@ -267,7 +227,7 @@ std::unique_ptr<Encoding> create_encoding_at(const Json& c, uint32_t n_dims, Dev
                                                                                                 : uint64_t(e.order));
   TESSERA_CHECK(width <= kMaxEncodingWidth, "{}: {} input dims would give {} output columns; at most {}", otype, n_dims,
                 width, kMaxEncodingWidth);
-  return std::make_unique<ElementwiseEncodingModule>(e, device);
+  return std::make_unique<ElementwiseEncoding>(e, device);
 }
 
 }  // namespace

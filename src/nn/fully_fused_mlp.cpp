@@ -8,6 +8,7 @@
 #include "tessera/core/rng.h"
 #include "tessera/ops/mlp.h"
 #include "mlp_gemm_path.h"
+#include "module_internal.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
@@ -72,14 +73,16 @@ MlpConfig parse_mlp_config(const Json& c, uint32_t input_width, uint32_t output_
 
 namespace {
 // CPU forward context: the tape and the input.
-struct CpuContext final : ForwardContext {
+struct CpuContext final : ModuleContext {
   TensorView input;
   ops::cpu::MlpTape<float> tape;
+  uint64_t generation = 0;
 };
 // Fused-kernel and GEMM-path forward context: the input (fp32 or fp16). The fused kernel
 // recomputes the forward pass in backward; the GEMM path keeps its activations.
-struct DeviceContext final : ForwardContext {
+struct DeviceContext final : ModuleContext {
   TensorView input;
+  uint64_t generation = 0;
 };
 
 // The fused kernels where the backend has them and the config asks for a fused width; one
@@ -94,47 +97,43 @@ FullyFusedMlp::Path choose_path(const MlpConfig& c, Backend& b) {
   throw Error(format_message("{}: the {} backend has neither the fused MLP nor the GEMM-MLP ops", c.otype, b.name()));
 }
 
-bool binding_complete(const ParamBinding& p, size_t n, bool needs_half) {
-  return p.params.numel() >= n && p.gradients.numel() >= n && (!needs_half || p.params_half.numel() >= n);
+void check_rows(const char* what, ConstView v, size_t batch, uint32_t width) {
+  TESSERA_CHECK(v.rank == 2 && v.rows() == batch && v.cols() == width && v.dtype == DType::f32 && v.contiguous() &&
+                    (batch == 0 || !v.empty()),
+                "{}: expects a contiguous fp32 [{}, {}] view, got {} [{}, {}]", what, batch, width, to_string(v.dtype),
+                v.rows(), v.cols());
 }
 }  // namespace
 
-FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, Device device, const ParamBinding* storage)
-    : cfg_(config), device_(device), state_(device, 1) {
+FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, Device device)
+    : cfg_(config), device_(device), own_state_(device, 1), in_stage_(device, 0), out_stage_(device, 0),
+      dout_stage_(device, 0), din_stage_(device, 0) {
   Backend& backend = backend_for(device);
-  const size_t n = config.shape.n_params();
-  if (storage) {
-    TESSERA_CHECK(binding_complete(*storage, n, backend.uses_half_params()),
-                  "FullyFusedMLP: external parameter storage is incomplete");
-    p_ = storage->slice(0, n);
-  } else {
-    params_ = Buffer<float>(device, n);
-    grads_ = Buffer<float>(device, n);
-    if (backend.uses_half_params()) params_half_ = Buffer<uint16_t>(device, n);
-    p_ = {params_.view(), grads_.view(), params_half_.size() ? params_half_.view() : TensorView()};
-  }
-  ops::TrainState fresh;
-  state_.copy_from_host(&fresh, 1);
-  state_view_ = state_.view();
-  zero_view_bytes(device_, p_.gradients);
+  const ops::TrainState fresh;
+  own_state_.copy_from_host(&fresh, 1);
+  state_ = own_state_.view();
   path_ = choose_path(cfg_, backend);
   if (path_ == Path::gemm) gemm_ = std::make_unique<MlpGemmPath>(cfg_.shape, cfg_.activations, device);
-  initialize(1337);
 }
 
 FullyFusedMlp::~FullyFusedMlp() = default;
 
-void FullyFusedMlp::bind_params(const ParamBinding& storage) {
-  TESSERA_CHECK(binding_complete(storage, n_params(), !p_.params_half.empty()),
-                "FullyFusedMLP: external parameter storage is incomplete");
-  const ParamBinding to = storage.slice(0, n_params());
-  copy_view_to_view(device_, to.params, p_.params);
-  copy_view_to_view(device_, to.gradients, p_.gradients);
-  p_ = {to.params, to.gradients, p_.params_half.empty() ? TensorView() : to.params_half};
-  params_ = Buffer<float>();
-  grads_ = Buffer<float>();
-  params_half_ = Buffer<uint16_t>();
-  params_changed();
+void FullyFusedMlp::bind_params(const ParamBinding& matrices, const ParamBinding&) {
+  const size_t n = n_params();
+  TESSERA_CHECK(matrices.params.numel() >= n && matrices.gradients.numel() >= n &&
+                    (!backend_for(device_).uses_half_params() || matrices.params_half.numel() >= n),
+                "{}: the parameter storage bound is incomplete", cfg_.otype);
+  p_ = matrices.slice(0, n);
+}
+
+void FullyFusedMlp::check_bound(const char* what) const {
+  TESSERA_CHECK(p_.bound(), "{} {}: parameters are not bound (train it with a ModelTrainer, or bind a ParamStore)",
+                cfg_.otype, what);
+}
+
+void FullyFusedMlp::bind_train_state(const TensorView& state) {
+  TESSERA_CHECK(state.bytes() >= sizeof(ops::TrainState), "{}: no train state to bind", cfg_.otype);
+  state_ = state;
 }
 
 Json FullyFusedMlp::config() const {
@@ -143,10 +142,12 @@ Json FullyFusedMlp::config() const {
               {"n_hidden_layers", cfg_.shape.n_hidden_layers},
               {"activation", to_string(cfg_.activations.hidden)},
               {"output_activation", to_string(cfg_.activations.output)},
-              {"initialization", cfg_.init == Initialization::He ? "He" : "Xavier"}};
+              {"initialization", cfg_.init == Initialization::He ? "He" : "Xavier"},
+              {"n_output_dims", cfg_.shape.output_width}};
 }
 
 void FullyFusedMlp::initialize(uint64_t seed) {
+  check_bound("initialize");
   const MlpShape& s = cfg_.shape;
   std::vector<float> host(s.n_params(), 0.0f);
   Pcg32 rng(seed);
@@ -167,20 +168,56 @@ void FullyFusedMlp::params_changed() {
   if (!p_.params_half.empty()) ops::call<ops::ConvertToHalf>(device_, p_.params, p_.params_half);
 }
 
-ops::TrainState FullyFusedMlp::read_train_state() {
-  ops::TrainState s;
-  download_from_view(device_, &s, state_view_, sizeof(s));
-  return s;
+void FullyFusedMlp::inference(ConstView in, View out) {
+  check_shapes("MLP inference", in, out);
+  if (in.rows() == 0) return;
+  check_bound("inference");
+  const ConstView x = in.dtype == DType::f16 ? in : contiguous_input(in);
+  View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
+  run_inference(x, y);
+  if (!out.contiguous()) detail::copy_view(device_, y, out, 0.0f);
 }
 
-void FullyFusedMlp::bind_train_state(const TensorView& shared) {
-  TESSERA_CHECK(shared.bytes() >= sizeof(ops::TrainState), "FullyFusedMLP: no train state to bind");
-  state_view_ = shared;
-  settles_ = false;
+std::unique_ptr<ModuleContext> FullyFusedMlp::forward(ConstView in, View out) {
+  check_shapes("MLP forward", in, out, true);
+  check_bound("forward");
+  const ConstView x = in.dtype == DType::f16 ? in : contiguous_input(in);
+  View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
+  auto ctx = run_forward(x, y);
+  if (!out.contiguous()) detail::copy_view(device_, y, out, 0.0f);
+  return ctx;
+}
+
+void FullyFusedMlp::backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) {
+  TESSERA_CHECK(in.cols() == input_width() && dL_dout.cols() == output_width() && dL_dout.rows() == in.rows() &&
+                    (dL_dout.rows() == 0 || !dL_dout.empty()) && dL_dout.dtype == DType::f32,
+                "MLP backward: expects dL/doutput fp32 [batch, {}], got {} [{}, {}]", output_width(),
+                to_string(dL_dout.dtype), dL_dout.rows(), dL_dout.cols());
+  TESSERA_CHECK(dL_din.empty() || (dL_din.rows() == in.rows() && dL_din.cols() == input_width() &&
+                                   dL_din.dtype == DType::f32),
+                "MLP backward: expects dL/dinput fp32 [batch, {}], got {} [{}, {}]", input_width(),
+                to_string(dL_din.dtype), dL_din.rows(), dL_din.cols());
+  check_bound("backward");
+  ConstView dy = dL_dout;
+  if (!dL_dout.contiguous()) {
+    dy = detail::scratch_view(dout_stage_, dL_dout.rows(), uint32_t(dL_dout.cols()));
+    detail::copy_view(device_, dL_dout, dy, 0.0f);
+  }
+  View dx = dL_din.empty() || dL_din.contiguous() ? dL_din
+                                                  : detail::scratch_view(din_stage_, in.rows(), uint32_t(in.cols()));
+  run_backward(ctx, dy, dx, mode);
+  if (!dL_din.empty() && !dL_din.contiguous()) detail::copy_view(device_, dx, dL_din, 0.0f);
+}
+
+ConstView FullyFusedMlp::contiguous_input(ConstView in) {
+  if (in.contiguous()) return in;
+  View staged = detail::scratch_view(in_stage_, in.rows(), uint32_t(in.cols()));
+  detail::copy_view(device_, in, staged, 0.0f);
+  return staged;
 }
 
 // The reference path runs on the CPU backend, whose views are host addresses.
-void FullyFusedMlp::inference_impl(const TensorView& input, const TensorView& output) {
+void FullyFusedMlp::run_inference(ConstView input, View output) {
   const size_t batch = input.rows();
   switch (path_) {
     case Path::reference:
@@ -193,61 +230,59 @@ void FullyFusedMlp::inference_impl(const TensorView& input, const TensorView& ou
   }
 }
 
-std::unique_ptr<ForwardContext> FullyFusedMlp::forward_impl(const TensorView& input, const TensorView& output) {
+std::unique_ptr<ModuleContext> FullyFusedMlp::run_forward(ConstView input, View output) {
   const size_t batch = input.rows();
   if (path_ == Path::reference) {
     auto ctx = std::make_unique<CpuContext>();
     ctx->input = input;
-    std::vector<float> scratch;
-    float* out = output.data<float>();
-    if (!out) {
-      scratch.resize(batch * output_width());
-      out = scratch.data();
-    }
+    ctx->generation = ++generation_;
     ops::cpu::mlp_forward<float>(cfg_.shape, cfg_.activations, p_.params.data<const float>(),
-                                 input.data<const float>(), batch, out, &ctx->tape);
+                                 input.data<const float>(), batch, output.data<float>(), &ctx->tape);
     return ctx;
   }
   auto ctx = std::make_unique<DeviceContext>();
   ctx->input = input;
+  ctx->generation = ++generation_;
   if (path_ == Path::gemm) gemm_->forward(p_.params, input, output, true);  // keeps the activations
-  else if (!output.empty() && batch) inference_impl(input, output);
+  else if (batch) run_inference(input, output);
   return ctx;
 }
 
-void FullyFusedMlp::backward_impl(ForwardContext& base, const TensorView& dL_doutput, const TensorView& dL_dinput,
-                                  GradientMode mode) {
+void FullyFusedMlp::run_backward(ModuleContext& base, ConstView dL_doutput, View dL_dinput, GradientMode mode) {
+  const auto stale = [&](uint64_t generation) {
+    TESSERA_CHECK(generation == generation_,
+                  "MLP backward: another forward ran since this context's forward (one forward in flight per module)");
+  };
   if (path_ == Path::reference) {
     auto* ctx = dynamic_cast<CpuContext*>(&base);
-    TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
-    float* grads = p_.gradients.data<float>();
+    TESSERA_CHECK(ctx, "MLP backward: the context comes from another module or device");
+    stale(ctx->generation);
     ops::cpu::mlp_backward<float>(cfg_.shape, cfg_.activations, p_.params.data<const float>(),
                                   ctx->input.data<const float>(), ctx->input.rows(), ctx->tape,
-                                  dL_doutput.data<const float>(), grads, mode, dL_dinput.data<float>());
-    if (settles_) ops::finish_step(*state_view_.data<ops::TrainState>(), all_finite(grads, n_params()));
+                                  dL_doutput.data<const float>(), p_.gradients.data<float>(), mode,
+                                  dL_dinput.data<float>());
     return;
   }
   auto* ctx = dynamic_cast<DeviceContext*>(&base);
-  TESSERA_CHECK(ctx, "FullyFusedMLP::backward: the context comes from another network or device");
-  TESSERA_CHECK(dL_doutput.rows() == ctx->input.rows(), "FullyFusedMLP::backward: {} gradient rows for a batch of {}",
+  TESSERA_CHECK(ctx, "MLP backward: the context comes from another module or device");
+  stale(ctx->generation);
+  TESSERA_CHECK(dL_doutput.rows() == ctx->input.rows(), "MLP backward: {} gradient rows for a batch of {}",
                 dL_doutput.rows(), ctx->input.rows());
-  if (path_ == Path::gemm)
-    return gemm_->backward(dL_doutput, p_.gradients, mode, dL_dinput, state_view_, settles_);
+  if (path_ == Path::gemm) return gemm_->backward(dL_doutput, p_.gradients, mode, dL_dinput, state_, false);
   ops::FusedMlpTrainArgs a = fused_args(ctx->input, dL_dinput, mode);
   a.dL_doutput = dL_doutput;
-  a.settle = settles_;
+  a.settle = false;  // the model settles once for all its pieces
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
-ops::FusedMlpTrainArgs FullyFusedMlp::fused_args(const TensorView& input, const TensorView& dL_dinput,
-                                                 GradientMode mode) const {
+ops::FusedMlpTrainArgs FullyFusedMlp::fused_args(ConstView input, View dL_dinput, GradientMode mode) const {
   ops::FusedMlpTrainArgs a;
   a.weights = p_.params_half;
   a.input = input;
   a.dL_dinput = dL_dinput;
   a.dL_dparams = p_.gradients;
   a.mode = mode;
-  a.state = state_view_;
+  a.state = state_;
   a.options = kernel_options_;
   return a;
 }
@@ -263,31 +298,41 @@ bool FullyFusedMlp::accepts_grid_input(const ops::GridLayout& grid, size_t batch
                                                   kernel_options_);
 }
 
-void FullyFusedMlp::inference_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords,
-                                         const TensorView& output) {
+void FullyFusedMlp::inference_grid_input(const ops::FusedGridInputViews& grid, ConstView coords, View output) {
+  check_bound("inference");
   ops::call<ops::FusedMlpInferenceGridInput>(device_, cfg_.shape, cfg_.activations, p_.params_half, grid, coords,
                                              output, kernel_options_);
 }
 
-void FullyFusedMlp::forward_backward_loss_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords,
-                                                     const TensorView& target, const LossParams& loss,
-                                                     const TensorView& output) {
-  ops::FusedMlpTrainArgs a = fused_args(coords, TensorView(), GradientMode::overwrite);
+void FullyFusedMlp::fused_training_step_grid_input(const ops::FusedGridInputViews& grid, ConstView coords,
+                                                   ConstView target, const LossParams& loss) {
+  check_bound("training step");
+  ops::FusedMlpTrainArgs a = fused_args(coords, View(), GradientMode::overwrite);
   a.grid = grid;
   a.target = target;
   a.loss = loss;
-  a.output = output;
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
-void FullyFusedMlp::forward_backward_loss_impl(const TensorView& input, const TensorView& target,
-                                               const LossParams& loss, const TensorView& output,
-                                               const TensorView& dL_dinput) {
+bool FullyFusedMlp::fused_training_step(ConstView in, ConstView target, const LossParams& loss) {
+  fused_training_step(in, target, loss, View());
+  return true;
+}
+
+void FullyFusedMlp::fused_training_step(ConstView input, ConstView target, const LossParams& loss, View dL_dinput) {
   const size_t batch = input.rows();
+  TESSERA_CHECK(input.rank == 2 && input.cols() == input_width() && input.contiguous() &&
+                    (input.dtype == DType::f32 || (input.dtype == DType::f16 && accepts_half_input(batch, true))) &&
+                    (batch == 0 || !input.empty()),
+                "MLP training step: expects a contiguous fp32 input [batch, {}], got {} [{}, {}]", input_width(),
+                to_string(input.dtype), input.rows(), input.cols());
+  check_rows("MLP training step target", target, batch, output_width());
+  if (!dL_dinput.empty()) check_rows("MLP training step dL/dinput", dL_dinput, batch, input_width());
+  check_bound("training step");
   if (path_ == Path::reference) {
     const uint32_t n_out = output_width();
     std::vector<float> out(batch * n_out), dL(batch * n_out);
-    auto ctx = forward_impl(input, TensorView::of_matrix(out.data(), batch, n_out, n_out));
+    auto ctx = run_forward(input, TensorView::of_matrix(out.data(), batch, n_out, n_out));
     const float norm = 1.0f / float(std::max<size_t>(batch * n_out, 1));
     const float* t = target.data<const float>();
     double loss_sum = 0.0;
@@ -295,17 +340,17 @@ void FullyFusedMlp::forward_backward_loss_impl(const TensorView& input, const Te
       loss_sum += loss_value(loss, out[i], t[i]);
       dL[i] = loss_gradient(loss, out[i], t[i]) * norm;
     }
-    if (!output.empty()) std::copy(out.begin(), out.end(), output.data<float>());
-    backward_impl(*ctx, TensorView::of_matrix(dL.data(), batch, n_out, n_out), dL_dinput, GradientMode::overwrite);
-    state_view_.data<ops::TrainState>()->last_loss = float(loss_sum * norm);
+    run_backward(*ctx, TensorView::of_matrix(dL.data(), batch, n_out, n_out), dL_dinput, GradientMode::overwrite);
+    auto& state = *state_.data<ops::TrainState>();
+    state.last_loss = float(loss_sum * norm);
+    ops::finish_step(state, all_finite(p_.gradients.data<const float>(), n_params()));
     return;
   }
   if (path_ == Path::gemm)
-    return gemm_->forward_backward_loss(p_.params, input, target, loss, output, p_.gradients, dL_dinput, state_view_);
+    return gemm_->forward_backward_loss(p_.params, input, target, loss, View(), p_.gradients, dL_dinput, state_);
   ops::FusedMlpTrainArgs a = fused_args(input, dL_dinput, GradientMode::overwrite);
   a.target = target;
   a.loss = loss;
-  a.output = output;
   ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 

@@ -5,22 +5,51 @@
 #include "tessera/core/backend.h"
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
+#include "tessera/nn/loss.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 
 namespace tessera::nn {
 
+namespace {
+Module& checked(const std::unique_ptr<Module>& model, const std::unique_ptr<Optimizer>& optimizer) {
+  TESSERA_CHECK(model && optimizer, "ModelTrainer needs a model and an optimizer");
+  return *model;
+}
+}  // namespace
+
+std::unique_ptr<ModelTrainer> ModelTrainer::from_config(const Json& c, uint32_t input_width, uint32_t output_width,
+                                                        Device device, uint64_t seed) {
+  TESSERA_CHECK(c.is_object(), "trainer config must be a JSON object");
+  std::unique_ptr<Module> model;
+  if (c.contains("model")) {
+    check_known_keys(c, "trainer config", {"model", "loss", "optimizer"});
+    model = create_module(c.at("model"), input_width, device);
+    TESSERA_CHECK(model->output_width() == output_width, "trainer config: the model puts out {} columns, not {}",
+                  model->output_width(), output_width);
+  } else {
+    check_known_keys(c, "trainer config", {"network", "loss", "optimizer", "encoding"});
+    TESSERA_CHECK(c.contains("network"), "trainer config needs a \"network\" (or \"model\") section");
+    model = create_model(c.contains("encoding") ? c.at("encoding") : Json(), c.at("network"), input_width,
+                         output_width, device);
+  }
+  const LossParams loss = c.contains("loss") ? parse_loss(c.at("loss")) : LossParams{};
+  auto optimizer = create_optimizer(c.contains("optimizer") ? c.at("optimizer") : Json{{"otype", "Adam"}});
+  return std::make_unique<ModelTrainer>(std::move(model), loss, std::move(optimizer), seed);
+}
+
+Json ModelTrainer::config() const {
+  return Json{{"model", model_->config()}, {"loss", loss_config(loss_)}, {"optimizer", opt_->config()}};
+}
+
+OptimizerTarget ModelTrainer::optimizer_target() {
+  return OptimizerTarget{model_->device(), store_.n_matrix(), store_.params(), store_.gradients(),
+                         store_.params_half(), state_.view()};
+}
+
 ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::unique_ptr<Optimizer> optimizer,
                            uint64_t seed)
-    : model_(std::move(model)), loss_(loss), opt_(std::move(optimizer)) {
-  TESSERA_CHECK(model_ && opt_, "ModelTrainer needs a model and an optimizer");
+    : model_(std::move(model)), loss_(loss), opt_(std::move(optimizer)), store_(checked(model_, opt_)) {
   const Device d = model_->device();
-  const size_t n = model_->n_params(), n_matrix = model_->n_matrix_params();
-  params_ = Buffer<float>(d, n);
-  grads_ = Buffer<float>(d, n);
-  grads_.zero();
-  if (backend_for(d).uses_half_params()) params_half_ = Buffer<uint16_t>(d, n);
-  const ParamBinding all{params_.view(), grads_.view(), params_half_.size() ? params_half_.view() : TensorView()};
-  model_->bind_params(all.slice(0, n_matrix), all.slice(n_matrix, n - n_matrix));
   model_->initialize(seed);
   state_ = Buffer<ops::TrainState>(d, 1);
   const ops::TrainState fresh;
@@ -35,6 +64,11 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
   TESSERA_CHECK(target.rank == 2 && target.rows() == batch && target.cols() == out && target.contiguous(),
                 "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out,
                 target.rows(), target.cols(), target.row_stride());
+  TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
+  if (fused_step_allowed_ && model_->fused_training_step(input, target, loss_)) {
+    opt_->step(optimizer_target());
+    return;
+  }
   const Device d = model_->device();
   training_step_async(input, [&](ConstView y, View dL_dy, const TensorView& state) {
     const size_t n = batch * out;
@@ -57,10 +91,9 @@ void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) 
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.
-  const size_t n_check = model_->n_matrix_params() ? model_->n_matrix_params() : grads_.size();
-  ops::call<ops::SettleStep>(d, grads_.view(0, n_check), state_.view());
-  opt_->step(OptimizerTarget{d, model_->n_matrix_params(), params_.view(), grads_.view(),
-                             params_half_.size() ? params_half_.view() : TensorView(), state_.view()});
+  const size_t n_check = store_.n_matrix() ? store_.n_matrix() : store_.size();
+  ops::call<ops::SettleStep>(d, store_.gradients().slice(0, 0, n_check), state_.view());
+  opt_->step(optimizer_target());
 }
 
 float ModelTrainer::training_step(ConstView input, ConstView target) {
@@ -81,11 +114,11 @@ void ModelTrainer::use_averaged_params(bool averaged) {
   if (avg.empty() || averaged == averaged_in_place_) return;
   const Device d = model_->device();
   if (averaged) {
-    if (live_params_.size() != params_.size()) live_params_ = Buffer<float>(d, params_.size());
-    copy_view_to_view(d, live_params_.view(), params_.view());
-    copy_view_to_view(d, params_.view(), avg);
+    if (live_params_.size() != store_.size()) live_params_ = Buffer<float>(d, store_.size());
+    copy_view_to_view(d, live_params_.view(), store_.params());
+    copy_view_to_view(d, store_.params(), avg);
   } else {
-    copy_view_to_view(d, params_.view(), live_params_.view());
+    copy_view_to_view(d, store_.params(), live_params_.view());
   }
   averaged_in_place_ = averaged;
   model_->params_changed();  // refreshes the fp16 copies

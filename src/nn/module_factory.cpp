@@ -97,10 +97,10 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, Device device
     const uint32_t out = json_get<uint32_t>(c, "n_output_dims", 0);
     Json network = c;
     network.erase("n_output_dims");
-    return make_module(std::make_unique<FullyFusedMlp>(parse_mlp_config(network, input_width, out, device), device));
+    return std::make_unique<FullyFusedMlp>(parse_mlp_config(network, input_width, out, device), device);
   }
   try {
-    return make_module(create_encoding(c, input_width, device));
+    return create_encoding(c, input_width, device);
   } catch (const Error& e) {
     throw Error(format_message("{}: {} (modules: Sequential, Parallel, Conv2d, FullyFusedMLP, MLP, CutlassMLP or an encoding)",
                                where, e.message()));
@@ -111,6 +111,32 @@ std::unique_ptr<Module> build(const Json& c, uint32_t input_width, Device device
 
 std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, Device device) {
   return build(config, input_width, device, "model", 0);
+}
+
+Json tcnn_model_config(const Json& encoding_config, const Json& network_config, uint32_t output_width) {
+  TESSERA_CHECK(network_config.is_object() && network_config.contains("otype"),
+                "network config needs an \"otype\"; valid choices: FullyFusedMLP, MLP, CutlassMLP");
+  const std::string otype = network_otype(network_config);
+  TESSERA_CHECK(is_network_otype(otype), "unknown network otype '{}'; valid choices: FullyFusedMLP, MLP, CutlassMLP",
+                otype);
+  TESSERA_CHECK(!network_config.contains("n_output_dims") ||
+                    json_get<uint32_t>(network_config, "n_output_dims", 0) == output_width,
+                "network config: n_output_dims {} but the model puts out {}",
+                json_get<uint32_t>(network_config, "n_output_dims", 0), output_width);
+  Json network = network_config;
+  network["n_output_dims"] = output_width;
+  if (encoding_config.is_null()) return network;
+  return Json{{"otype", "Sequential"}, {"modules", Json::array({encoding_config, network})}};
+}
+
+std::unique_ptr<Module> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,
+                                     uint32_t output_width, Device device) {
+  return create_module(tcnn_model_config(encoding_config, network_config, output_width), input_width, device);
+}
+
+Json normalized_model_config(const Json& config, uint32_t input_width) {
+  // Building a module allocates no parameters: cheap on the CPU for any model.
+  return create_module(config, input_width, DeviceKind::cpu)->config();
 }
 
 }  // namespace tessera::nn

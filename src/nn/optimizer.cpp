@@ -8,11 +8,6 @@
 
 namespace tessera::nn {
 
-void Optimizer::step(Network& net) {
-  step(OptimizerTarget{net.device(), net.n_matrix_params(), net.params(), net.gradients(), net.params_half(),
-                       net.train_state()});
-}
-
 void Optimizer::set_counters(const Json& c, const std::string& where) {
   TESSERA_CHECK(c.is_object() && c.contains("steps") && c.at("steps").is_number_unsigned(),
                 "{}: the optimizer's step count is missing", where);

@@ -1,5 +1,5 @@
-// Training snapshots (see training_snapshot.h): one implementation for both trainers,
-// over the parts every trainer has (config, parameters, optimizer, step state).
+// Training snapshots (see training_snapshot.h) over the parts of a trainer (config,
+// parameters, optimizer, step state). Parameter files are in parameter_file.cpp.
 #include "tessera/nn/training_snapshot.h"
 
 #include <cmath>
@@ -17,6 +17,7 @@ constexpr uint32_t kVersion = 1;
 constexpr uint64_t kMaxHeaderBytes = 1 << 20;
 
 struct Parts {
+  const Module& model;
   Device device;
   Json config;
   TensorView params, state;  // state: the TrainState's bytes
@@ -29,13 +30,29 @@ Parts parts_of(ModelTrainer& t) {
                 "training snapshot: the averaged parameters are in place of the live ones (use_averaged_params(false) "
                 "first)");
   Json config{{"model", t.model().config()}, {"loss", loss_config(t.loss())}, {"optimizer", t.optimizer().config()}};
-  return {t.model().device(), std::move(config), t.params(), t.train_state_view(), t.optimizer(),
+  return {t.model(), t.model().device(), std::move(config), t.params(), t.train_state_view(), t.optimizer(),
           [&t] { t.params_changed(); }};
 }
 
-Parts parts_of(Trainer& t) {
-  Network& net = t.network();
-  return {net.device(), t.config(), net.params(), net.train_state(), t.optimizer(), [&net] { net.params_changed(); }};
+// The stored trainer config in this version's spelling, for comparing with `model`'s
+// trainer: tiny-cuda-nn's layout (written by earlier versions' encoding -> network
+// trainer) becomes {"model": ...}, and the model config is normalized. A config that does
+// not build stays as stored (the comparison then names the difference).
+Json comparable_config(const Json& stored, const Module& model) {
+  if (!stored.is_object()) return stored;
+  Json c = stored;
+  try {
+    if (!c.contains("model") && c.contains("network")) {
+      c["model"] = tcnn_model_config(c.contains("encoding") ? c.at("encoding") : Json(), c.at("network"),
+                                     model.output_width());
+      c.erase("network");
+      c.erase("encoding");
+    }
+    if (c.contains("model")) c["model"] = normalized_model_config(c.at("model"), model.input_width());
+  } catch (const Error&) {
+    return stored;
+  }
+  return c;
 }
 
 Json state_json(const ops::TrainState& s) {
@@ -81,8 +98,9 @@ void import_parts(const Parts& p, const Json& header, std::vector<NamedArray>& a
   TESSERA_CHECK(header.is_object() && header.contains("config") && header.contains("optimizer_counters") &&
                     header.contains("train_state"),
                 "{}: the header lacks the trainer's config, optimizer counters or step state", where);
-  TESSERA_CHECK(header.at("config") == p.config, "{} was saved from a different trainer ({})", where,
-                json_differences(header.at("config"), p.config, "this trainer"));
+  const Json stored = header.at("config") == p.config ? p.config : comparable_config(header.at("config"), p.model);
+  TESSERA_CHECK(stored == p.config, "{} was saved from a different trainer ({})", where,
+                json_differences(stored, p.config, "this trainer"));
   const size_t n = p.params.numel();
   NamedArray& params = find_array(arrays, "params", where);
   TESSERA_CHECK(params.values.size() == n, "{} holds {} parameters; this trainer has {}", where, params.values.size(),
@@ -135,22 +153,16 @@ Json load_parts(const Parts& p, const std::string& path) {
 }  // namespace
 
 TrainingState export_training_state(ModelTrainer& t) { return export_parts(parts_of(t)); }
-TrainingState export_training_state(Trainer& t) { return export_parts(parts_of(t)); }
 
 void import_training_state(ModelTrainer& t, const Json& header, std::vector<NamedArray>& arrays,
                            const std::string& where) {
-  import_parts(parts_of(t), header, arrays, where);
-}
-void import_training_state(Trainer& t, const Json& header, std::vector<NamedArray>& arrays, const std::string& where) {
   import_parts(parts_of(t), header, arrays, where);
 }
 
 void save_training_snapshot(ModelTrainer& t, const std::string& path, const Json& run) {
   save_parts(parts_of(t), path, run);
 }
-void save_training_snapshot(Trainer& t, const std::string& path, const Json& run) { save_parts(parts_of(t), path, run); }
 Json load_training_snapshot(ModelTrainer& t, const std::string& path) { return load_parts(parts_of(t), path); }
-Json load_training_snapshot(Trainer& t, const std::string& path) { return load_parts(parts_of(t), path); }
 Json load_training_snapshot_from_memory(ModelTrainer& t, std::string_view bytes, const std::string& name) {
   return load_parts_from_memory(parts_of(t), bytes, name);
 }

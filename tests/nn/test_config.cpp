@@ -4,7 +4,7 @@
 #include "tessera/core/error.h"
 #include "tessera/nn/encoding.h"
 #include "tessera/nn/optimizer.h"
-#include "tessera/nn/trainer.h"
+#include "tessera/nn/model_trainer.h"
 #include "support/paths.h"
 #include "support/views.h"
 #include "tessera/nn/fully_fused_mlp.h"
@@ -20,7 +20,7 @@ namespace {
 using test::error_of;
 
 TEST(NetworkFactory, UnknownOtypeListsValidChoices) {
-  auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLPX"}}, 3, 1, DeviceKind::cpu); });
+  auto msg = error_of([] { nn::create_model(Json(), {{"otype", "FullyFusedMLPX"}}, 3, 1, DeviceKind::cpu); });
   EXPECT_NE(msg.find("FullyFusedMLPX"), std::string::npos) << msg;
   EXPECT_NE(msg.find("valid choices: FullyFusedMLP"), std::string::npos) << msg;
 }
@@ -30,22 +30,22 @@ TEST(NetworkFactory, UnknownOtypeListsValidChoices) {
 TEST(NetworkFactory, NonStringOtypeBehindAnEncodingIsAClearError) {
   const Json cfg = parse_json(R"({"encoding": {"otype": "Frequency", "n_frequencies": 4},
                                    "network": {"otype": 24, "n_hidden_layers": 4}})");
-  auto msg = error_of([&] { nn::Trainer::from_config(cfg, 3, 2, DeviceKind::cpu); });
+  auto msg = error_of([&] { nn::ModelTrainer::from_config(cfg, 3, 2, DeviceKind::cpu); });
   EXPECT_NE(msg.find("otype"), std::string::npos) << msg;
   EXPECT_NE(msg.find("string"), std::string::npos) << msg;
 }
 
 TEST(NetworkFactory, UnsupportedWidthListsValidWidths) {
-  auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLP"}, {"n_neurons", 48}}, 3, 1, DeviceKind::cpu); });
+  auto msg = error_of([] { nn::create_model(Json(), {{"otype", "FullyFusedMLP"}, {"n_neurons", 48}}, 3, 1, DeviceKind::cpu); });
   EXPECT_NE(msg.find("48"), std::string::npos) << msg;
   EXPECT_NE(msg.find("16, 32, 64, 128"), std::string::npos) << msg;
 }
 
 TEST(NetworkFactory, UnknownKeyAndActivationAreErrors) {
-  auto msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLP"}, {"n_neurns", 64}}, 3, 1, DeviceKind::cpu); });
+  auto msg = error_of([] { nn::create_model(Json(), {{"otype", "FullyFusedMLP"}, {"n_neurns", 64}}, 3, 1, DeviceKind::cpu); });
   EXPECT_NE(msg.find("n_neurns"), std::string::npos) << msg;
   EXPECT_NE(msg.find("n_neurons"), std::string::npos) << msg;
-  msg = error_of([] { nn::create_network({{"otype", "FullyFusedMLP"}, {"activation", "Relu6"}}, 3, 1, DeviceKind::cpu); });
+  msg = error_of([] { nn::create_model(Json(), {{"otype", "FullyFusedMLP"}, {"activation", "Relu6"}}, 3, 1, DeviceKind::cpu); });
   EXPECT_NE(msg.find("Relu6"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Sigmoid"), std::string::npos) << msg;
 }
@@ -57,8 +57,8 @@ TEST(NetworkFactory, TinyCudaNnConfigLoadsUnchanged) {
                   "nested": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15, "l2_reg": 1e-6}},
     "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64, "n_hidden_layers": 2}
   })");
-  auto t = nn::Trainer::from_config(cfg, 32, 16, DeviceKind::cpu);
-  EXPECT_EQ(t->network().n_params(), size_t(64 * 32 + 64 * 64 + 16 * 64));
+  auto t = nn::ModelTrainer::from_config(cfg, 32, 16, DeviceKind::cpu);
+  EXPECT_EQ(t->n_params(), size_t(64 * 32 + 64 * 64 + 16 * 64));
   EXPECT_EQ(t->config()["optimizer"]["otype"], "ExponentialDecay");
 }
 
@@ -70,10 +70,10 @@ TEST(OptimizerFactory, UnknownOtypeListsChoices) {
 }
 
 TEST(Trainer, SkipsNonFiniteStepWithoutTouchingWeights) {
-  auto t = nn::Trainer::from_config({{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}}},
+  auto t = nn::ModelTrainer::from_config({{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}}},
                                     2, 1, DeviceKind::cpu);
-  const float* p = t->network().params().data<float>();
-  const size_t n = t->network().n_params();
+  const float* p = t->params().data<float>();
+  const size_t n = t->n_params();
   std::vector<float> before(p, p + n);
   std::vector<float> x{0.5f, std::numeric_limits<float>::infinity()}, y{1.0f};
   t->training_step(test::test_view(x, 1, 2), test::test_view(y, 1, 1));
@@ -95,18 +95,18 @@ namespace {
 
 TEST(MlpConfig, MlpAndCutlassMlpTakeAnyWidthAndRoundTrip) {
   for (const char* otype : {"MLP", "CutlassMLP"}) {
-    auto net = nn::create_network({{"otype", otype}, {"n_neurons", 200}, {"n_hidden_layers", 2}}, 3, 2, DeviceKind::cpu);
+    auto net = nn::create_model(Json(), {{"otype", otype}, {"n_neurons", 200}, {"n_hidden_layers", 2}}, 3, 2, DeviceKind::cpu);
     EXPECT_EQ(net->config().at("otype"), otype);
     EXPECT_EQ(net->config().at("n_neurons"), 200);
   }
   const std::string msg = test::error_of(
-      [] { nn::create_network({{"otype", "MLP"}, {"n_neurons", 5000}}, 3, 1, DeviceKind::cpu); });
+      [] { nn::create_model(Json(), {{"otype", "MLP"}, {"n_neurons", 5000}}, 3, 1, DeviceKind::cpu); });
   EXPECT_NE(msg.find("1 to 4096"), std::string::npos) << msg;
 }
 
 // Numbers in configs are taken as written or refused, never converted into something else.
 TEST(ConfigValues, NumbersAreTakenAsWrittenOrRefusedByKey) {
-  auto network = [](const Json& c) { return error_of([&] { nn::create_network(c, 3, 1, DeviceKind::cpu); }); };
+  auto network = [](const Json& c) { return error_of([&] { nn::create_model(Json(), c, 3, 1, DeviceKind::cpu); }); };
   std::string msg = network({{"otype", "FullyFusedMLP"}, {"n_neurons", 16.9}});
   EXPECT_NE(msg.find("'n_neurons' must be a whole number (got 16.9)"), std::string::npos) << msg;
   msg = network({{"otype", "MLP"}, {"n_neurons", -64}});
@@ -173,7 +173,7 @@ TEST(TinyCudaNnCompat, EveryDocumentationExampleLoadsOrNamesWhyNot) {
       } else if (name == "network_Activation") {
         parse_activation(cfg.at("activation").get<std::string>());
       } else if (name.rfind("network_", 0) == 0) {
-        auto net = nn::create_network(cfg, 16, 4, DeviceKind::cpu);
+        auto net = nn::create_model(Json(), cfg, 16, 4, DeviceKind::cpu);
         EXPECT_EQ(net->output_width(), 4u);
       } else if (name.rfind("loss_", 0) == 0) {
         nn::parse_loss(cfg);
@@ -205,7 +205,7 @@ TEST(TinyCudaNnCompat, OtypesAndNamesIgnoreCase) {
                                   3, DeviceKind::cpu);
   EXPECT_EQ(grid->config()["otype"], "HashGrid");
   EXPECT_EQ(grid->config()["interpolation"], "Smoothstep");
-  auto mlp = nn::create_network(parse_json(R"({"otype": "fullyfusedmlp", "n_neurons": 16, "n_hidden_layers": 1,
+  auto mlp = nn::create_model(Json(), parse_json(R"({"otype": "fullyfusedmlp", "n_neurons": 16, "n_hidden_layers": 1,
                                               "activation": "relu", "initialization": "he"})"),
                                 3, 2, DeviceKind::cpu);
   EXPECT_EQ(mlp->config()["otype"], "FullyFusedMLP");

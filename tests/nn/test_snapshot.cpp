@@ -7,28 +7,28 @@
 #include <fstream>
 
 #include "support/errors.h"
+#include "support/paths.h"
 #include "tessera/core/error.h"
-#include "tessera/nn/trainer.h"
+#include "tessera/nn/training_snapshot.h"
 
 namespace tessera {
 namespace {
 
-std::unique_ptr<nn::Network> make_net(uint32_t width = 32) {
-  return nn::create_network({{"otype", "FullyFusedMLP"}, {"n_neurons", width}, {"n_hidden_layers", 2}}, 3, 2,
-                            DeviceKind::cpu);
+// Parameter files hold a trainer's model parameters.
+std::unique_ptr<nn::ModelTrainer> make_net(uint32_t width = 32, uint64_t seed = 1337) {
+  return nn::ModelTrainer::from_config(
+      {{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", width}, {"n_hidden_layers", 2}}}}, 3, 2,
+      DeviceKind::cpu, seed);
 }
 
 using test::error_of;
 
 TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
-  const auto dir = std::filesystem::temp_directory_path() / "tessera_snapshot";
-  std::filesystem::create_directories(dir);
+  const auto dir = test::fresh_dir("tessera_snapshot");
   const std::string path = (dir / "net.tsp").string();
-  auto a = make_net();
-  a->initialize(99);
+  auto a = make_net(32, 99);
   nn::save_parameters(*a, path);
-  auto b = make_net();
-  b->initialize(1);
+  auto b = make_net(32, 1);
   nn::load_parameters(*b, path);
   EXPECT_TRUE(std::equal(a->params().data<float>(), a->params().data<float>() + a->n_params(),
                          b->params().data<float>()));
@@ -45,8 +45,8 @@ TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
   // different network: the message names what differs, not two whole headers
   auto c = make_net(64);
   const std::string differs = error_of([&] { nn::load_parameters(*c, path); });
-  EXPECT_NE(differs.find("different network"), std::string::npos) << differs;
-  EXPECT_NE(differs.find("network.n_neurons: file 32, this network 64"), std::string::npos) << differs;
+  EXPECT_NE(differs.find("different model"), std::string::npos) << differs;
+  EXPECT_NE(differs.find("model.n_neurons: file 32, this model 64"), std::string::npos) << differs;
   EXPECT_LT(differs.size(), 300u) << differs;
   // a header that claims 4 GiB: refused before allocating
   {
@@ -78,6 +78,30 @@ TEST(Snapshot, RoundTripsAndRejectsBadFiles) {
   nn::save_parameters(*a, (dir / "nan.tsp").string());
   EXPECT_NE(error_of([&] { nn::load_parameters(*b, (dir / "nan.tsp").string()); }).find("non-finite parameter (nan at index 5)"),
             std::string::npos);
+}
+
+// Files written before models were modules (format version 1, the network config in
+// tiny-cuda-nn's spelling) still load: the fuzz target's seed is one.
+TEST(Snapshot, VersionOneFilesStillLoad) {
+  const std::string path = test::source_path("tests/fuzz/corpus/snapshot/mlp16_v1.tsp");
+  auto t = nn::ModelTrainer::from_config(
+      {{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}}}, 3, 2, DeviceKind::cpu);
+  std::vector<float> before(t->params().data<float>(), t->params().data<float>() + t->n_params());
+  nn::load_parameters(*t, path);
+  std::vector<float> after(t->params().data<float>(), t->params().data<float>() + t->n_params());
+  EXPECT_NE(before, after);
+  // Saved again, it is a version-2 file that loads into the same model.
+  const std::string again = (test::fresh_dir("tessera_snapshot_v1") / "again.tsp").string();
+  nn::save_parameters(*t, again);
+  auto u = nn::ModelTrainer::from_config(
+      {{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 16}, {"n_hidden_layers", 1}}}}, 3, 2, DeviceKind::cpu, 9);
+  nn::load_parameters(*u, again);
+  EXPECT_TRUE(std::equal(after.begin(), after.end(), u->params().data<float>()));
+  // Into another model: one clear error naming the difference.
+  auto wide = nn::ModelTrainer::from_config(
+      {{"network", {{"otype", "FullyFusedMLP"}, {"n_neurons", 32}, {"n_hidden_layers", 1}}}}, 3, 2, DeviceKind::cpu);
+  const std::string err = error_of([&] { nn::load_parameters(*wide, path); });
+  EXPECT_NE(err.find("n_neurons: file 16, this model 32"), std::string::npos) << err;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Training snapshots: N steps, save, load into a fresh trainer, M steps gives bit for bit
-// the parameters and optimizer state of N + M steps in one run (CPU backend), for the
-// general trainer (any module) and the fused one (encoding -> MLP); bad files are errors.
+// the parameters and optimizer state of N + M steps in one run (CPU backend), with the
+// fused step (encoding -> MLP) and the general path; files of earlier versions load; bad
+// files are errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -44,19 +45,25 @@ Json model_config(uint32_t neurons = 16) {
                  {"output_activation", "None"}, {"n_output_dims", 2}}}}};
 }
 
+// {"encoding", "network", "loss", "optimizer"} of the same trainer.
+Json tcnn_layout() {
+  Json c = model_config();
+  Json config{{"encoding", c["modules"][0]}, {"network", c["modules"][1]}, {"loss", {{"otype", "L2"}}},
+              {"optimizer", optimizer_config()}};
+  config["network"].erase("n_output_dims");
+  return config;
+}
+
 std::unique_ptr<nn::ModelTrainer> make_model_trainer(uint64_t seed, uint32_t neurons = 16) {
   return std::make_unique<nn::ModelTrainer>(nn::create_module(model_config(neurons), 3, DeviceKind::cpu),
                                             nn::parse_loss(Json{{"otype", "L2"}}),
                                             nn::create_optimizer(optimizer_config()), seed);
 }
 
-std::unique_ptr<nn::Trainer> make_fused_trainer(uint64_t seed) {
-  Json c = model_config();
-  Json config{{"encoding", c["modules"][0]}, {"network", c["modules"][1]}, {"loss", {{"otype", "L2"}}},
-              {"optimizer", optimizer_config()}};
-  config["network"].erase("n_output_dims");
-  auto t = nn::Trainer::from_config(config, 3, 2, DeviceKind::cpu);
-  t->network().initialize(seed);
+// The same trainer from tiny-cuda-nn's layout, every step on the general path.
+std::unique_ptr<nn::ModelTrainer> make_general_trainer(uint64_t seed) {
+  auto t = nn::ModelTrainer::from_config(tcnn_layout(), 3, 2, DeviceKind::cpu, seed);
+  t->set_fused_step(false);
   return t;
 }
 
@@ -125,9 +132,51 @@ TEST(TrainingSnapshot, ModelTrainerResumesBitExactly) {
   EXPECT_EQ(st.header["optimizer_counters"]["nested"]["steps"], 12);
 }
 
-TEST(TrainingSnapshot, FusedTrainerResumesBitExactly) {
-  const fs::path dir = test::fresh_dir("tessera_training_snapshot_fused");
-  resume_and_compare(make_fused_trainer, 3, 4, 4, 5, dir / "t.tsnap");
+TEST(TrainingSnapshot, GeneralPathResumesBitExactly) {
+  const fs::path dir = test::fresh_dir("tessera_training_snapshot_general");
+  resume_and_compare(make_general_trainer, 3, 4, 4, 5, dir / "t.tsnap");
+}
+
+std::string read_all(const fs::path& p);
+
+// A snapshot file with its JSON header replaced (the arrays' checksum does not cover it).
+std::string with_header(const std::string& bytes, const Json& header) {
+  uint32_t length = 0;
+  std::memcpy(&length, bytes.data() + 12, sizeof(length));
+  const std::string text = header.dump();
+  const uint32_t new_length = uint32_t(text.size());
+  std::string out = bytes.substr(0, 12);
+  out.append(reinterpret_cast<const char*>(&new_length), sizeof(new_length));
+  return out + text + bytes.substr(16 + length);
+}
+
+// Before models were modules, the fused trainer wrote its config in tiny-cuda-nn's layout
+// ({"encoding", "network", ...}): those files still load.
+TEST(TrainingSnapshot, FilesInTheEarlierTrainerLayoutStillLoad) {
+  const fs::path dir = test::fresh_dir("tessera_training_snapshot_layout");
+  auto t = make_model_trainer(5);
+  train_steps(*t, 0, 3);
+  nn::save_training_snapshot(*t, (dir / "t.tsnap").string());
+  const std::string bytes = read_all(dir / "t.tsnap");
+  uint32_t length = 0;
+  std::memcpy(&length, bytes.data() + 12, sizeof(length));
+  Json header = parse_json(bytes.substr(16, length));
+  // As the earlier trainer wrote it: the model's parts in tiny-cuda-nn's layout.
+  Json& config = header["config"];
+  const Json modules = config.at("model").at("modules");
+  config.erase("model");
+  config["encoding"] = modules[0];
+  config["network"] = modules[1];
+  config["network"].erase("n_output_dims");
+  std::ofstream(dir / "old.tsnap", std::ios::binary) << with_header(bytes, header);
+  auto resumed = make_model_trainer(6);
+  nn::load_training_snapshot(*resumed, (dir / "old.tsnap").string());
+  expect_same_state(*t, *resumed);
+  // A different model in that layout is still one clear error.
+  header["config"]["network"]["n_neurons"] = 32;
+  std::ofstream(dir / "other.tsnap", std::ios::binary) << with_header(bytes, header);
+  const std::string other = error_of([&] { nn::load_training_snapshot(*resumed, (dir / "other.tsnap").string()); });
+  EXPECT_NE(other.find("model.modules[1].n_neurons: file 32, this trainer 16"), std::string::npos) << other;
 }
 
 TEST(TrainingSnapshot, BeforeTheFirstStepTheOptimizerStateIsEmptyAndStaysSo) {

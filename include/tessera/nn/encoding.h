@@ -1,56 +1,56 @@
 #pragma once
 // Input encodings with tiny-cuda-nn config names: HashGrid, DenseGrid, Frequency,
-// SphericalHarmonics, OneBlob, TriangleWave, Identity, Composite.
-// An encoding maps [batch, input_width] -> [batch, output_width]. Inputs and outputs are
-// fp32 matrix views [batch, width]; a view may be a column slice of a wider matrix. Trainable encodings (the
-// grids) do not own their parameters: the model holding them binds a slice of its
-// parameter array, so one optimizer pass updates network and encoding together.
+// SphericalHarmonics, OneBlob, TriangleWave, Identity, and Composite (nested encodings on
+// consecutive input columns: built as a Parallel module of them). Every encoding is a
+// Module; its trainable tables (the grids) sit in the model's table region, so one
+// optimizer pass updates network and encoding together. Encodings recompute from the input
+// in backward: their forward keeps nothing.
 #include <cstdint>
 #include <memory>
 
 #include "tessera/core/config.h"
 #include "tessera/core/device.h"
 #include "tessera/core/rng.h"
-#include "tessera/nn/params.h"
+#include "tessera/nn/module.h"
 #include "tessera/ops/encoding_math.h"
 
 namespace tessera::nn {
 
-
-class Encoding {
+class Encoding : public Module {
  public:
-  virtual ~Encoding() = default;
-  virtual uint32_t input_width() const = 0;
-  virtual uint32_t output_width() const = 0;
-  virtual size_t n_params() const { return 0; }
-  virtual Json config() const = 0;
-  Device device() const { return device_; }
+  Device device() const override { return device_; }
+  size_t n_matrix_params() const override { return 0; }
+  void bind_params(const ParamBinding& matrices, const ParamBinding& tables) override;
+  void initialize(uint64_t seed) override;
+  void params_changed() override;
 
-  virtual void bind_params(const ParamBinding& p) { p_ = p; }
-  // Fills host_params [n_params] with the initial values.
-  virtual void initialize(float* host_params, Pcg32& rng) { (void)host_params, (void)rng; }
+  void inference(ConstView in, View out) override;
+  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override;
+  void backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override;
 
-  // in: [batch, input_width]; out: [batch, output_width].
-  virtual void encode(const TensorView& in, const TensorView& out) = 0;
-  // An fp16 output view for a consumer that reads fp16; only where can_encode_half().
-  virtual bool can_encode_half() const { return false; }
-  virtual void encode_half(const TensorView& in, const TensorView& out);
-  // Adds parameter gradients into the bound gradients; writes dL_din [batch, input_width]
-  // (overwrite) unless it is empty.
-  virtual void backward(const TensorView& in, const TensorView& dL_dout, const TensorView& dL_din) = 0;
   // A hash or dense grid's layout (a consumer may compute the encoding itself: the fused
   // MLP's input stage); null for every other encoding.
   virtual const ops::GridLayout* grid_layout() const { return nullptr; }
-  const ParamBinding& param_binding() const { return p_; }
+  // The bound tables (empty without parameters).
+  const ParamBinding& tables() const { return p_; }
 
  protected:
   explicit Encoding(Device device) : device_(device) {}
+  // in: [batch, input_width] fp32; out: [batch, output_width], fp32 or (where
+  // can_output_half()) contiguous fp16. batch > 0.
+  virtual void encode(ConstView in, View out) = 0;
+  // Adds parameter gradients into the bound gradients; writes dL_din [batch, input_width]
+  // (overwrite) unless it is empty. batch > 0.
+  virtual void encode_backward(ConstView in, ConstView dL_dout, View dL_din) = 0;
+  // Fills host [n_params] with the initial values.
+  virtual void initialize_tables(float* host, Pcg32& rng) { (void)host, (void)rng; }
+
   Device device_;
   ParamBinding p_;
 };
 
 // Builds an encoding of n_input_dims from a tiny-cuda-nn style config. Unknown otype or
 // key is an error listing the valid choices.
-std::unique_ptr<Encoding> create_encoding(const Json& config, uint32_t n_input_dims, Device device);
+std::unique_ptr<Module> create_encoding(const Json& config, uint32_t n_input_dims, Device device);
 
 }  // namespace tessera::nn

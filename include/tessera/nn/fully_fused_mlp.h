@@ -1,10 +1,10 @@
 #pragma once
-// FullyFusedMLP: the tensor-core fused kernels on CUDA, the fp32 reference on the CPU.
+// FullyFusedMLP, MLP and CutlassMLP networks as one module.
 #include <memory>
 #include <string>
 
 #include "tessera/core/buffer.h"
-#include "tessera/nn/network.h"
+#include "tessera/nn/module.h"
 #include "tessera/nn/params.h"
 #include "tessera/ops/fused_mlp_cuda.h"
 #include "tessera/ops/mlp_shape.h"
@@ -31,35 +31,51 @@ bool is_network_otype(const std::string& otype);  // FullyFusedMLP, MLP or Cutla
 MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t output_width, Device device);
 
 
-class FullyFusedMlp final : public Network {
+// An MLP module: the fused tensor-core kernels (FullyFusedMLP on CUDA), one GEMM per layer
+// (MLP / CutlassMLP, or a backend without the fused kernels), the fp32 reference on the CPU.
+// Its parameters are matrix parameters. It reads and writes contiguous rows: strided views
+// go through grow-only stages.
+class FullyFusedMlp final : public Module {
  public:
-  // Without `storage` the network allocates its own parameters.
-  FullyFusedMlp(const MlpConfig& config, Device device, const ParamBinding* storage = nullptr);
+  FullyFusedMlp(const MlpConfig& config, Device device);
   ~FullyFusedMlp() override;
 
   uint32_t input_width() const override { return cfg_.shape.input_width; }
   uint32_t output_width() const override { return cfg_.shape.output_width; }
-  size_t n_params() const override { return cfg_.shape.n_params(); }
   Device device() const override { return device_; }
+  // The network config plus its output width (a module config stands alone).
   Json config() const override;
   const MlpConfig& mlp_config() const { return cfg_; }
-
-  TensorView params() override { return p_.params; }
-  TensorView gradients() override { return p_.gradients; }
-  TensorView params_half() override { return p_.params_half; }
-  void params_changed() override;
+  size_t n_params() const override { return cfg_.shape.n_params(); }
+  size_t n_matrix_params() const override { return n_params(); }
+  void bind_params(const ParamBinding& matrices, const ParamBinding& tables) override;
   void initialize(uint64_t seed) override;
-  // Moves the parameters into storage owned by a larger model (values are copied over;
-  // the network's own arrays are freed).
-  void bind_params(const ParamBinding& storage);
+  void params_changed() override;
+  // The model's step state: its loss scale scales the fp16 backward. Until one is bound the
+  // MLP uses a fresh state of its own (loss scale as a new trainer's).
+  void bind_train_state(const TensorView& state) override;
+
+  void inference(ConstView in, View out) override;
+  std::unique_ptr<ModuleContext> forward(ConstView in, View out) override;
+  // `in` is not read: the context holds the input (or its fp16 copy).
+  void backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override;
+  // CUDA: fp16 input straight into the kernel (no fp32 round trip) where the kernel takes
+  // it (input width % 8 == 0, mma kernel).
+  bool accepts_half_input(size_t batch, bool training) const override;
+  // Contiguous fp32 (or accepted fp16) input and target; loss, backward and the settle in
+  // one pass on every path.
+  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss) override;
+  // The same with dL/d(input) [batch, input_width] (contiguous fp32) written as well: the
+  // step of an encoding feeding this MLP.
+  void fused_training_step(ConstView in, ConstView target, const LossParams& loss, View dL_din);
 
   // CUDA: a grid encoding computed inside the fused kernel (its input then holds the
   // grid's coordinates; ops::FusedMlpAcceptsGridInput says when). The training step adds
   // the grid's gradient into grid.gradients and gives no dL/dinput.
   bool accepts_grid_input(const ops::GridLayout& grid, size_t batch, bool training) const;
-  void inference_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords, const TensorView& output);
-  void forward_backward_loss_grid_input(const ops::FusedGridInputViews& grid, const TensorView& coords,
-                                        const TensorView& target, const LossParams& loss, const TensorView& output);
+  void inference_grid_input(const ops::FusedGridInputViews& grid, ConstView coords, View output);
+  void fused_training_step_grid_input(const ops::FusedGridInputViews& grid, ConstView coords, ConstView target,
+                                      const LossParams& loss);
 
   // Which fused kernel variant runs (tests name each one; default: chosen per shape).
   void set_kernel_options(const ops::FusedMlpOptions& o) { kernel_options_ = o; }
@@ -70,41 +86,29 @@ class FullyFusedMlp final : public Network {
   enum class Path { reference, fused, gemm };
   Path path() const { return path_; }
 
-  // CUDA: fp16 input straight into the kernel (no fp32 round trip) where the kernel takes
-  // it (input width % 8 == 0, mma kernel).
-  bool accepts_half_input(size_t batch, bool training) const override;
-
-  TensorView train_state() override { return state_view_; }
-  // Inside a larger model: use the model's step state (its loss scale; a view of its
-  // bytes) and leave settling the step to the model (one skip decision, one loss scale per
-  // trained model).
-  void bind_train_state(const TensorView& shared);
-  ops::TrainState read_train_state() override;
-
- protected:
-  void inference_impl(const TensorView& input, const TensorView& output) override;
-  std::unique_ptr<ForwardContext> forward_impl(const TensorView& input, const TensorView& output) override;
-  void backward_impl(ForwardContext& ctx, const TensorView& dL_doutput, const TensorView& dL_dinput,
-                     GradientMode mode) override;
-  void forward_backward_loss_impl(const TensorView& input, const TensorView& target, const LossParams& loss,
-                                  const TensorView& output, const TensorView& dL_dinput) override;
-
  private:
+  void check_bound(const char* what) const;
+  // The network proper on contiguous rows (fp32, or fp16 input where accepted).
+  void run_inference(ConstView in, View out);
+  std::unique_ptr<ModuleContext> run_forward(ConstView in, View out);
+  void run_backward(ModuleContext& ctx, ConstView dL_dout, View dL_din, GradientMode mode);
   // A fused training launch's arguments shared by backward and the loss step.
-  ops::FusedMlpTrainArgs fused_args(const TensorView& input, const TensorView& dL_dinput, GradientMode mode) const;
+  ops::FusedMlpTrainArgs fused_args(ConstView input, View dL_dinput, GradientMode mode) const;
+  // The input as contiguous rows: the view itself, or a copy that lives until the next
+  // forward (the fused backward re-reads it).
+  ConstView contiguous_input(ConstView in);
 
   MlpConfig cfg_;
   Device device_;
-  Buffer<float> params_, grads_;
-  Buffer<uint16_t> params_half_;
-  ParamBinding p_;  // points into the buffers above or into the owner's storage
-  Buffer<ops::TrainState> state_;
-  TensorView state_view_;  // state_ or the model's
-  bool settles_ = true;
+  ParamBinding p_;
+  Buffer<ops::TrainState> own_state_;
+  TensorView state_;  // own_state_ or the model's
   Path path_ = Path::reference;
   ops::FusedMlpOptions kernel_options_;
   ops::FusedMlpWorkspace fused_ws_;
   std::unique_ptr<MlpGemmPath> gemm_;
+  Buffer<float> in_stage_, out_stage_, dout_stage_, din_stage_;  // strided views, grow-only
+  uint64_t generation_ = 0;
 };
 
 }  // namespace tessera::nn

@@ -1,14 +1,15 @@
 #pragma once
-// Trains any Module (a composite such as the NeRF model) with a loss and an optimizer: the
-// general forward -> loss -> backward -> settle -> optimizer step, for models that are not
-// one encoding -> MLP -> loss chain (that one has the fused step: nn::Trainer). The model's
-// parameters live here in one array (every matrix first, then the tables), with one
-// TrainState: one dynamic loss scale for every piece's fp16 backward and one skip decision
-// per step for the whole model.
+// Trains any Module with a loss and an optimizer. A step is the model's fused training step
+// where the model has one (an MLP, or an encoding feeding one: tiny-cuda-nn's fully fused
+// path, loss and settle in the kernel), else the general forward -> loss -> backward ->
+// settle; then the optimizer step. The model's parameters live here in one array (every
+// matrix first, then the tables), with one TrainState: one dynamic loss scale for every
+// piece's fp16 backward and one skip decision per step for the whole model.
 #include <functional>
 #include <memory>
 
 #include "tessera/core/buffer.h"
+#include "tessera/nn/loss.h"
 #include "tessera/nn/module.h"
 #include "tessera/nn/optimizer.h"
 #include "tessera/ops/loss_kind.h"
@@ -20,6 +21,14 @@ class ModelTrainer {
  public:
   ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::unique_ptr<Optimizer> optimizer,
                uint64_t seed = 1337);
+  // From tiny-cuda-nn's layout {"encoding": ..., "network": ..., "loss": ..., "optimizer":
+  // ...} (the encoding optional: create_model) or {"model": <module config>, "loss", "optimizer"}
+  // (create_module; output_width then checks the model's). Loss defaults to L2, the optimizer
+  // to Adam. Unknown keys are errors.
+  static std::unique_ptr<ModelTrainer> from_config(const Json& config, uint32_t input_width, uint32_t output_width,
+                                                   Device device, uint64_t seed = 1337);
+  // {"model": ..., "loss": ..., "optimizer": ...}: from_config builds the same trainer again.
+  Json config() const;
 
   // input [batch, model input], target [batch, model output], on the model's device; the
   // loss is the mean over batch x outputs. Queues the step; last_loss() waits for it.
@@ -35,6 +44,10 @@ class ModelTrainer {
 
   float last_loss();
   uint32_t skipped_steps();
+  uint64_t steps() const { return opt_->steps_taken(); }
+  // Whether steps with an elementwise loss take the model's fused step where it has one
+  // (default); off, every step runs the general path (benchmarks compare the two).
+  void set_fused_step(bool allowed) { fused_step_allowed_ = allowed; }
   // The dynamic loss scale's next value (fp16 backward passes); it still halves on an
   // overflow and doubles after long clean runs. Models whose per-output gradients are tiny
   // (a mean over many rays) start it higher so fp16 keeps them.
@@ -47,9 +60,9 @@ class ModelTrainer {
   Module& model() { return *model_; }
   Optimizer& optimizer() { return *opt_; }
   const LossParams& loss() const { return loss_; }
-  size_t n_params() const { return params_.size(); }
-  TensorView params() { return params_.view(); }
-  TensorView gradients() { return grads_.view(); }
+  size_t n_params() const { return store_.size(); }
+  TensorView params() { return store_.params(); }
+  TensorView gradients() { return store_.gradients(); }
   // Call after writing params() directly.
   void params_changed() { model_->params_changed(); }
   // With an optimizer that keeps averaged parameters (Ema): puts them in place of the live
@@ -60,15 +73,17 @@ class ModelTrainer {
  private:
   ops::TrainState read_state();
 
+  OptimizerTarget optimizer_target();
+
   std::unique_ptr<Module> model_;
   LossParams loss_;
   std::unique_ptr<Optimizer> opt_;
-  Buffer<float> params_, grads_;
-  Buffer<uint16_t> params_half_;
+  ParamStore store_;
   Buffer<ops::TrainState> state_;
   Buffer<float> output_, dL_doutput_, loss_partials_;  // grow-only scratch
   Buffer<float> live_params_;  // the live parameters while the averaged ones are in place
   bool averaged_in_place_ = false;
+  bool fused_step_allowed_ = true;
 };
 
 }  // namespace tessera::nn

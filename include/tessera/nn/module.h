@@ -1,9 +1,11 @@
 #pragma once
-// Composable differentiable modules: one interface for encodings, networks and the
-// composites built from them (a NeRF model is grid -> density MLP -> [features, SH(dir)]
-// -> colour MLP). Inputs and outputs are strided views of row-major matrices, so a module
-// writes straight into the columns of the next one's input. docs/ARCHITECTURE.md shows
-// where a new module goes.
+// The one differentiable interface: every encoding, network and composite is a Module (a
+// NeRF model is grid -> density MLP -> [features, SH(dir)] -> colour MLP; tiny-cuda-nn's
+// NetworkWithInputEncoding is Sequential{encoding, MLP}). Inputs and outputs are strided
+// views of row-major matrices, so a module writes straight into the columns of the next
+// one's input. A module does not own its parameters: whoever trains it (ModelTrainer) or
+// holds it (ParamStore, a caller's own arrays) binds them. docs/ARCHITECTURE.md shows where
+// a new module goes.
 //
 // Lifetime rule: a module keeps its intermediate results in its own grow-only buffers (no
 // allocation per call in the steady state), so one forward is in flight per module: the
@@ -20,18 +22,18 @@
 #include "tessera/core/tensor.h"
 #include "tessera/nn/params.h"
 #include "tessera/ops/conv.h"
+#include "tessera/ops/loss_kind.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/train_state.h"
 
 namespace tessera::nn {
 
-class Encoding;
-class FullyFusedMlp;
 using ops::GradientMode;
 
 // Module inputs and outputs: fp32 matrix views [batch, width] (strided: a view may be a
-// column slice of a wider matrix), on the module's device. The fp16 hand-over below uses
-// fp16 matrix views. ConstView marks what a call only reads.
+// column slice of a wider matrix), on the module's device; contiguous fp16 views where the
+// module says it takes them (see the fp16 hand-over below). ConstView marks what a call
+// only reads.
 using View = TensorView;
 using ConstView = TensorView;
 
@@ -77,25 +79,29 @@ class Module {
   virtual void backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) = 0;
 
   // fp16 hand-over between neighbours of a Sequential (half the bytes of fp32, as the
-  // fused step does): a producer that can write its output as contiguous fp16 bits
-  // [batch, output_width], and a consumer that can read its input so. A consumer fed this
-  // way gets an input view without data in backward (it keeps what it needs).
+  // fused step does), through the views' dtype: a producer that can write its output as a
+  // contiguous fp16 view, and a consumer that takes a contiguous fp16 input view for this
+  // batch in inference (training = false) or forward. A consumer fed fp16 keeps what its
+  // backward needs: backward() then gets an input view without data.
   virtual bool can_output_half() const { return false; }
-  // `out` / `in` here: contiguous fp16 matrix views [batch, width].
-  virtual std::unique_ptr<ModuleContext> forward_half_output(ConstView in, View out);
-  virtual void inference_half_output(ConstView in, View out);
   virtual bool accepts_half_input(size_t batch, bool training) const { (void)batch, (void)training; return false; }
-  virtual std::unique_ptr<ModuleContext> forward_half_input(ConstView in, View out);
-  virtual void inference_half_input(ConstView in, View out);
+
+  // The fused training step, tiny-cuda-nn's fully fused MLP trained as one pass: forward,
+  // the elementwise loss against target [batch, output_width] (mean over batch x outputs,
+  // written to the bound step state's last_loss), backward into the parameter gradients
+  // (overwrite) and the step's settle (loss scale, skip flag). A module that recognises its
+  // own shape (an MLP, or an encoding feeding one) runs it and returns true; every other
+  // module returns false and ModelTrainer runs forward -> loss -> backward -> settle.
+  virtual bool fused_training_step(ConstView in, ConstView target, const LossParams& loss) {
+    (void)in, (void)target, (void)loss;
+    return false;
+  }
 
  protected:
-  void check_shapes(const char* what, ConstView in, ConstView out) const;
+  // Matrix views [batch, input_width] and [batch, output_width]: fp32, or contiguous fp16
+  // where this module takes or gives that (training: a forward's input, not inference's).
+  void check_shapes(const char* what, ConstView in, ConstView out, bool training = false) const;
 };
-
-// Leaves: an encoding or an MLP as a module (the MLP's parameters move into the model's
-// matrix region when bound).
-std::unique_ptr<Module> make_module(std::unique_ptr<Encoding> encoding);
-std::unique_ptr<Module> make_module(std::unique_ptr<FullyFusedMlp> network);
 
 // Children one after the other: output of child i is the input of child i + 1.
 std::unique_ptr<Module> make_sequential(std::vector<std::unique_ptr<Module>> children);
@@ -133,5 +139,36 @@ std::unique_ptr<Module> make_conv2d(const Conv2dConfig& config, Device device);
 // from `input_width`; config() of the result builds it again. Unknown otypes and keys,
 // missing widths and mismatches are errors that say where.
 std::unique_ptr<Module> create_module(const Json& config, uint32_t input_width, Device device);
+
+// The model of tiny-cuda-nn's layout {"encoding": ..., "network": ...}: Sequential{encoding,
+// network} (NetworkWithInputEncoding), or the network alone when encoding_config is null.
+// tcnn_model_config gives the module config of the same model.
+Json tcnn_model_config(const Json& encoding_config, const Json& network_config, uint32_t output_width);
+std::unique_ptr<Module> create_model(const Json& encoding_config, const Json& network_config, uint32_t input_width,
+                                     uint32_t output_width, Device device);
+
+// A model config as this version writes it (defaults filled in, "Composite" encodings as
+// Parallel modules): what config() of the model it builds gives. Snapshots compare configs
+// in this form, so files written before a spelling changed still load.
+Json normalized_model_config(const Json& config, uint32_t input_width);
+
+// Owns a model's parameters (fp32 master copy, gradients, and the fp16 copy where the
+// backend keeps one) and binds the model to them: every matrix first, then the tables, as
+// tiny-cuda-nn's Adam expects. ModelTrainer holds one; so can a module used on its own
+// (inference, a gradient check). Gradients start at zero; initialize() the model after.
+class ParamStore {
+ public:
+  explicit ParamStore(Module& model);
+  size_t size() const { return params_.size(); }
+  size_t n_matrix() const { return n_matrix_; }
+  TensorView params() { return params_.view(); }
+  TensorView gradients() { return grads_.view(); }
+  TensorView params_half() { return params_half_.size() ? params_half_.view() : TensorView(); }
+
+ private:
+  Buffer<float> params_, grads_;
+  Buffer<uint16_t> params_half_;
+  size_t n_matrix_ = 0;
+};
 
 }  // namespace tessera::nn

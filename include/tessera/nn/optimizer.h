@@ -1,7 +1,7 @@
 #pragma once
 // Optimizers with tiny-cuda-nn config names: "Adam", "SGD", "ExponentialDecay" (a
 // learning-rate schedule wrapping a "nested" optimizer) and "Ema" (a moving average of the
-// parameters, for inference, wrapping a "nested" optimizer). A step reads the network's
+// parameters, for inference, wrapping a "nested" optimizer). A step reads the model's
 // gradients and TrainState: a step whose gradients were non-finite is skipped.
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
-#include "tessera/nn/network.h"
+#include "tessera/core/tensor.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::nn {
@@ -30,7 +30,6 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual void step(const OptimizerTarget& target) = 0;
-  void step(Network& network);
   virtual float learning_rate() const = 0;
   virtual void set_learning_rate(float lr) = 0;
   virtual Json config() const = 0;
@@ -60,7 +59,6 @@ class Adam final : public Optimizer {
  public:
   explicit Adam(const ops::AdamHyper& h) : h_(h) {}
   void step(const OptimizerTarget& target) override;
-  using Optimizer::step;
   float learning_rate() const override { return h_.learning_rate; }
   void set_learning_rate(float lr) override { h_.learning_rate = lr; }
   Json config() const override;
@@ -75,7 +73,6 @@ class Sgd final : public Optimizer {
  public:
   Sgd(float lr, float l2_reg) : lr_(lr), l2_reg_(l2_reg) {}
   void step(const OptimizerTarget& target) override;
-  using Optimizer::step;
   float learning_rate() const override { return lr_; }
   void set_learning_rate(float lr) override { lr_ = lr; }
   Json config() const override;
@@ -92,7 +89,6 @@ class ExponentialDecay final : public Optimizer {
   ExponentialDecay(std::unique_ptr<Optimizer> nested, uint64_t decay_start, uint64_t decay_interval, float decay_base,
                    uint64_t decay_end = kNoEnd);
   void step(const OptimizerTarget& target) override;
-  using Optimizer::step;
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
   Json config() const override;
@@ -113,7 +109,6 @@ class Ema final : public Optimizer {
  public:
   Ema(std::unique_ptr<Optimizer> nested, float decay);
   void step(const OptimizerTarget& target) override;
-  using Optimizer::step;
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { nested_->set_learning_rate(lr); }
   Json config() const override;

@@ -14,7 +14,6 @@
 #include "tessera/core/binary_file.h"
 #include "tessera/core/config.h"
 #include "tessera/nn/model_trainer.h"
-#include "tessera/nn/trainer.h"
 
 namespace tessera::nn {
 
@@ -25,20 +24,26 @@ struct TrainingState {
   std::vector<NamedArray> arrays;
 };
 TrainingState export_training_state(ModelTrainer& trainer);
-TrainingState export_training_state(Trainer& trainer);
 // Into a trainer built from the same config: a different model, loss or optimizer is one
-// error naming what differs (`where` names the file). Takes the arrays' values.
+// error naming what differs (`where` names the file). Takes the arrays' values. Configs
+// compare in this version's spelling (normalized_model_config): files written by earlier
+// versions, tiny-cuda-nn's {"encoding", "network"} layout included, still load.
 void import_training_state(ModelTrainer& trainer, const Json& header, std::vector<NamedArray>& arrays,
-                           const std::string& where);
-void import_training_state(Trainer& trainer, const Json& header, std::vector<NamedArray>& arrays,
                            const std::string& where);
 
 // Snapshot files. `run` is the caller's record of the run so far (training seconds,
 // evaluations), returned as saved by load; the trainer's own step count is inside.
 void save_training_snapshot(ModelTrainer& trainer, const std::string& path, const Json& run = Json::object());
-void save_training_snapshot(Trainer& trainer, const std::string& path, const Json& run = Json::object());
 Json load_training_snapshot(ModelTrainer& trainer, const std::string& path);
-Json load_training_snapshot(Trainer& trainer, const std::string& path);
 Json load_training_snapshot_from_memory(ModelTrainer& trainer, std::string_view bytes, const std::string& name);
+
+// Parameter files: the model's fp32 parameters alone (no optimizer state), with a versioned
+// header (model config, widths, count) and a checksum, written atomically; loading checks
+// all of them, and that every value is finite, and names what is wrong.
+//   bytes 0-7 "TESSERA\x01"  u32 version  u32 header length  JSON header  f32 x n  u64 FNV-1a
+void save_parameters(ModelTrainer& trainer, const std::string& path);
+void load_parameters(ModelTrainer& trainer, const std::string& path);
+// The same from the bytes of a parameter file (`name` for messages).
+void load_parameters_from_memory(ModelTrainer& trainer, std::string_view bytes, const std::string& name);
 
 }  // namespace tessera::nn
