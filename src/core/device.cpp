@@ -114,24 +114,38 @@ void device_free(const Device& device, void* ptr) {
 
 void copy_bytes(const Device& device, void* dst, const void* src, size_t bytes, bool dst_on_device,
                 bool src_on_device) {
+  Stream& stream = backend_for(device).default_stream();
+  copy_bytes(stream, dst, src, bytes, dst_on_device, src_on_device);
+  if (bytes && dst_on_device && src_on_device) stream.synchronize();  // callers expect the copy done on return
+}
+
+void copy_bytes(Stream& stream, void* dst, const void* src, size_t bytes, bool dst_on_device, bool src_on_device) {
   if (bytes == 0) return;
-  Backend& b = backend_for(device);
-  if (dst_on_device && src_on_device) {
-    b.copy_on_device(dst, src, bytes, b.default_stream());
-    b.synchronize(b.default_stream());  // callers expect the copy done on return
-  } else if (dst_on_device) {
-    b.copy_to_device(dst, src, bytes);
-  } else if (src_on_device) {
-    b.copy_to_host(dst, src, bytes);
-  } else {
+  Backend& b = stream.backend();
+  if (dst_on_device && src_on_device) return b.copy_on_device(dst, src, bytes, stream);
+  if (!dst_on_device && !src_on_device) {
     std::memcpy(dst, src, bytes);
+    return;
+  }
+  // Host copies are blocking copies on the default stream, which orders them with its own
+  // work. Another stream's queued work on these bytes finishes first, and an upload's DMA
+  // (which may outlive the call for pageable memory) before that stream's next work.
+  const bool other_stream = &stream != &b.default_stream();
+  if (other_stream) stream.synchronize();
+  if (dst_on_device) {
+    b.copy_to_device(dst, src, bytes);
+    if (other_stream) b.synchronize(b.default_stream());
+  } else {
+    b.copy_to_host(dst, src, bytes);
   }
 }
 
+void fill_bytes(Stream& stream, void* dst, int value, size_t bytes) {
+  if (bytes) stream.backend().fill(dst, value, bytes, stream);
+}
+
 void fill_bytes(const Device& device, void* dst, int value, size_t bytes) {
-  if (bytes == 0) return;
-  Backend& b = backend_for(device);
-  b.fill(dst, value, bytes, b.default_stream());
+  fill_bytes(backend_for(device).default_stream(), dst, value, bytes);
 }
 
 }  // namespace detail
@@ -143,27 +157,45 @@ void check_dense(const TensorView& v, const char* what) {
 
 // On backends whose handles are addresses (CPU, CUDA) a view's bytes start at address().
 void copy_view_to_view(const Device& device, const TensorView& dst, const TensorView& src) {
-  check_dense(dst, "copy_view_to_view");
-  check_dense(src, "copy_view_to_view");
-  TESSERA_CHECK(dst.bytes() == src.bytes(), "copy_view_to_view: {} bytes into {}", src.bytes(), dst.bytes());
-  detail::copy_bytes(device, dst.address(), src.address(), src.bytes(), true, true);
+  Stream& stream = backend_for(device).default_stream();
+  copy_view_to_view(stream, dst, src);
+  stream.synchronize();  // callers expect the copy done on return
 }
 
 void upload_to_view(const Device& device, const TensorView& dst, const void* host, size_t bytes) {
-  check_dense(dst, "upload_to_view");
-  TESSERA_CHECK(bytes <= dst.bytes(), "upload of {} bytes into a view of {}", bytes, dst.bytes());
-  detail::copy_bytes(device, dst.address(), host, bytes, true, false);
+  upload_to_view(backend_for(device).default_stream(), dst, host, bytes);
 }
 
 void download_from_view(const Device& device, void* host, const TensorView& src, size_t bytes) {
-  check_dense(src, "download_from_view");
-  TESSERA_CHECK(bytes <= src.bytes(), "download of {} bytes from a view of {}", bytes, src.bytes());
-  detail::copy_bytes(device, host, src.address(), bytes, false, true);
+  download_from_view(backend_for(device).default_stream(), host, src, bytes);
 }
 
 void zero_view_bytes(const Device& device, const TensorView& dst) {
+  zero_view_bytes(backend_for(device).default_stream(), dst);
+}
+
+void copy_view_to_view(Stream& stream, const TensorView& dst, const TensorView& src) {
+  check_dense(dst, "copy_view_to_view");
+  check_dense(src, "copy_view_to_view");
+  TESSERA_CHECK(dst.bytes() == src.bytes(), "copy_view_to_view: {} bytes into {}", src.bytes(), dst.bytes());
+  detail::copy_bytes(stream, dst.address(), src.address(), src.bytes(), true, true);
+}
+
+void upload_to_view(Stream& stream, const TensorView& dst, const void* host, size_t bytes) {
+  check_dense(dst, "upload_to_view");
+  TESSERA_CHECK(bytes <= dst.bytes(), "upload of {} bytes into a view of {}", bytes, dst.bytes());
+  detail::copy_bytes(stream, dst.address(), host, bytes, true, false);
+}
+
+void download_from_view(Stream& stream, void* host, const TensorView& src, size_t bytes) {
+  check_dense(src, "download_from_view");
+  TESSERA_CHECK(bytes <= src.bytes(), "download of {} bytes from a view of {}", bytes, src.bytes());
+  detail::copy_bytes(stream, host, src.address(), bytes, false, true);
+}
+
+void zero_view_bytes(Stream& stream, const TensorView& dst) {
   check_dense(dst, "zero_view_bytes");
-  detail::fill_bytes(device, dst.address(), 0, dst.bytes());
+  detail::fill_bytes(stream, dst.address(), 0, dst.bytes());
 }
 
 }  // namespace tessera

@@ -18,29 +18,35 @@ namespace tessera::nerf {
 
 Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box,
                         Device device) {
+  return extract_isosurface(field, res, threshold, box, backend_for(device).default_stream());
+}
+
+Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box,
+                        Stream& stream) {
+  const Device device = stream.backend().device();
   TESSERA_CHECK(res >= 2 && res <= 1024 && field.size() == size_t(res) * res * res,
                 "extract_isosurface: {} values for a {}^3 lattice (2 to 1024 a side)", field.size(), res);
   TESSERA_CHECK(std::isfinite(threshold), "extract_isosurface: the threshold {} is not finite", threshold);
   const size_t points = size_t(res) * res * res, cubes = size_t(res - 1) * (res - 1) * (res - 1);
   Buffer<float> values(device, points);
-  values.copy_from_host(field);
+  values.copy_from_host(stream, field);
   Buffer<uint8_t> crossings(device, points);
   Buffer<uint32_t> vertex_first(device, points + 1), triangle_first(device, cubes + 1);
-  ops::call<ops::IsosurfaceCount>(device, values.view(), res, threshold, crossings.view(), vertex_first.view(),
+  ops::call<ops::IsosurfaceCount>(stream, values.view(), res, threshold, crossings.view(), vertex_first.view(),
                                   triangle_first.view());
   // The totals are the prefix sums' last entries.
   uint32_t n_vertices = 0, n_triangles = 0;
-  detail::copy_bytes(device, &n_vertices, vertex_first.data() + points, sizeof n_vertices, false, true);
-  detail::copy_bytes(device, &n_triangles, triangle_first.data() + cubes, sizeof n_triangles, false, true);
+  detail::copy_bytes(stream, &n_vertices, vertex_first.data() + points, sizeof n_vertices, false, true);
+  detail::copy_bytes(stream, &n_triangles, triangle_first.data() + cubes, sizeof n_triangles, false, true);
   Mesh mesh;
   if (n_triangles == 0) return mesh;
   Buffer<float> positions(device, size_t(n_vertices) * 3), normals(device, size_t(n_vertices) * 3);
   Buffer<uint32_t> triangles(device, size_t(n_triangles) * 3);
-  ops::call<ops::IsosurfaceEmit>(device, values.view(), res, threshold, box, crossings.view(), vertex_first.view(),
+  ops::call<ops::IsosurfaceEmit>(stream, values.view(), res, threshold, box, crossings.view(), vertex_first.view(),
                                  triangle_first.view(), positions.view(), normals.view(), triangles.view());
-  mesh.positions = positions.to_host();
-  mesh.normals = normals.to_host();
-  mesh.triangles = triangles.to_host();
+  mesh.positions = positions.to_host(stream);
+  mesh.normals = normals.to_host(stream);
+  mesh.triangles = triangles.to_host(stream);
   return mesh;
 }
 
@@ -105,7 +111,7 @@ Mesh nerf_mesh(NerfTrainer& trainer, const MeshOptions& o, MeshTimes* times) {
   }
   t.density_seconds = clock.seconds();
   clock = Stopwatch();
-  Mesh mesh = extract_isosurface(field, res, o.threshold, box, trainer.device());
+  Mesh mesh = extract_isosurface(field, res, o.threshold, box, trainer.stream());
   t.extract_seconds = clock.seconds();
   clock = Stopwatch();
   if (o.colours && mesh.n_vertices()) {

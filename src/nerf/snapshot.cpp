@@ -98,7 +98,7 @@ std::unique_ptr<NerfTrainer> load_version1(BinaryReader& in, const Json& header,
   for (size_t i = 0; i < params.size(); ++i)
     TESSERA_CHECK(std::isfinite(params[i]), "{} holds a non-finite parameter ({} at index {})", where, params[i], i);
   check_grid(grid, where);
-  upload_to_view(device, trainer->model().params(), params.data(), params.size() * sizeof(float));
+  upload_to_view(trainer->stream(), trainer->model().params(), params.data(), params.size() * sizeof(float));
   trainer->model().params_changed();
   trainer->set_grid_density(grid);
   return trainer;

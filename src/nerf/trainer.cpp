@@ -131,7 +131,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   grid_density_ = Buffer<float>(device, cells);
   grid_density_.zero();
   // Cells no training camera sees are never marched through (instant-ngp).
-  if (!train_.frames.empty()) ops::call<ops::NerfMarkUntrained>(device_, scene(), grid_density_.view());
+  if (!train_.frames.empty()) ops::call<ops::NerfMarkUntrained>(stream(), scene(), grid_density_.view());
   grid_scratch_ = Buffer<float>(device, cells);
   grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
   std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update
@@ -176,13 +176,13 @@ void NerfTrainer::update_grid() {
     const uint32_t count = std::min(kChunk, n - first);
     const uint32_t u = first < n_uniform ? std::min(count, n_uniform - first) : 0;
     const TensorView samples = samples_.matrix(count, ops::kNerfInputWidth);
-    ops::call<ops::NerfGridSamples>(device_, scene(), u, count - u, hash_u32(seed + first),
+    ops::call<ops::NerfGridSamples>(stream(), scene(), u, count - u, hash_u32(seed + first),
                                     grid_cells_.view(first, count), samples);
     const TensorView outputs = outputs_.matrix(count, kDensityOutputs);
     density_->inference(samples.columns(0, 3), outputs);
-    ops::call<ops::MatrixAxpby>(device_, 1.0f, outputs.columns(0, 1), 0.0f, grid_values_.view(first, count).as_column());
+    ops::call<ops::MatrixAxpby>(stream(), 1.0f, outputs.columns(0, 1), 0.0f, grid_values_.view(first, count).as_column());
   }
-  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.view(0, n),
+  ops::call<ops::NerfGridUpdate>(stream(), train_.n_cascades, grid_cells_.view(0, n),
                                  grid_values_.view(0, n).as_column(), options_.grid_decay, grid_density_.view(),
                                  grid_scratch_.view(), grid_bitfield_.view());
 }
@@ -193,13 +193,13 @@ void NerfTrainer::step() {
   auto clock = std::chrono::steady_clock::now();
   auto mark = [&](double& phase) {
     if (!profiling_) return;
-    backend_for(device_).synchronize_all();
+    stream().synchronize();
     const auto now = std::chrono::steady_clock::now();
     phase += std::chrono::duration<double, std::milli>(now - clock).count();
     clock = now;
   };
   if (profiling_) {
-    backend_for(device_).synchronize_all();
+    stream().synchronize();
     clock = std::chrono::steady_clock::now();
     ++times_.steps;
   }
@@ -215,10 +215,10 @@ void NerfTrainer::step() {
   sel.snap_to_pixel_centres = options_.snap_to_pixel_centers;
   sel.n_rays = n_rays_;
   sel.seed = hash_u32(seed_ ^ hash_u32(uint32_t(step_)));
-  ops::call<ops::NerfMarchRays>(device_, scene(), sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
+  ops::call<ops::NerfMarchRays>(stream(), scene(), sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
                                 dt_.view(0, max_samples), counters_.view(0, 2));
   uint32_t counts[2];
-  counters_.copy_to_host(counts, 2);
+  counters_.copy_to_host(stream(), counts, 2);
   mark(times_.march);
   samples_requested_ = counts[0], samples_written_ = std::min(counts[1], max_samples), n_rays_last_ = n_rays_;
   ++step_;
@@ -238,11 +238,11 @@ void NerfTrainer::step() {
   mark(times_.inference);
   compact_samples_.ensure(size_t(n) * ops::kNerfInputWidth);
   compact_dt_.ensure(n);
-  compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(device_, n_rays));
-  ops::call<ops::NerfCompactSamples>(device_, rays_.view(), n_rays, densities.columns(0, 1), samples,
+  compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(stream(), n_rays));
+  ops::call<ops::NerfCompactSamples>(stream(), rays_.view(), n_rays, densities.columns(0, 1), samples,
                                      dt_.view(0, n), compact_samples_.matrix(n, ops::kNerfInputWidth),
                                      compact_dt_.view(0, n), counters_.view(2, 1), compact_scratch_.view());
-  download_from_view(device_, counts, counters_.view(2, 1), sizeof(uint32_t));
+  download_from_view(stream(), counts, counters_.view(2, 1), sizeof(uint32_t));
   mark(times_.compaction);
   samples_compacted_ = counts[0];
   // Next step's rays: as many as make target_samples at this step's trained samples per ray.
@@ -256,13 +256,13 @@ void NerfTrainer::step() {
   // The whole model on the compacted samples; its output composited along each ray (volume
   // rendering, loss and dL/d(output)), then backward and the optimizer.
   const uint32_t c = samples_compacted_;
-  loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(device_, n_rays));
+  loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(stream(), n_rays));
   model_->training_step_async(
       compact_samples_.matrix(c, ops::kNerfInputWidth),
       [&](nn::ConstView outputs, nn::View dL_doutputs, const TensorView& state) {
         mark(times_.model_forward);
         const ops::NerfImages images{images_.data(), options_.linear_colors, options_.srgb_compositing};
-        ops::call<ops::NerfCompositeTrain>(device_, scene(), images, rays_.view(), n_rays, outputs,
+        ops::call<ops::NerfCompositeTrain>(stream(), scene(), images, rays_.view(), n_rays, outputs,
                                            compact_dt_.view(0, c), loss_, sel.seed, dL_doutputs,
                                            loss_partials_.view(), state);
         mark(times_.rendering);
@@ -279,19 +279,19 @@ void NerfTrainer::restore_progress(const Progress& p) {
   n_rays_ = std::clamp(p.rays_per_step, 1u, options_.target_samples);
 }
 
-std::vector<float> NerfTrainer::grid_density() { return grid_density_.to_host(); }
+std::vector<float> NerfTrainer::grid_density() { return grid_density_.to_host(stream()); }
 
 void NerfTrainer::set_grid_density(const std::vector<float>& density) {
   TESSERA_CHECK(density.size() == grid_density_.size(), "occupancy grid: {} values for {} cells", density.size(),
                 grid_density_.size());
-  grid_density_.copy_from_host(density);
+  grid_density_.copy_from_host(stream(), density);
   // No new samples and no decay: recomputes the bitfield from the densities as they are.
-  ops::call<ops::NerfGridUpdate>(device_, train_.n_cascades, grid_cells_.view(0, 0), grid_values_.view(0, 0).as_column(),
+  ops::call<ops::NerfGridUpdate>(stream(), train_.n_cascades, grid_cells_.view(0, 0), grid_values_.view(0, 0).as_column(),
                                  1.0f, grid_density_.view(), grid_scratch_.view(), grid_bitfield_.view());
 }
 
 float NerfTrainer::occupied_fraction() {
-  const std::vector<uint8_t> bits = grid_bitfield_.to_host();
+  const std::vector<uint8_t> bits = grid_bitfield_.to_host(stream());
   size_t n = 0;
   for (uint8_t b : bits) n += size_t(__builtin_popcount(b));
   return float(double(n) / (double(bits.size()) * 8.0));
@@ -316,7 +316,7 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
   const uint32_t n_pixels = img.width * img.height;
   img.rgba.resize(size_t(n_pixels) * 4);
   Buffer<FrameView> frame(device_, 1);
-  frame.copy_from_host(&camera, 1);
+  frame.copy_from_host(stream(), &camera, 1);
   ops::NerfScene sc = scene();
   sc.frames = frame.data();
   sc.n_frames = 1;
@@ -338,10 +338,10 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
     sel.n_rays = count;
     sel.frame = 0;
     sel.first_pixel = first;
-    ops::call<ops::NerfMarchRays>(device_, sc, sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
+    ops::call<ops::NerfMarchRays>(stream(), sc, sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
                                   dt_.view(0, max_samples), counters_.view(0, 2));
     uint32_t counts[2];
-    counters_.copy_to_host(counts, 2);
+    counters_.copy_to_host(stream(), counts, 2);
     if (counts[0] > max_samples) {  // some rays did not fit: fewer rays per chunk
       TESSERA_CHECK(chunk > 1, "render: one ray has more samples than fit a chunk");
       chunk /= 2;
@@ -350,9 +350,9 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
     const uint32_t n_samples = std::min(counts[0], max_samples);
     const TensorView outputs = outputs_.matrix(n_samples, ops::kNerfOutputWidth);
     if (n_samples > 0) model_->inference(samples_.matrix(n_samples, ops::kNerfInputWidth), outputs);
-    ops::call<ops::NerfCompositeRender>(device_, rays_.view(), count, outputs, dt_.view(0, n_samples), background,
+    ops::call<ops::NerfCompositeRender>(stream(), rays_.view(), count, outputs, dt_.view(0, n_samples), background,
                                         rgba.view());
-    rgba.copy_to_host(img.rgba.data() + size_t(first) * 4, size_t(count) * 4);
+    rgba.copy_to_host(stream(), img.rgba.data() + size_t(first) * 4, size_t(count) * 4);
     first += count;
   }
   return img;
@@ -368,12 +368,12 @@ std::vector<float> NerfTrainer::density_at(const std::vector<float>& positions) 
       raw(device_, std::min(n, kChunk));
   for (size_t first = 0; first < n; first += kChunk) {
     const size_t count = std::min(kChunk, n - first);
-    input.copy_from_host(positions.data() + first * 3, count * 3);
+    input.copy_from_host(stream(), positions.data() + first * 3, count * 3);
     const TensorView out = output.matrix(count, kDensityOutputs);
     density_->inference(input.matrix(count, 3), out);
     // Only the density column comes back (a 16th of the output).
-    ops::call<ops::MatrixAxpby>(device_, 1.0f, out.columns(0, 1), 0.0f, raw.view(0, count).as_column());
-    raw.copy_to_host(density.data() + first, count);
+    ops::call<ops::MatrixAxpby>(stream(), 1.0f, out.columns(0, 1), 0.0f, raw.view(0, count).as_column());
+    raw.copy_to_host(stream(), density.data() + first, count);
   }
   for (float& d : density) d = ops::nerf::density_activation(d);
   return density;
@@ -396,9 +396,9 @@ std::vector<float> NerfTrainer::colour_at(const std::vector<float>& positions, c
         rows[i * ops::kNerfInputWidth + k] = positions[(first + i) * 3 + k];
         rows[i * ops::kNerfInputWidth + 3 + k] = 0.5f * (directions[(first + i) * 3 + k] + 1.0f);  // as marched
       }
-    input.copy_from_host(rows.data(), count * ops::kNerfInputWidth);
+    input.copy_from_host(stream(), rows.data(), count * ops::kNerfInputWidth);
     model_->inference(input.matrix(count, ops::kNerfInputWidth), output.matrix(count, ops::kNerfOutputWidth));
-    output.copy_to_host(raw.data(), count * ops::kNerfOutputWidth);
+    output.copy_to_host(stream(), raw.data(), count * ops::kNerfOutputWidth);
     for (size_t i = 0; i < count; ++i)
       for (int k = 0; k < 3; ++k) {
         const float c = ops::nerf::sigmoid(raw[i * ops::kNerfOutputWidth + k]);

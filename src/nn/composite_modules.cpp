@@ -52,6 +52,10 @@ class CompositeBase : public Module {
   void bind_train_state(const TensorView& state) override {
     for (Module* c : children_) c->bind_train_state(state);
   }
+  void set_stream(Stream& stream) override {
+    Module::set_stream(stream);
+    for (Module* c : children_) c->set_stream(stream);
+  }
   Module* child(size_t i) override { return i < children_.size() ? children_[i] : nullptr; }
 
  protected:
@@ -243,7 +247,7 @@ class Parallel final : public CompositeBase {
     CompositeContext& ctx = composite_context(base, "Parallel");
     check_shapes("Parallel backward", in, dL_dout);
     if (!dL_din.empty())
-      for (const auto& [first, count] : uncovered_) detail::zero_view(device_, dL_din.columns(first, count));
+      for (const auto& [first, count] : uncovered_) detail::zero_view(stream(), dL_din.columns(first, count));
     for (size_t i = 0; i < branches_.size(); ++i) {
       Module& m = *branches_[i].module;
       const ConstView g = dL_dout.columns(out_offset_[i], m.output_width());
@@ -254,7 +258,7 @@ class Parallel final : public CompositeBase {
       } else {
         View dx = detail::scratch_view(scratch_[i], in.rows(), m.input_width());
         m.backward(*ctx.children[i], branch_input(in, i), g, dx, mode);
-        detail::copy_view(device_, dx, branch_input(dL_din, i), 1.0f);
+        detail::copy_view(stream(), dx, branch_input(dL_din, i), 1.0f);
       }
     }
   }

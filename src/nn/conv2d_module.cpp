@@ -80,7 +80,7 @@ class Conv2dModule final : public Module {
     Pcg32 rng(seed, 0x2545f4914f6cdd1dULL);
     const float bound = std::sqrt(6.0f / float(desc_.C / desc_.groups * desc_.R * desc_.S));
     for (size_t i = 0; i < n_filter_params(); ++i) host[i] = rng.uniform(-bound, bound);
-    upload_to_view(device_, p_.params, host.data(), host.size() * sizeof(float));
+    upload_to_view(stream(), p_.params, host.data(), host.size() * sizeof(float));
   }
 
   void inference(ConstView in, View out) override {
@@ -107,28 +107,28 @@ class Conv2dModule final : public Module {
     d.N = uint32_t(batch);
     // dz = dL/dy * act'(y), contiguous [batch, K * P * Q].
     const View dz = detail::scratch_view(dz_, batch, output_width());
-    detail::copy_view(device_, dL_dout, dz, 0.0f);
+    detail::copy_view(stream(), dL_dout, dz, 0.0f);
     if (c_.activation != Activation::None)
-      ops::call<ops::ActivationBackward>(device_, c_.activation, y_.view(0, dz.numel()), flat(dz), flat(dz));
+      ops::call<ops::ActivationBackward>(stream(), c_.activation, y_.view(0, dz.numel()), flat(dz), flat(dz));
     const ConstView x = contiguous_input(in);
     const TensorView dw = p_.gradients.slice(0, 0, n_filter_params()),
                      dbias = p_.gradients.slice(0, n_filter_params(), c_.out_channels);
     if (mode == GradientMode::overwrite) {
-      ops::call<ops::Conv2dBackwardWeight>(device_, d, flat(x), flat(dz), dw, dbias);
+      ops::call<ops::Conv2dBackwardWeight>(stream(), d, flat(x), flat(dz), dw, dbias);
     } else {
       scratch_.ensure(n_params());
       const TensorView s = scratch_.view(0, n_params());
-      ops::call<ops::Conv2dBackwardWeight>(device_, d, flat(x), flat(dz), s.slice(0, 0, n_filter_params()),
+      ops::call<ops::Conv2dBackwardWeight>(stream(), d, flat(x), flat(dz), s.slice(0, 0, n_filter_params()),
                                            s.slice(0, n_filter_params(), c_.out_channels));
-      detail::copy_view(device_, s.as_column(), p_.gradients.as_column(), 1.0f);
+      detail::copy_view(stream(), s.as_column(), p_.gradients.as_column(), 1.0f);
     }
     if (dL_din.empty()) return;
     if (dL_din.contiguous()) {
-      ops::call<ops::Conv2dBackwardData>(device_, d, Activation::None, flat(dz), weights(), TensorView(), flat(dL_din));
+      ops::call<ops::Conv2dBackwardData>(stream(), d, Activation::None, flat(dz), weights(), TensorView(), flat(dL_din));
     } else {
       const View tmp = detail::scratch_view(din_, batch, input_width());
-      ops::call<ops::Conv2dBackwardData>(device_, d, Activation::None, flat(dz), weights(), TensorView(), flat(tmp));
-      detail::copy_view(device_, tmp, dL_din, 0.0f);
+      ops::call<ops::Conv2dBackwardData>(stream(), d, Activation::None, flat(dz), weights(), TensorView(), flat(tmp));
+      detail::copy_view(stream(), tmp, dL_din, 0.0f);
     }
   }
 
@@ -138,7 +138,7 @@ class Conv2dModule final : public Module {
   ConstView contiguous_input(ConstView in) {
     if (in.contiguous()) return in;
     const View copy = detail::scratch_view(in_copy_, in.rows(), input_width());
-    detail::copy_view(device_, in, copy, 0.0f);
+    detail::copy_view(stream(), in, copy, 0.0f);
     return copy;
   }
   // y_ keeps the output (the activation derivative reads it in backward); out gets a copy.
@@ -150,9 +150,9 @@ class Conv2dModule final : public Module {
     d.N = uint32_t(batch);
     const ConstView x = contiguous_input(in);
     const View y = detail::scratch_view(y_, batch, output_width());
-    ops::call<ops::Conv2dForward>(device_, d, c_.activation, flat(x), weights(),
+    ops::call<ops::Conv2dForward>(stream(), d, c_.activation, flat(x), weights(),
                                   p_.params.slice(0, n_filter_params(), c_.out_channels), flat(y));
-    detail::copy_view(device_, y, out, 0.0f);
+    detail::copy_view(stream(), y, out, 0.0f);
   }
 
   Conv2dConfig c_;

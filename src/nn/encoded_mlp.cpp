@@ -42,7 +42,7 @@ bool EncodedMlp::fused_training_step(ConstView in, ConstView target, const LossP
   if (!contiguous_f32(in) || !contiguous_f32(target) || in.rows() == 0) return false;
   const size_t batch = in.rows();
   if (grid_in_kernel(batch, true)) {  // the kernel adds the grid's gradient: start from zero
-    if (encoding_.n_params()) zero_view_bytes(mlp_.device(), encoding_.tables().gradients);
+    if (encoding_.n_params()) zero_view_bytes(mlp_.stream(), encoding_.tables().gradients);
     mlp_.fused_training_step_grid_input(grid_views(), in, target, loss);
     return true;
   }

@@ -18,12 +18,12 @@ void Encoding::initialize(uint64_t seed) {
   std::vector<float> host(n_params());
   Pcg32 rng(seed, 0x9e3779b97f4a7c15ULL);
   initialize_tables(host.data(), rng);
-  upload_to_view(device_, p_.params, host.data(), host.size() * sizeof(float));
+  upload_to_view(stream(), p_.params, host.data(), host.size() * sizeof(float));
   params_changed();
 }
 
 void Encoding::params_changed() {
-  detail::refresh_half(device_, p_, n_params());
+  detail::refresh_half(stream(), p_, n_params());
 }
 
 void Encoding::inference(ConstView in, View out) {
@@ -42,7 +42,7 @@ void Encoding::backward(ModuleContext&, ConstView in, ConstView dL_dout, View dL
   check_shapes("encoding backward", in, dL_dout);
   if (n_params()) {
     TESSERA_CHECK(p_.bound(), "encoding: parameters are not bound");
-    if (mode == GradientMode::overwrite) zero_view_bytes(device_, p_.gradients);
+    if (mode == GradientMode::overwrite) zero_view_bytes(stream(), p_.gradients);
   }
   if (in.rows() == 0 || (!n_params() && dL_din.empty())) return;
   encode_backward(in, dL_dout, dL_din);
@@ -72,9 +72,9 @@ class ElementwiseEncoding final : public Encoding {
   }
 
  protected:
-  void encode(ConstView in, View out) override { ops::call<ops::ElementwiseEncode>(device_, e_, in, out); }
+  void encode(ConstView in, View out) override { ops::call<ops::ElementwiseEncode>(stream(), e_, in, out); }
   void encode_backward(ConstView in, ConstView dL_dout, View dL_din) override {
-    if (!dL_din.empty()) ops::call<ops::ElementwiseEncodeBackward>(device_, e_, in, dL_dout, dL_din);
+    if (!dL_din.empty()) ops::call<ops::ElementwiseEncodeBackward>(stream(), e_, in, dL_dout, dL_din);
   }
 
  private:
@@ -98,11 +98,11 @@ class GridEncoding final : public Encoding {
     for (size_t i = 0; i < n_params(); ++i) host[i] = rng.uniform(-ops::kGridInitRange, ops::kGridInitRange);
   }
   void encode(ConstView in, View out) override {
-    if (out.dtype == DType::f16) ops::call<ops::GridEncodeHalf>(device_, g_, p_.params, p_.params_half, in, out);
-    else ops::call<ops::GridEncode>(device_, g_, p_.params, p_.params_half, in, out);
+    if (out.dtype == DType::f16) ops::call<ops::GridEncodeHalf>(stream(), g_, p_.params, p_.params_half, in, out);
+    else ops::call<ops::GridEncode>(stream(), g_, p_.params, p_.params_half, in, out);
   }
   void encode_backward(ConstView in, ConstView dL_dout, View dL_din) override {
-    ops::call<ops::GridEncodeBackward>(device_, g_, p_.params, p_.params_half, in, dL_dout, p_.gradients, dL_din);
+    ops::call<ops::GridEncodeBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, p_.gradients, dL_din);
   }
 
  private:

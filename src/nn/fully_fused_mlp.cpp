@@ -131,6 +131,11 @@ void FullyFusedMlp::check_bound(const char* what) const {
                 cfg_.otype, what);
 }
 
+void FullyFusedMlp::set_stream(Stream& stream) {
+  Module::set_stream(stream);
+  if (gemm_) gemm_->set_stream(stream);
+}
+
 void FullyFusedMlp::bind_train_state(const TensorView& state) {
   TESSERA_CHECK(state.bytes() >= sizeof(ops::TrainState), "{}: no train state to bind", cfg_.otype);
   state_ = state;
@@ -160,12 +165,12 @@ void FullyFusedMlp::initialize(uint64_t seed) {
         w[size_t(o) * s.layer_in(l) + i] =
             cfg_.init == Initialization::He ? he_std * rng.normal() : rng.uniform(-xavier, xavier);
   }
-  upload_to_view(device_, p_.params, host.data(), host.size() * sizeof(float));
+  upload_to_view(stream(), p_.params, host.data(), host.size() * sizeof(float));
   params_changed();
 }
 
 void FullyFusedMlp::params_changed() {
-  if (!p_.params_half.empty()) ops::call<ops::ConvertToHalf>(device_, p_.params, p_.params_half);
+  if (!p_.params_half.empty()) ops::call<ops::ConvertToHalf>(stream(), p_.params, p_.params_half);
 }
 
 void FullyFusedMlp::inference(ConstView in, View out) {
@@ -175,7 +180,7 @@ void FullyFusedMlp::inference(ConstView in, View out) {
   const ConstView x = in.dtype == DType::f16 ? in : contiguous_input(in);
   View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
   run_inference(x, y);
-  if (!out.contiguous()) detail::copy_view(device_, y, out, 0.0f);
+  if (!out.contiguous()) detail::copy_view(stream(), y, out, 0.0f);
 }
 
 std::unique_ptr<ModuleContext> FullyFusedMlp::forward(ConstView in, View out) {
@@ -184,7 +189,7 @@ std::unique_ptr<ModuleContext> FullyFusedMlp::forward(ConstView in, View out) {
   const ConstView x = in.dtype == DType::f16 ? in : contiguous_input(in);
   View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
   auto ctx = run_forward(x, y);
-  if (!out.contiguous()) detail::copy_view(device_, y, out, 0.0f);
+  if (!out.contiguous()) detail::copy_view(stream(), y, out, 0.0f);
   return ctx;
 }
 
@@ -201,18 +206,18 @@ void FullyFusedMlp::backward(ModuleContext& ctx, ConstView in, ConstView dL_dout
   ConstView dy = dL_dout;
   if (!dL_dout.contiguous()) {
     dy = detail::scratch_view(dout_stage_, dL_dout.rows(), uint32_t(dL_dout.cols()));
-    detail::copy_view(device_, dL_dout, dy, 0.0f);
+    detail::copy_view(stream(), dL_dout, dy, 0.0f);
   }
   View dx = dL_din.empty() || dL_din.contiguous() ? dL_din
                                                   : detail::scratch_view(din_stage_, in.rows(), uint32_t(in.cols()));
   run_backward(ctx, dy, dx, mode);
-  if (!dL_din.empty() && !dL_din.contiguous()) detail::copy_view(device_, dx, dL_din, 0.0f);
+  if (!dL_din.empty() && !dL_din.contiguous()) detail::copy_view(stream(), dx, dL_din, 0.0f);
 }
 
 ConstView FullyFusedMlp::contiguous_input(ConstView in) {
   if (in.contiguous()) return in;
   View staged = detail::scratch_view(in_stage_, in.rows(), uint32_t(in.cols()));
-  detail::copy_view(device_, in, staged, 0.0f);
+  detail::copy_view(stream(), in, staged, 0.0f);
   return staged;
 }
 
@@ -225,7 +230,7 @@ void FullyFusedMlp::run_inference(ConstView input, View output) {
                                           input.data<const float>(), batch, output.data<float>(), nullptr);
     case Path::gemm: return gemm_->forward(p_.params, input, output, false);
     case Path::fused:
-      return ops::call<ops::FusedMlpInference>(device_, cfg_.shape, cfg_.activations, p_.params_half, input, output,
+      return ops::call<ops::FusedMlpInference>(stream(), cfg_.shape, cfg_.activations, p_.params_half, input, output,
                                                kernel_options_);
   }
 }
@@ -272,7 +277,7 @@ void FullyFusedMlp::run_backward(ModuleContext& base, ConstView dL_doutput, View
   ops::FusedMlpTrainArgs a = fused_args(ctx->input, dL_dinput, mode);
   a.dL_doutput = dL_doutput;
   a.settle = false;  // the model settles once for all its pieces
-  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
+  ops::call<ops::FusedMlpTrain>(stream(), cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
 ops::FusedMlpTrainArgs FullyFusedMlp::fused_args(ConstView input, View dL_dinput, GradientMode mode) const {
@@ -288,19 +293,19 @@ ops::FusedMlpTrainArgs FullyFusedMlp::fused_args(ConstView input, View dL_dinput
 }
 
 bool FullyFusedMlp::accepts_half_input(size_t batch, bool training) const {
-  return path_ == Path::fused && ops::call<ops::FusedMlpAcceptsHalfInput>(device_, cfg_.shape, cfg_.activations, batch,
+  return path_ == Path::fused && ops::call<ops::FusedMlpAcceptsHalfInput>(stream(), cfg_.shape, cfg_.activations, batch,
                                                                           training, kernel_options_);
 }
 
 bool FullyFusedMlp::accepts_grid_input(const ops::GridLayout& grid, size_t batch, bool training) const {
   return path_ == Path::fused && backend_for(device_).supports<ops::FusedMlpAcceptsGridInput>() &&
-         ops::call<ops::FusedMlpAcceptsGridInput>(device_, cfg_.shape, cfg_.activations, grid, batch, training,
+         ops::call<ops::FusedMlpAcceptsGridInput>(stream(), cfg_.shape, cfg_.activations, grid, batch, training,
                                                   kernel_options_);
 }
 
 void FullyFusedMlp::inference_grid_input(const ops::FusedGridInputViews& grid, ConstView coords, View output) {
   check_bound("inference");
-  ops::call<ops::FusedMlpInferenceGridInput>(device_, cfg_.shape, cfg_.activations, p_.params_half, grid, coords,
+  ops::call<ops::FusedMlpInferenceGridInput>(stream(), cfg_.shape, cfg_.activations, p_.params_half, grid, coords,
                                              output, kernel_options_);
 }
 
@@ -311,7 +316,7 @@ void FullyFusedMlp::fused_training_step_grid_input(const ops::FusedGridInputView
   a.grid = grid;
   a.target = target;
   a.loss = loss;
-  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
+  ops::call<ops::FusedMlpTrain>(stream(), cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
 bool FullyFusedMlp::fused_training_step(ConstView in, ConstView target, const LossParams& loss) {
@@ -351,7 +356,7 @@ void FullyFusedMlp::fused_training_step(ConstView input, ConstView target, const
   ops::FusedMlpTrainArgs a = fused_args(input, dL_dinput, GradientMode::overwrite);
   a.target = target;
   a.loss = loss;
-  ops::call<ops::FusedMlpTrain>(device_, cfg_.shape, cfg_.activations, a, fused_ws_);
+  ops::call<ops::FusedMlpTrain>(stream(), cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
 }  // namespace tessera::nn

@@ -10,7 +10,8 @@
 namespace tessera::nn {
 
 MlpGemmPath::MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, Device device)
-    : s_(shape), acts_(acts), device_(device), half_(ops::supported<ops::ActivationForwardHalf>(device)),
+    : s_(shape), acts_(acts), device_(device), stream_(&backend_for(device).default_stream()),
+      half_(ops::supported<ops::ActivationForwardHalf>(device)),
       w16_(device, 0), x16_(device, 0), dz16_(device, 0), dz16b_(device, 0), dx_(device, 0), y_out_(device, 0),
       grad_scaled_(device, 0), dL_doutput_(device, 0), loss_partials_(device, 0), x32_(device, 0), dz32_(device, 0),
       dz32b_(device, 0) {
@@ -35,7 +36,7 @@ namespace {
 
 // C [M, N] (fp32, row-major, ldc) = op(A) op(B) + beta C, A and B row-major views of type
 // `in`: for fp16 the backend's tensor-core GEMM (wgmma on Hopper, WMMA elsewhere).
-void gemm(Device device, DType in, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+void gemm(Stream& stream, DType in, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
           const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc, float beta = 0.0f) {
   ops::GemmDesc d;
   d.M = M, d.N = N, d.K = K;
@@ -43,12 +44,12 @@ void gemm(Device device, DType in, size_t M, size_t N, size_t K, const TensorVie
   d.a = {in, ops::Layout::row_major, ta, lda, 0};
   d.b = {in, ops::Layout::row_major, tb, ldb, 0};
   d.c = {DType::f32, ops::Layout::row_major, false, ldc, 0};
-  ops::call<ops::Gemm>(device, d, A, B, C);
+  ops::call<ops::Gemm>(stream, d, A, B, C);
 }
 
-void gemm_f16(Device device, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
+void gemm_f16(Stream& stream, size_t M, size_t N, size_t K, const TensorView& A, size_t lda, bool ta,
               const TensorView& B, size_t ldb, bool tb, const TensorView& C, size_t ldc) {
-  gemm(device, DType::f16, M, N, K, A, lda, ta, B, ldb, tb, C, ldc);
+  gemm(stream, DType::f16, M, N, K, A, lda, ta, B, ldb, tb, C, ldc);
 }
 
 Activation layer_activation(const MlpShape& s, ops::MlpActivations a, uint32_t l) {
@@ -75,7 +76,7 @@ void MlpGemmPath::gemm_epilogue(DType type, size_t M, size_t N, size_t K, const 
   d.a = {type, ops::Layout::row_major, ta, lda, 0};
   d.b = {type, ops::Layout::row_major, tb, ldb, 0};
   d.c = {type, ops::Layout::row_major, false, ldc, 0};
-  ops::call<ops::GemmActivation>(device_, d, ops::GemmEpilogue{kind, act}, A, B, C, Y);
+  ops::call<ops::GemmActivation>(*stream_, d, ops::GemmEpilogue{kind, act}, A, B, C, Y);
 }
 
 TensorView MlpGemmPath::last_output(size_t n) const {
@@ -89,7 +90,7 @@ void MlpGemmPath::forward_f32(const TensorView& params, const TensorView& input,
   if (keep) {  // backward reads the input after the caller may have reused its buffer
     x32_.ensure(batch * s_.input_width);
     x = x32_.view(0, batch * s_.input_width);
-    copy_view_to_view(device_, x, input);
+    copy_view_to_view(*stream_, x, input);
   }
   size_t x_ld = s_.input_width;
   for (uint32_t l = 0; l < L; ++l) {
@@ -108,7 +109,7 @@ void MlpGemmPath::forward_f32(const TensorView& params, const TensorView& input,
     x_ld = out;
   }
   if (keep) batch_ = batch;
-  if (!output.empty() && keep) copy_view_to_view(device_, output, last_output(batch * s_.output_width));
+  if (!output.empty() && keep) copy_view_to_view(*stream_, output, last_output(batch * s_.output_width));
 }
 
 void MlpGemmPath::backward_f32(const TensorView& dL_doutput, const TensorView& grads, ops::GradientMode mode,
@@ -122,18 +123,18 @@ void MlpGemmPath::backward_f32(const TensorView& dL_doutput, const TensorView& g
   // Weights are read from the master copy: the parameters of the last forward().
   const TensorView& params = params_f32_;
   TensorView dz = dz32_.view(0, batch * s_.output_width);
-  ops::call<ops::ActivationBackward>(device_, acts_.output, last_output(dz.numel()), dL_doutput, dz);
+  ops::call<ops::ActivationBackward>(*stream_, acts_.output, last_output(dz.numel()), dL_doutput, dz);
   const float beta = mode == ops::GradientMode::accumulate ? 1.0f : 0.0f;
   for (int l = int(L) - 1; l >= 0; --l) {
     const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
     const TensorView x = l == 0 ? x32_.view(0, batch * in) : y32_[l - 1].view(0, batch * in);
     // dW [out, in] (ld in_pad) = dZ^T X, into the gradients (the padding is never written).
-    gemm(device_, DType::f32, out, in, batch, dz, out, true, x, in, false, from(grads, s_.layer_offset(l)),
+    gemm(*stream_, DType::f32, out, in, batch, dz, out, true, x, in, false, from(grads, s_.layer_offset(l)),
          s_.layer_in(l), beta);
     const TensorView w = from(params, s_.layer_offset(l));
     if (l == 0) {
       // dX [batch, in] = dZ W, W [out_pad, in_pad] with ld in_pad, K = out.
-      if (!dL_dinput.empty()) gemm(device_, DType::f32, batch, in, out, dz, out, false, w, s_.layer_in(l), false,
+      if (!dL_dinput.empty()) gemm(*stream_, DType::f32, batch, in, out, dz, out, false, w, s_.layer_in(l), false,
                                    dL_dinput, in);
       break;
     }
@@ -142,7 +143,7 @@ void MlpGemmPath::backward_f32(const TensorView& dL_doutput, const TensorView& g
                   ops::GemmEpilogueKind::activation_derivative, acts_.hidden, y32_[l - 1].view(0, batch * in));
     dz = next;
   }
-  if (settle) ops::call<ops::SettleStep>(device_, grads, state);
+  if (settle) ops::call<ops::SettleStep>(*stream_, grads, state);
 }
 
 void MlpGemmPath::forward(const TensorView& params, const TensorView& input, const TensorView& output, bool keep) {
@@ -153,9 +154,9 @@ void MlpGemmPath::forward(const TensorView& params, const TensorView& input, con
   const uint32_t L = s_.n_layers();
   const size_t batch = input.rows();
   w16_.ensure(s_.n_params());
-  ops::call<ops::ConvertToHalf>(device_, params, w16_.view(0, s_.n_params()));
+  ops::call<ops::ConvertToHalf>(*stream_, params, w16_.view(0, s_.n_params()));
   x16_.ensure(batch * s_.input_width);
-  ops::call<ops::ConvertToHalf>(device_, input, x16_.view(0, batch * s_.input_width));
+  ops::call<ops::ConvertToHalf>(*stream_, input, x16_.view(0, batch * s_.input_width));
   TensorView x = x16_.view(0, batch * s_.input_width);
   size_t x_ld = s_.input_width;
   const bool fused = hidden_fused();
@@ -175,7 +176,7 @@ void MlpGemmPath::forward(const TensorView& params, const TensorView& input, con
     }
     z_[l].ensure(batch * out);
     const TensorView z = z_[l].view(0, batch * out);
-    gemm_f16(device_, batch, out, in, x, x_ld, false, w, s_.layer_in(l), true, z, out);
+    gemm_f16(*stream_, batch, out, in, x, x_ld, false, w, s_.layer_in(l), true, z, out);
     TensorView y32;
     if (l + 1 == L) {
       if (!output.empty() && !keep) {
@@ -185,12 +186,12 @@ void MlpGemmPath::forward(const TensorView& params, const TensorView& input, con
         y32 = y_out_.view(0, batch * out);
       }
     }
-    ops::call<ops::ActivationForwardHalf>(device_, layer_activation(s_, acts_, l), z, y16, y32);
+    ops::call<ops::ActivationForwardHalf>(*stream_, layer_activation(s_, acts_, l), z, y16, y32);
     x = y16;
     x_ld = out;
   }
   if (keep) batch_ = batch;
-  if (!output.empty() && keep) copy_view_to_view(device_, output, y_out_.view(0, batch * s_.output_width));
+  if (!output.empty() && keep) copy_view_to_view(*stream_, output, y_out_.view(0, batch * s_.output_width));
 }
 
 void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads, ops::GradientMode mode,
@@ -206,7 +207,7 @@ void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads
   dx_.ensure(batch * widest);
   if (grad_scaled_.size() < s_.n_params()) {
     grad_scaled_.ensure(s_.n_params());
-    grad_scaled_.zero();  // the GEMMs never write the padding: it stays zero
+    grad_scaled_.zero(*stream_);  // the GEMMs never write the padding: it stays zero
   }
   const TensorView grad_scaled = grad_scaled_.view(0, s_.n_params());
   // Backward in fp16 with the dynamic loss scale (as the fused MLP): the seed dL/doutput is
@@ -215,14 +216,14 @@ void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads
   // derivative of its activation applied by the product's epilogue where it fuses).
   dz16b_.ensure(batch * widest);
   TensorView dz = dz16_.view(0, batch * s_.layer_out_logical(L - 1));
-  ops::call<ops::ActivationBackwardHalf>(device_, acts_.output, z_[L - 1].view(0, dz.numel()), dL_doutput, dz,
+  ops::call<ops::ActivationBackwardHalf>(*stream_, acts_.output, z_[L - 1].view(0, dz.numel()), dL_doutput, dz,
                                          state, true);
   const bool fused = hidden_fused();
   for (int l = int(L) - 1; l >= 0; --l) {
     const size_t out = s_.layer_out_logical(l), in = s_.layer_in_logical(l);
     const TensorView x = l == 0 ? x16_.view(0, batch * in) : y16_[l - 1].view(0, batch * in);
     // dW [out, in] (ld in_pad) = dZ^T X, scaled.
-    gemm_f16(device_, out, in, batch, dz, out, true, x, in, false, grad_scaled.slice(0, s_.layer_offset(l),
+    gemm_f16(*stream_, out, in, batch, dz, out, true, x, in, false, grad_scaled.slice(0, s_.layer_offset(l),
              s_.n_params() - s_.layer_offset(l)), s_.layer_in(l));
     if (l == 0 && dL_dinput.empty()) break;
     // dX [batch, in] = dZ W, W [out_pad, in_pad] with ld in_pad, K = out; scaled.
@@ -233,18 +234,18 @@ void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads
                     ops::GemmEpilogueKind::activation_derivative, acts_.hidden, y16_[l - 1].view(0, batch * in));
     } else {
       const TensorView dx = dx_.view(0, batch * in);
-      gemm_f16(device_, batch, in, out, dz, out, false, w, s_.layer_in(l), false, dx, in);
+      gemm_f16(*stream_, batch, in, out, dz, out, false, w, s_.layer_in(l), false, dx, in);
       if (l == 0) {
-        ops::call<ops::Unscale>(device_, dx, dL_dinput, false, state);
+        ops::call<ops::Unscale>(*stream_, dx, dL_dinput, false, state);
         break;
       }
-      ops::call<ops::ActivationBackwardHalf>(device_, acts_.hidden, z_[l - 1].view(0, batch * in), dx, next, state,
+      ops::call<ops::ActivationBackwardHalf>(*stream_, acts_.hidden, z_[l - 1].view(0, batch * in), dx, next, state,
                                              false);
     }
     dz = next;
   }
-  ops::call<ops::Unscale>(device_, grad_scaled, grads, mode == ops::GradientMode::accumulate, state);
-  if (settle) ops::call<ops::SettleStep>(device_, grads, state);
+  ops::call<ops::Unscale>(*stream_, grad_scaled, grads, mode == ops::GradientMode::accumulate, state);
+  if (settle) ops::call<ops::SettleStep>(*stream_, grads, state);
 }
 
 void MlpGemmPath::forward_backward_loss(const TensorView& params, const TensorView& input, const TensorView& target,
@@ -253,9 +254,9 @@ void MlpGemmPath::forward_backward_loss(const TensorView& params, const TensorVi
   forward(params, input, output, true);
   const size_t n = input.rows() * s_.output_width;
   dL_doutput_.ensure(n);
-  loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(device_, n));
+  loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(*stream_, n));
   const TensorView dL_doutput = dL_doutput_.matrix(input.rows(), s_.output_width);
-  ops::call<ops::LossForwardBackward>(device_, loss, last_output(n), target, 1.0f / float(n), dL_doutput,
+  ops::call<ops::LossForwardBackward>(*stream_, loss, last_output(n), target, 1.0f / float(n), dL_doutput,
                                       loss_partials_.view(), state);
   backward(dL_doutput, grads, ops::GradientMode::overwrite, dL_dinput, state);
 }

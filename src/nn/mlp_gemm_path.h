@@ -30,6 +30,8 @@ namespace tessera::nn {
 class MlpGemmPath {
  public:
   MlpGemmPath(const MlpShape& shape, ops::MlpActivations acts, Device device);
+  // The stream its passes run on (default: the device's default stream).
+  void set_stream(Stream& stream) { stream_ = &stream; }
   // input [batch, in] fp32; output [batch, out] (may be empty when keep); keep: store z,
   // y of every layer.
   void forward(const TensorView& params, const TensorView& input, const TensorView& output, bool keep);
@@ -56,6 +58,7 @@ class MlpGemmPath {
   MlpShape s_;
   ops::MlpActivations acts_;
   Device device_;
+  Stream* stream_;
   bool half_;  // fp16 passes (else fp32 throughout)
   // Device scratch, grown on demand (Buffer::ensure).
   Buffer<uint16_t> w16_, x16_;                 // fp16 weights and input of the last forward()

@@ -43,7 +43,7 @@ Json ModelTrainer::config() const {
 
 OptimizerTarget ModelTrainer::optimizer_target() {
   return OptimizerTarget{model_->device(), store_.n_matrix(), store_.params(), store_.gradients(),
-                         store_.params_half(), state_.view()};
+                         store_.params_half(), state_.view(), &stream()};
 }
 
 ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::unique_ptr<Optimizer> optimizer,
@@ -69,11 +69,11 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
     opt_->step(optimizer_target());
     return;
   }
-  const Device d = model_->device();
+  Stream& s = stream();
   training_step_async(input, [&](ConstView y, View dL_dy, const TensorView& state) {
     const size_t n = batch * out;
-    loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(d, n));
-    ops::call<ops::LossForwardBackward>(d, loss_, y, target, 1.0f / float(n), dL_dy, loss_partials_.view(), state);
+    loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(s, n));
+    ops::call<ops::LossForwardBackward>(s, loss_, y, target, 1.0f / float(n), dL_dy, loss_partials_.view(), state);
   });
 }
 
@@ -81,7 +81,6 @@ void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) 
   const size_t batch = input.rows();
   const uint32_t out = model_->output_width();
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
-  const Device d = model_->device();
   output_.ensure(batch * out);
   dL_doutput_.ensure(batch * out);
   const View y = output_.matrix(batch, out), dL_dy = dL_doutput_.matrix(batch, out);
@@ -92,7 +91,7 @@ void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) 
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.
   const size_t n_check = store_.n_matrix() ? store_.n_matrix() : store_.size();
-  ops::call<ops::SettleStep>(d, store_.gradients().slice(0, 0, n_check), state_.view());
+  ops::call<ops::SettleStep>(stream(), store_.gradients().slice(0, 0, n_check), state_.view());
   opt_->step(optimizer_target());
 }
 
@@ -103,7 +102,7 @@ float ModelTrainer::training_step(ConstView input, ConstView target) {
 
 ops::TrainState ModelTrainer::read_state() {
   ops::TrainState s;
-  state_.copy_to_host(&s, 1);
+  state_.copy_to_host(stream(), &s, 1);
   return s;
 }
 
@@ -115,10 +114,10 @@ void ModelTrainer::use_averaged_params(bool averaged) {
   const Device d = model_->device();
   if (averaged) {
     if (live_params_.size() != store_.size()) live_params_ = Buffer<float>(d, store_.size());
-    copy_view_to_view(d, live_params_.view(), store_.params());
-    copy_view_to_view(d, store_.params(), avg);
+    copy_view_to_view(stream(), live_params_.view(), store_.params());
+    copy_view_to_view(stream(), store_.params(), avg);
   } else {
-    copy_view_to_view(d, store_.params(), live_params_.view());
+    copy_view_to_view(stream(), store_.params(), live_params_.view());
   }
   averaged_in_place_ = averaged;
   model_->params_changed();  // refreshes the fp16 copies
@@ -129,7 +128,7 @@ void ModelTrainer::set_loss_scale(float scale) {
                 "loss scale {} out of range; valid: {} to {}", scale, ops::kMinLossScale, ops::kMaxLossScale);
   ops::TrainState s = read_state();
   s.loss_scale = s.applied_loss_scale = scale;
-  state_.copy_from_host(&s, 1);
+  state_.copy_from_host(stream(), &s, 1);
 }
 uint32_t ModelTrainer::skipped_steps() { return read_state().skipped_steps; }
 

@@ -26,6 +26,12 @@ void Module::check_shapes(const char* what, ConstView in, ConstView out, bool tr
                 "takes them)", what, to_string(in.dtype), to_string(out.dtype));
 }
 
+void Module::set_stream(Stream& stream) {
+  TESSERA_CHECK(stream.backend().device() == device(), "a stream of {} for a module on {}",
+                to_string(stream.backend().device()), to_string(device()));
+  stream_ = &stream;
+}
+
 ParamStore::ParamStore(Module& model) {
   const Device d = model.device();
   const size_t n = model.n_params();
@@ -40,20 +46,20 @@ ParamStore::ParamStore(Module& model) {
 
 namespace detail {
 
-void copy_view(Device device, ConstView src, View dst, float beta) {
-  ops::call<ops::MatrixAxpby>(device, 1.0f, src, beta, dst);
+void copy_view(Stream& stream, ConstView src, View dst, float beta) {
+  ops::call<ops::MatrixAxpby>(stream, 1.0f, src, beta, dst);
 }
 
-void zero_view(Device device, View dst) { ops::call<ops::MatrixAxpby>(device, 0.0f, TensorView(), 0.0f, dst); }
+void zero_view(Stream& stream, View dst) { ops::call<ops::MatrixAxpby>(stream, 0.0f, TensorView(), 0.0f, dst); }
 
 View scratch_view(Buffer<float>& buffer, size_t rows, uint32_t cols) {
   buffer.ensure(rows * cols);
   return buffer.matrix(rows, cols);
 }
 
-void refresh_half(Device device, const ParamBinding& p, size_t n) {
+void refresh_half(Stream& stream, const ParamBinding& p, size_t n) {
   if (n && !p.params_half.empty())
-    ops::call<ops::ConvertToHalf>(device, p.params.slice(0, 0, n), p.params_half.slice(0, 0, n));
+    ops::call<ops::ConvertToHalf>(stream, p.params.slice(0, 0, n), p.params_half.slice(0, 0, n));
 }
 
 }  // namespace detail

@@ -29,11 +29,11 @@ void Adam::step(const OptimizerTarget& t) {
   if (m_.size() != t.n() || m_.device() != t.device) {
     m_ = Buffer<float>(t.device, t.n());
     v_ = Buffer<float>(t.device, t.n());
-    m_.zero();
-    v_.zero();
+    m_.zero(t.queue());
+    v_.zero(t.queue());
   }
   ++steps_;
-  ops::call<ops::AdamStep>(t.device, h_, t.n_matrix, t.gradients, t.params, t.params_half, m_.view(), v_.view(),
+  ops::call<ops::AdamStep>(t.queue(), h_, t.n_matrix, t.gradients, t.params, t.params_half, m_.view(), v_.view(),
                            t.state);
 }
 
@@ -52,7 +52,7 @@ Json Adam::config() const {
 
 void Sgd::step(const OptimizerTarget& t) {
   ++steps_;
-  ops::call<ops::SgdStep>(t.device, lr_, l2_reg_, t.gradients, t.params, t.params_half, t.state);
+  ops::call<ops::SgdStep>(t.queue(), lr_, l2_reg_, t.gradients, t.params, t.params_half, t.state);
 }
 
 Json Sgd::config() const { return Json{{"otype", "SGD"}, {"learning_rate", lr_}, {"l2_reg", l2_reg_}}; }
@@ -108,10 +108,10 @@ void Ema::step(const OptimizerTarget& t) {
     return TensorView::matrix(v.memory, DType::f32, rows, cols, kWide, v.offset + first);
   };
   if (full)
-    ops::call<ops::MatrixAxpby>(t.device, a, as_matrix(t.params, 0, full, kWide), b,
+    ops::call<ops::MatrixAxpby>(t.queue(), a, as_matrix(t.params, 0, full, kWide), b,
                                 as_matrix(averaged_.view(), 0, full, kWide));
   if (rest)
-    ops::call<ops::MatrixAxpby>(t.device, a, as_matrix(t.params, full * kWide, 1, rest), b,
+    ops::call<ops::MatrixAxpby>(t.queue(), a, as_matrix(t.params, full * kWide, 1, rest), b,
                                 as_matrix(averaged_.view(), full * kWide, 1, rest));
 }
 

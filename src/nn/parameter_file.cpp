@@ -46,7 +46,7 @@ void save_parameters(ModelTrainer& t, const std::string& path) {
                 "parameter file: the averaged parameters are in place of the live ones (use_averaged_params(false) "
                 "first)");
   std::vector<float> params(t.n_params());
-  download_from_view(t.model().device(), params.data(), t.params(), params.size() * sizeof(float));
+  download_from_view(t.stream(), params.data(), t.params(), params.size() * sizeof(float));
   BinaryWriter out(kMagic, kVersion, header_for(t));
   out.put_bytes(params.data(), params.size() * sizeof(float));
   out.put(fnv1a(params.data(), params.size() * sizeof(float)));
@@ -81,7 +81,7 @@ void load_parameters_from_memory(ModelTrainer& t, std::string_view bytes, const 
   for (size_t i = 0; i < params.size(); ++i)
     TESSERA_CHECK(std::isfinite(params[i]), "parameter file '{}' holds a non-finite parameter ({} at index {})", path,
                   params[i], i);
-  upload_to_view(t.model().device(), t.params(), params.data(), params.size() * sizeof(float));
+  upload_to_view(t.stream(), t.params(), params.data(), params.size() * sizeof(float));
   t.params_changed();
 }
 

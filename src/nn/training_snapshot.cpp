@@ -19,6 +19,7 @@ constexpr uint64_t kMaxHeaderBytes = 1 << 20;
 struct Parts {
   const Module& model;
   Device device;
+  Stream& stream;
   Json config;
   TensorView params, state;  // state: the TrainState's bytes
   Optimizer& optimizer;
@@ -30,7 +31,7 @@ Parts parts_of(ModelTrainer& t) {
                 "training snapshot: the averaged parameters are in place of the live ones (use_averaged_params(false) "
                 "first)");
   Json config{{"model", t.model().config()}, {"loss", loss_config(t.loss())}, {"optimizer", t.optimizer().config()}};
-  return {t.model(), t.model().device(), std::move(config), t.params(), t.train_state_view(), t.optimizer(),
+  return {t.model(), t.model().device(), t.stream(), std::move(config), t.params(), t.train_state_view(), t.optimizer(),
           [&t] { t.params_changed(); }};
 }
 
@@ -81,14 +82,14 @@ ops::TrainState state_from_json(const Json& j, const std::string& where) {
 
 TrainingState export_parts(const Parts& p) {
   ops::TrainState s;
-  download_from_view(p.device, &s, p.state, sizeof(s));
+  download_from_view(p.stream, &s, p.state, sizeof(s));
   TrainingState out;
   out.header = Json{{"config", p.config}, {"optimizer_counters", p.optimizer.counters()},
                     {"train_state", state_json(s)}};
   NamedArray params{"params", std::vector<float>(p.params.numel())};
-  download_from_view(p.device, params.values.data(), p.params, params.values.size() * sizeof(float));
+  download_from_view(p.stream, params.values.data(), p.params, params.values.size() * sizeof(float));
   out.arrays.push_back(std::move(params));
-  for (const Optimizer::StateArray& a : p.optimizer.state_arrays()) out.arrays.push_back({a.name, a.buffer->to_host()});
+  for (const Optimizer::StateArray& a : p.optimizer.state_arrays()) out.arrays.push_back({a.name, a.buffer->to_host(p.stream)});
   return out;
 }
 
@@ -118,14 +119,14 @@ void import_parts(const Parts& p, const Json& header, std::vector<NamedArray>& a
   const ops::TrainState state = state_from_json(header.at("train_state"), where);
 
   p.optimizer.set_counters(header.at("optimizer_counters"), where);
-  upload_to_view(p.device, p.params, params.values.data(), n * sizeof(float));
+  upload_to_view(p.stream, p.params, params.values.data(), n * sizeof(float));
   p.params_changed();
   for (const Optimizer::StateArray& a : state_arrays) {
     const std::vector<float>& values = find_array(arrays, a.name, where).values;
     *a.buffer = Buffer<float>(p.device, values.size());
-    if (!values.empty()) a.buffer->copy_from_host(values);
+    if (!values.empty()) a.buffer->copy_from_host(p.stream, values);
   }
-  upload_to_view(p.device, p.state, &state, sizeof(state));
+  upload_to_view(p.stream, p.state, &state, sizeof(state));
 }
 
 void save_parts(const Parts& p, const std::string& path, const Json& run) {

@@ -2,6 +2,8 @@
 // scene trained on the GPU.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "support/nerf_fixtures.h"
 #include "support/procedural_scene.h"
 #include "support/random.h"
+#include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/ops/dispatch.h"
@@ -239,6 +242,8 @@ TEST(NerfCuda, GridSamplesAndUpdateMatchTheCpu) {
   std::printf("[ measured ] occupancy bits that differ (cells at the threshold): %zu of %u\n", differ, total);
 }
 
+// Trained and evaluated on a caller's non-blocking stream (as PyTorch's would be): every
+// step, render and read of the trainer is ordered on it.
 TEST(NerfCuda, LearnsTheProceduralScene) {
   REQUIRE_CUDA();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_spheres_cuda";
@@ -247,6 +252,10 @@ TEST(NerfCuda, LearnsTheProceduralScene) {
   nerf::Dataset train = nerf::load_dataset(dir.string(), {.split = "train"});
   const nerf::Dataset test = nerf::load_dataset(dir.string(), {.split = "test"});
   nerf::NerfTrainer trainer(nerf::default_nerf_config(), std::move(train), kCuda, 7);
+  cudaStream_t mine = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&mine, cudaStreamNonBlocking), cudaSuccess);
+  auto stream = backend_for(kCuda).wrap_stream(mine);
+  trainer.set_stream(*stream);
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 2000; ++i) trainer.step();
   const float loss = trainer.last_loss();
@@ -255,6 +264,8 @@ TEST(NerfCuda, LearnsTheProceduralScene) {
   std::printf("2000 steps in %.2f s (loss %.5f, %.1f samples/ray): test PSNR %.2f dB (white), %.2f dB (black)\n",
               seconds, loss, trainer.samples_per_ray(), r.psnr_white, r.psnr_black_linear);
   EXPECT_GT(r.psnr_white, 30.0);
+  stream.reset();
+  cudaStreamDestroy(mine);
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 
 namespace tessera {
 
+class Stream;
+
 namespace detail {
 void* device_alloc(const Device& device, size_t bytes);
 void device_free(const Device& device, void* ptr);
@@ -18,14 +20,24 @@ void device_free(const Device& device, void* ptr);
 void copy_bytes(const Device& device, void* dst, const void* src, size_t bytes, bool dst_on_device,
                 bool src_on_device);
 void fill_bytes(const Device& device, void* dst, int value, size_t bytes);
+// The same in the order of `stream`'s work: a device copy or fill is queued on it; a copy
+// to or from the host waits for the stream's queued work and is done on return.
+void copy_bytes(Stream& stream, void* dst, const void* src, size_t bytes, bool dst_on_device, bool src_on_device);
+void fill_bytes(Stream& stream, void* dst, int value, size_t bytes);
 }  // namespace detail
 
 // Copies and fills through views (the offset stays a view offset, as ops take it). Each
 // covers the view's bytes; both views of a device copy must be contiguous and the same size.
+// With a Device: on its default stream, done on return. With a Stream: in that stream's
+// order (detail::copy_bytes).
 void copy_view_to_view(const Device& device, const TensorView& dst, const TensorView& src);
 void upload_to_view(const Device& device, const TensorView& dst, const void* host, size_t bytes);
 void download_from_view(const Device& device, void* host, const TensorView& src, size_t bytes);
 void zero_view_bytes(const Device& device, const TensorView& dst);
+void copy_view_to_view(Stream& stream, const TensorView& dst, const TensorView& src);
+void upload_to_view(Stream& stream, const TensorView& dst, const void* host, size_t bytes);
+void download_from_view(Stream& stream, void* host, const TensorView& src, size_t bytes);
+void zero_view_bytes(Stream& stream, const TensorView& dst);
 
 template <typename T>
 class Buffer {
@@ -74,11 +86,28 @@ class Buffer {
   void zero() {
     if (count_) detail::fill_bytes(device_, data_, 0, bytes());
   }
+  void zero(Stream& stream) {
+    if (count_) detail::fill_bytes(stream, data_, 0, bytes());
+  }
   void copy_from_host(const T* src, size_t count) {
     TESSERA_CHECK(count <= count_, "copy of {} elements into a buffer of {}", count, count_);
     detail::copy_bytes(device_, data_, src, count * sizeof(T), true, false);
   }
   void copy_from_host(const std::vector<T>& src) { copy_from_host(src.data(), src.size()); }
+  void copy_from_host(Stream& stream, const T* src, size_t count) {
+    TESSERA_CHECK(count <= count_, "copy of {} elements into a buffer of {}", count, count_);
+    detail::copy_bytes(stream, data_, src, count * sizeof(T), true, false);
+  }
+  void copy_from_host(Stream& stream, const std::vector<T>& src) { copy_from_host(stream, src.data(), src.size()); }
+  void copy_to_host(Stream& stream, T* dst, size_t count) const {
+    TESSERA_CHECK(count <= count_, "copy of {} elements out of a buffer of {}", count, count_);
+    detail::copy_bytes(stream, dst, data_, count * sizeof(T), false, true);
+  }
+  std::vector<T> to_host(Stream& stream) const {
+    std::vector<T> out(count_);
+    copy_to_host(stream, out.data(), count_);
+    return out;
+  }
   void copy_to_host(T* dst, size_t count) const {
     TESSERA_CHECK(count <= count_, "copy of {} elements out of a buffer of {}", count, count_);
     detail::copy_bytes(device_, dst, data_, count * sizeof(T), false, true);

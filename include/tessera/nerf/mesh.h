@@ -24,9 +24,12 @@ struct Mesh {
 
 // The isosurface of field (res^3 values, x fastest, at lattice points box.min + (box.max -
 // box.min) * i / (res - 1)) where it crosses `threshold`; "inside" is above it. Runs on
-// `device` (ops::IsosurfaceCount / IsosurfaceEmit); every device gives the same mesh.
+// `device`'s default stream or `stream` (ops::IsosurfaceCount / IsosurfaceEmit); every
+// device gives the same mesh.
 Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box,
                         Device device = DeviceKind::cpu);
+Mesh extract_isosurface(const std::vector<float>& field, uint32_t res, float threshold, const Aabb& box,
+                        Stream& stream);
 
 // Edges used by other than exactly two triangles (0 for a closed surface) and the enclosed
 // volume (divergence theorem; positive for outward-facing triangles).

@@ -77,7 +77,7 @@ class NerfTrainer {
   float occupied_fraction();  // of the occupancy grid's cells (waits for the device)
 
   // Where a step's time goes (milliseconds summed over profiled steps). Profiling
-  // synchronizes the device between the phases, so the total is a little above an
+  // synchronizes the stream between the phases, so the total is a little above an
   // unprofiled step's.
   struct StepTimes {
     // inference: the density network on every marched sample; compaction: each ray's stop
@@ -119,6 +119,10 @@ class NerfTrainer {
   const Dataset& dataset() const { return train_; }
   const Json& config() const { return config_; }
   Device device() const { return device_; }
+  // The stream training, rendering and the model run on (default: the device's default
+  // stream); reads from the host (losses, renders, the grid) wait for its work.
+  void set_stream(Stream& stream) { model_->set_stream(stream); }
+  Stream& stream() const { return model_->stream(); }
   nn::ModelTrainer& model() { return *model_; }
 
  private:

@@ -54,6 +54,7 @@ class FullyFusedMlp final : public Module {
   // The model's step state: its loss scale scales the fp16 backward. Until one is bound the
   // MLP uses a fresh state of its own (loss scale as a new trainer's).
   void bind_train_state(const TensorView& state) override;
+  void set_stream(Stream& stream) override;
 
   void inference(ConstView in, View out) override;
   std::unique_ptr<ModuleContext> forward(ConstView in, View out) override;

@@ -41,6 +41,10 @@ class ModelTrainer {
   using OutputLoss = std::function<void(ConstView output, View dL_doutput, const TensorView& state)>;
   void training_step_async(ConstView input, const OutputLoss& loss);
   void inference(ConstView input, View output) { model_->inference(input, output); }
+  // The stream the model, the loss, the settle and the optimizer run on (Module::set_stream;
+  // default: the device's default stream). Reads (last_loss, train_state) go through it.
+  void set_stream(Stream& stream) { model_->set_stream(stream); }
+  Stream& stream() const { return model_->stream(); }
 
   float last_loss();
   uint32_t skipped_steps();

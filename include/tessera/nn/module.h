@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
 #include "tessera/core/device.h"
@@ -50,6 +51,12 @@ class Module {
   virtual uint32_t output_width() const = 0;
   virtual Device device() const = 0;
   virtual Json config() const = 0;
+  // The stream every call of this module queues its work on (default: the device's default
+  // stream); composites hand it to their parts. A caller's own stream (PyTorch's current
+  // one) comes in as backend_for(device).wrap_stream(native). Results are in that stream's
+  // order: read them through it (download_from_view(stream, ...)) or after synchronizing it.
+  virtual void set_stream(Stream& stream);
+  Stream& stream() const { return stream_ ? *stream_ : backend_for(device()).default_stream(); }
   // A composite's parts in order (a Sequential's modules, a Parallel's branches), so a
   // caller can run one part on its own (NeRF: the density part on every marched sample);
   // null past the end and for leaves.
@@ -101,6 +108,9 @@ class Module {
   // Matrix views [batch, input_width] and [batch, output_width]: fp32, or contiguous fp16
   // where this module takes or gives that (training: a forward's input, not inference's).
   void check_shapes(const char* what, ConstView in, ConstView out, bool training = false) const;
+
+ private:
+  Stream* stream_ = nullptr;
 };
 
 // Children one after the other: output of child i is the input of child i + 1.

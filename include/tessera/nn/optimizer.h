@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
 #include "tessera/core/tensor.h"
@@ -23,7 +24,9 @@ struct OptimizerTarget {
   Device device = DeviceKind::cpu;
   size_t n_matrix = 0;
   TensorView params, gradients, params_half, state;
+  Stream* stream = nullptr;  // where the step runs; null: the device's default stream
   size_t n() const { return params.numel(); }
+  Stream& queue() const { return stream ? *stream : backend_for(device).default_stream(); }
 };
 
 class Optimizer {
