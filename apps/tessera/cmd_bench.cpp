@@ -1,5 +1,5 @@
 // `tessera bench mlp`: training-step and inference times of the fully fused MLP, next to
-// tiny-cuda-nn's figures on the same GPU model (DESIGN.md reference table).
+// tiny-cuda-nn's figures on the same GPU model (docs/REFERENCE.md).
 #include <cmath>
 #include <vector>
 
@@ -24,12 +24,12 @@ namespace {
 struct MlpCase {
   uint32_t in, width, hidden, out;
   uint32_t log2_batch;
-  // tiny-cuda-nn 6ee3546 (fused / JIT) on the H100 and the H200 (DESIGN.md)
+  // tiny-cuda-nn 6ee3546 (fused / JIT) on the H100 and the H200 (docs/REFERENCE.md)
   PerGpu<TcnnFigures> tcnn;
   const char* otype = "FullyFusedMLP";
 };
 
-// H100: DESIGN.md's table. H200: the side-by-side run of issue 15 (tiny-cuda-nn and
+// H100: docs/REFERENCE.md's table. H200: the side-by-side run of issue 15 (tiny-cuda-nn and
 // tessera on one H200 in one session), which the issue's bars refer to; 0 = not measured.
 const std::vector<MlpCase> kGpuCases = {
     {32, 64, 2, 16, 18, {{0.298, 0.105, 0.164, 0.074}, {0.282, 0.104, 0.163, 0.075}}},
@@ -151,7 +151,7 @@ void run_mlp(BenchOptions o) {
     results.push_back(r);
   }
   if (dev.kind == DeviceKind::cuda)
-    fmt::print("(x = speed-up: tiny-cuda-nn time on the {} (DESIGN.md) / ours; 'best' = tiny-cuda-nn's faster of fused "
+    fmt::print("(x = speed-up: tiny-cuda-nn time on the {} (docs/REFERENCE.md) / ours; 'best' = tiny-cuda-nn's faster of fused "
                "and JIT)\n", to_string(o.reference));
   write_json_result(o.json_path, Json{{"suite", "mlp"}, {"gpu", gpu_name}, {"results", results}});
 }

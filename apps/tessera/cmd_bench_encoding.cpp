@@ -1,5 +1,5 @@
 // `tessera bench encoding`: hash grid + fully fused MLP training step and inference next
-// to tiny-cuda-nn's figures (DESIGN.md), with the encoding's own forward and backward
+// to tiny-cuda-nn's figures (docs/REFERENCE.md), with the encoding's own forward and backward
 // timed apart and the backward scatter compared with its byte count.
 #include <cmath>
 #include <vector>
@@ -30,7 +30,7 @@ struct EncodingCase {
   uint32_t dims, log2_table, hidden, out;
   float per_level_scale;
   uint32_t log2_batch;
-  PerGpu<TcnnFigures> tcnn;  // tiny-cuda-nn 6ee3546 (fused / JIT): H100 DESIGN.md, H200 issue 15 (one run)
+  PerGpu<TcnnFigures> tcnn;  // tiny-cuda-nn 6ee3546 (fused / JIT): H100 and H200 docs/REFERENCE.md (one run)
 };
 
 // 16 levels x 2 features, base resolution 16, MLP width 64 ReLU. The 2-D case is
@@ -199,7 +199,7 @@ void run_encoding(BenchOptions o) {
     results.push_back(r);
   }
   if (dev.kind == DeviceKind::cuda)
-    fmt::print("(x = speed-up: tiny-cuda-nn time on the {} (DESIGN.md) / ours; 'best' = tiny-cuda-nn's faster of fused "
+    fmt::print("(x = speed-up: tiny-cuda-nn time on the {} (docs/REFERENCE.md) / ours; 'best' = tiny-cuda-nn's faster of fused "
                "and JIT)\n", to_string(o.reference));
   write_json_result(o.json_path, Json{{"suite", "encoding"}, {"gpu", gpu_name}, {"results", results}});
 }

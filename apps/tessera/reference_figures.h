@@ -1,5 +1,5 @@
 #pragma once
-// The vendor / tiny-cuda-nn figures of DESIGN.md's reference table, per GPU model: a bench
+// The vendor / tiny-cuda-nn figures of docs/REFERENCE.md, per GPU model: a bench
 // compares against the figures of the GPU it runs on (H200 or H100; other GPUs get the
 // H100 figures, labelled as such).
 #include <algorithm>
@@ -27,7 +27,7 @@ struct PerGpu {
   const T& on(ReferenceGpu g) const { return g == ReferenceGpu::H200 ? h200 : h100; }
 };
 
-// Adds a vendor library's DESIGN.md figure for the GPU named `gpu_name` under `key`, when
+// Adds a vendor library's docs/REFERENCE.md figure for the GPU named `gpu_name` under `key`, when
 // there is one for that GPU.
 inline void add_vendor_reference(Json& r, const char* key, const PerGpu<double>& figures, const std::string& gpu_name) {
   const ReferenceGpu gpu = reference_gpu_for(gpu_name);

@@ -28,7 +28,7 @@ struct GemmBenchOptions {
 struct GemmCase {
   ops::DType in, out;
   size_t M, N, K;
-  PerGpu<double> cublas_reference_tflops;  // DESIGN.md, H100 / H200; 0 if none
+  PerGpu<double> cublas_reference_tflops;  // docs/REFERENCE.md, H100 / H200; 0 if none
 };
 
 const std::vector<GemmCase> kCases = {

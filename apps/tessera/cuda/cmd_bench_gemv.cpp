@@ -34,7 +34,7 @@ struct GemvCase {
   const char* precision;  // "fp32" | "fp16"
   ops::GemvOp op;
   size_t rows, cols;
-  PerGpu<double> cublas_reference_gbps;  // DESIGN.md, H100 / H200; 0 if none
+  PerGpu<double> cublas_reference_gbps;  // docs/REFERENCE.md, H100 / H200; 0 if none
 };
 
 const std::vector<GemvCase> kCases = {
