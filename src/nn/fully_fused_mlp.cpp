@@ -88,7 +88,9 @@ struct DeviceContext final : ModuleContext {
 // The fused kernels where the backend has them and the config asks for a fused width; one
 // GEMM per layer where the backend has those passes (fp16 or fp32); the reference on the CPU.
 FullyFusedMlp::Path choose_path(const MlpConfig& c, Backend& b) {
-  if (b.supports<ops::FusedMlpTrain>() && c.otype == "FullyFusedMLP" && ops::fused_width_supported(c.shape.width))
+  // A backend with fused kernels has their launch plan; the CPU's fused ops are only the
+  // kernels' reference (they recompute), and its path here keeps a tape instead.
+  if (b.supports<ops::FusedMlpLaunchInfo>() && c.otype == "FullyFusedMLP" && ops::fused_width_supported(c.shape.width))
     return FullyFusedMlp::Path::fused;
   if (b.kind() == DeviceKind::cpu) return FullyFusedMlp::Path::reference;
   // fp16 passes where the backend has them, else fp32 ones (MlpGemmPath says which).

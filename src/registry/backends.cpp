@@ -42,6 +42,13 @@ std::vector<OpenClDeviceInfo> opencl_devices() {
 #endif
 }
 
+std::vector<Device> available_devices() {
+  std::vector<Device> devices{Device(DeviceKind::cpu)};
+  for (const CudaDeviceInfo& d : cuda_devices()) devices.emplace_back(DeviceKind::cuda, d.index);
+  for (const OpenClDeviceInfo& d : opencl_devices()) devices.emplace_back(DeviceKind::opencl, d.index);
+  return devices;
+}
+
 namespace {
 
 // Backends live for the whole process and are never destroyed: buffers in static storage

@@ -82,16 +82,16 @@ std::vector<double> run_conv(Backend& b, ConvOp op, ConvDesc d, uint64_t seed,
   Stream& s = b.default_stream();
   std::vector<double> out;
   if (op == ConvOp::forward) {
-    Buffer<T> y(b.kind(), d.output_elements());
+    Buffer<T> y(b.device(), d.output_elements());
     ops::call<ops::Conv2dForward>(s, d, Activation::Tanh, x.view(), w.view(), bias.view(), y.view());
     append_typed(out, y.to_host());
   } else if (op == ConvOp::backward_data) {
-    Buffer<T> dx(b.kind(), d.input_elements());
+    Buffer<T> dx(b.device(), d.input_elements());
     ops::call<ops::Conv2dBackwardData>(s, d, Activation::ReLU, dz.view(), w.view(), x.view(), dx.view());
     append_typed(out, dx.to_host());
   } else {
-    Buffer<T> dw(b.kind(), d.filter_elements());
-    Buffer<float> dbias(b.kind(), d.K);
+    Buffer<T> dw(b.device(), d.filter_elements());
+    Buffer<float> dbias(b.device(), d.K);
     ops::call<ops::Conv2dBackwardWeight>(s, d, x.view(), dz.view(), dw.view(), dbias.view());
     append_typed(out, dw.to_host());
     append(out, dbias.to_host());

@@ -28,9 +28,9 @@ std::vector<double> run_elementwise(Backend& b, const ElementwiseCase& c, uint64
   const uint32_t in_stride = c.dims + 2, out_w = e.output_width();
   Buffer<float> x = upload(b, random_floats(batch * in_stride, 0, 1, seed));
   Buffer<float> dout = upload(b, random_floats(batch * out_w, -1, 1, seed + 1));
-  Buffer<float> out(b.kind(), batch * out_w), dx(b.kind(), batch * c.dims);
-  detail::fill_bytes(b.kind(), out.data(), 0xff, out.bytes());
-  detail::fill_bytes(b.kind(), dx.data(), 0xff, dx.bytes());
+  Buffer<float> out(b.device(), batch * out_w), dx(b.device(), batch * c.dims);
+  detail::fill_bytes(b.device(), out.data(), 0xff, out.bytes());
+  detail::fill_bytes(b.device(), dx.data(), 0xff, dx.bytes());
   const TensorView in = TensorView::matrix(x.data(), DType::f32, batch, c.dims, in_stride, 1);
   ops::call<ops::ElementwiseEncode>(b.default_stream(), e, in, out.matrix(batch, out_w));
   ops::call<ops::ElementwiseEncodeBackward>(b.default_stream(), e, in, dout.matrix(batch, out_w),
@@ -45,7 +45,7 @@ std::vector<double> run_sample_image(Backend& b, uint64_t seed) {
   const uint32_t w = 67, h = 45;
   Buffer<float> image = upload(b, random_floats(size_t(w) * h * 3, 0, 1, seed));
   const size_t n = 20000;
-  Buffer<float> xy(b.kind(), n * 2), rgb(b.kind(), n * 3);
+  Buffer<float> xy(b.device(), n * 2), rgb(b.device(), n * 3);
   ops::call<ops::SampleImage>(b.default_stream(), image.view(), w, h, seed, xy.matrix(n, 2), rgb.matrix(n, 3));
   std::vector<double> r;
   append(r, xy.to_host());

@@ -50,16 +50,16 @@ std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_
   Stream& s = b.default_stream();
   std::vector<double> out;
   if (what == Output::forward) {
-    Buffer<float> y(b.kind(), batch * out_w);
-    detail::fill_bytes(b.kind(), y.data(), 0xff, y.bytes());  // NaN poison: unwritten outputs fail
+    Buffer<float> y(b.device(), batch * out_w);
+    detail::fill_bytes(b.device(), y.data(), 0xff, y.bytes());  // NaN poison: unwritten outputs fail
     ops::call<ops::GridEncode>(s, g, d_table.view(), d_half.view(), d_x.matrix(batch, c.dims), y.matrix(batch, out_w));
     append(out, y.to_host());
     return out;
   }
   Buffer<float> dout = upload(b, random_floats(batch * out_w, -1, 1, seed + 2));
-  Buffer<float> dparams(b.kind(), n), dx(b.kind(), batch * c.dims);
+  Buffer<float> dparams(b.device(), n), dx(b.device(), batch * c.dims);
   dparams.zero();
-  detail::fill_bytes(b.kind(), dx.data(), 0xff, dx.bytes());
+  detail::fill_bytes(b.device(), dx.data(), 0xff, dx.bytes());
   ops::call<ops::GridEncodeBackward>(s, g, d_table.view(), d_half.view(), d_x.matrix(batch, c.dims),
                                      dout.matrix(batch, out_w), dparams.view(),
                                      what == Output::input_grads ? dx.matrix(batch, c.dims) : TensorView());

@@ -40,8 +40,8 @@ std::vector<double> run_isosurface(Backend& b, uint32_t res, Part part, uint64_t
   const ops::nerf::Aabb box{{-1.0f, 0.5f, 2.0f}, {1.5f, 1.5f, 5.0f}};
   const size_t points = size_t(res) * res * res, cubes = size_t(res - 1) * (res - 1) * (res - 1);
   Buffer<float> d_field = upload(b, field);
-  Buffer<uint8_t> crossings(b.kind(), points);
-  Buffer<uint32_t> vertex_first(b.kind(), points + 1), triangle_first(b.kind(), cubes + 1);
+  Buffer<uint8_t> crossings(b.device(), points);
+  Buffer<uint32_t> vertex_first(b.device(), points + 1), triangle_first(b.device(), cubes + 1);
   Stream& s = b.default_stream();
   ops::call<ops::IsosurfaceCount>(s, d_field.view(), res, threshold, crossings.view(), vertex_first.view(),
                                   triangle_first.view());
@@ -54,8 +54,8 @@ std::vector<double> run_isosurface(Backend& b, uint32_t res, Part part, uint64_t
     return out;
   }
   const uint32_t n_vertices = vf[points], n_triangles = tf[cubes];
-  Buffer<float> positions(b.kind(), 3 * size_t(n_vertices)), normals(b.kind(), 3 * size_t(n_vertices));
-  Buffer<uint32_t> triangles(b.kind(), 3 * size_t(n_triangles));
+  Buffer<float> positions(b.device(), 3 * size_t(n_vertices)), normals(b.device(), 3 * size_t(n_vertices));
+  Buffer<uint32_t> triangles(b.device(), 3 * size_t(n_triangles));
   ops::call<ops::IsosurfaceEmit>(s, d_field.view(), res, threshold, box, crossings.view(), vertex_first.view(),
                                  triangle_first.view(), positions.view(), normals.view(), triangles.view());
   if (part == Part::triangles) {

@@ -53,7 +53,7 @@ std::vector<double> run_gemv(Backend& b, const GemvCase& c, uint64_t seed) {
   Buffer<T> x = upload(b, to_t(random_floats(c.offset + s.x_size(), -1, 1, seed + 1)));
   Buffer<T> y = upload(b, to_t(random_floats(s.y_size(), -1, 1, seed + 2)));
   // beta = 0 must not read y: NaN there on the backend under test.
-  if (c.beta == 0 && b.kind() != DeviceKind::cpu) detail::fill_bytes(b.kind(), y.data(), 0xff, y.bytes());
+  if (c.beta == 0 && b.kind() != DeviceKind::cpu) detail::fill_bytes(b.device(), y.data(), 0xff, y.bytes());
   // The operands start `offset` elements into their allocations: views, not moved pointers.
   const TensorView A_view = TensorView::matrix(A.data(), dtype_of<T>(), c.rows, c.cols, s.lda, c.offset);
   const TensorView x_view = x.view(c.offset, s.x_size());
@@ -150,7 +150,7 @@ const RegisterOpCases gemm_cases([](std::vector<OpCase>& cases) {
                        d.c = {g.out, ops::Layout::row_major, false, g.N, 0};
                        Buffer<uint16_t> A = upload(b, pack_bits(random_floats(g.M * g.K, -1, 1, seed), g.in));
                        Buffer<uint16_t> B = upload(b, pack_bits(random_floats(g.K * g.N, -1, 1, seed + 1), g.in));
-                       Buffer<uint16_t> C(b.kind(), g.M * g.N * (g.out == ops::DType::f32 ? 2 : 1));
+                       Buffer<uint16_t> C(b.device(), g.M * g.N * (g.out == ops::DType::f32 ? 2 : 1));
                        ops::call<ops::Gemm>(b.default_stream(), d, TensorView::vector(A.data(), g.in, g.M * g.K),
                                             TensorView::vector(B.data(), g.in, g.K * g.N),
                                             TensorView::vector(C.data(), g.out, g.M * g.N));
@@ -257,7 +257,7 @@ const RegisterOpCases gemm_activation_cases([](std::vector<OpCase>& cases) {
                        for (float& v : y) v = std::max(v, 0.0f);
                        Buffer<uint16_t> Y = upload(b, pack_bits(y, g.out));
                        const size_t c_elems = g.M * g.N * (g.out == ops::DType::f32 ? 2 : 1);
-                       Buffer<uint16_t> C(b.kind(), c_elems);
+                       Buffer<uint16_t> C(b.device(), c_elems);
                        ops::call<ops::GemmActivation>(
                            b.default_stream(), d, ops::GemmEpilogue{g.kind, g.act},
                            TensorView::vector(A.data(), g.in, g.M * g.K), TensorView::vector(B.data(), g.in, g.K * g.N),

@@ -14,7 +14,7 @@ namespace tessera::test {
 namespace {
 
 Buffer<ops::TrainState> upload_state(const Backend& b, const ops::TrainState& s) {
-  Buffer<ops::TrainState> d(b.kind(), 1);
+  Buffer<ops::TrainState> d(b.device(), 1);
   d.copy_from_host(&s, 1);
   return d;
 }
@@ -35,7 +35,7 @@ std::vector<double> run_optimizers(Backend& b, uint64_t seed) {
   Buffer<float> dg = upload(b, g), dp = upload(b, random_floats(n, -1, 1, seed + 1));
   Buffer<float> dm = upload(b, random_floats(n, -0.1f, 0.1f, seed + 2));
   Buffer<float> dv = upload(b, random_floats(n, 0.0f, 0.1f, seed + 3));
-  Buffer<uint16_t> dh(b.kind(), n);
+  Buffer<uint16_t> dh(b.device(), n);
   ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 1e-4f};
   h.non_matrix_learning_rate_factor = 0.5f;
   ops::TrainState s;
@@ -61,7 +61,7 @@ std::vector<double> run_convert(Backend& b, uint64_t seed) {
   auto small = random_floats(1000, -1e-6f, 1e-6f, seed + 1);  // subnormals
   v.insert(v.end(), small.begin(), small.end());
   Buffer<float> src = upload(b, v);
-  Buffer<uint16_t> dst(b.kind(), v.size());
+  Buffer<uint16_t> dst(b.device(), v.size());
   ops::call<ops::ConvertToHalf>(b.default_stream(), src.view(), dst.view());
   std::vector<double> out;
   append(out, dst.to_host());  // the bits: must agree exactly
@@ -71,8 +71,8 @@ std::vector<double> run_convert(Backend& b, uint64_t seed) {
 std::vector<double> run_loss(Backend& b, uint64_t seed, LossParams loss) {
   const size_t n = 50001;
   Buffer<float> y = upload(b, random_floats(n, -2, 2, seed)), t = upload(b, random_floats(n, -2, 2, seed + 1));
-  Buffer<float> dy(b.kind(), n);
-  Buffer<float> partials(b.kind(), ops::call<ops::LossPartialsNeeded>(b.default_stream(), n));
+  Buffer<float> dy(b.device(), n);
+  Buffer<float> partials(b.device(), ops::call<ops::LossPartialsNeeded>(b.default_stream(), n));
   Buffer<ops::TrainState> ds = upload_state(b, ops::TrainState{});
   ops::call<ops::LossForwardBackward>(b.default_stream(), loss, y.view(), t.view(), 1.0f / float(n), dy.view(),
                                       partials.view(), ds.view());
@@ -133,7 +133,7 @@ std::vector<double> run_activation_backward(Backend& b, uint64_t seed, Activatio
   auto y = random_floats(n, -1.5f, 1.5f, seed);
   if (act == Activation::Sigmoid || act == Activation::Softplus || act == Activation::Exponential)
     for (float& v : y) v = std::abs(v);  // outputs these activations can produce
-  Buffer<float> dy = upload(b, y), g = upload(b, random_floats(n, -1, 1, seed + 1)), dz(b.kind(), n);
+  Buffer<float> dy = upload(b, y), g = upload(b, random_floats(n, -1, 1, seed + 1)), dz(b.device(), n);
   ops::call<ops::ActivationBackward>(b.default_stream(), act, dy.view(), g.view(), dz.view());
   std::vector<double> out;
   append(out, dz.to_host());

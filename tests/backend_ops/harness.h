@@ -35,7 +35,7 @@ std::function<bool(const Backend&)> has_op() {
 
 template <typename T>
 Buffer<T> upload(const Backend& b, const std::vector<T>& host) {
-  return make_buffer(b.kind(), host);
+  return make_buffer(b.device(), host);
 }
 
 // ||got - want|| / ||want|| over finite entries; infinite when NaN or inf positions (or

@@ -11,16 +11,23 @@ namespace tessera::test {
 
 namespace {
 
-// The backends under test: CUDA in tessera_backend_ops_tests (label gpu), OpenCL in
-// tessera_opencl_tests (label opencl; the same cases, built with TESSERA_TEST_OPENCL).
+// The backends under test, from the registry at run time: every CUDA device in
+// tessera_backend_ops_tests (label gpu), every OpenCL device in tessera_opencl_tests (label
+// opencl; the same cases, built with TESSERA_TEST_OPENCL). Where the build has the backend
+// but the machine no device, device 0 stands in and every case skips visibly.
 std::vector<Device> backends_under_test() {
 #ifdef TESSERA_TEST_OPENCL
-  return {DeviceKind::opencl};
+  const DeviceKind kind = DeviceKind::opencl;
+  const bool built = built_with_opencl();
 #else
-  std::vector<Device> kinds;
-  if (built_with_cuda()) kinds.push_back(DeviceKind::cuda);
-  return kinds;
+  const DeviceKind kind = DeviceKind::cuda;
+  const bool built = built_with_cuda();
 #endif
+  std::vector<Device> devices;
+  for (const Device& d : available_devices())
+    if (d.kind == kind) devices.push_back(d);
+  if (devices.empty() && built) devices.emplace_back(kind, 0);
+  return devices;
 }
 
 struct Param {
@@ -62,7 +69,8 @@ std::vector<Param> all_params() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, BackendOps, ::testing::ValuesIn(all_params()), [](const auto& info) {
   const OpCase& c = op_cases().at(info.param.case_index);
-  return std::string(to_string(info.param.backend.kind)) + "_" + c.op + "_" + c.name;
+  const Device& d = info.param.backend;
+  return std::string(to_string(d.kind)) + (d.index ? std::to_string(d.index) : "") + "_" + c.op + "_" + c.name;
 });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendOps);
 

@@ -75,6 +75,8 @@ struct OpenClDeviceInfo {
 // Every OpenCL device of every platform; empty without the backend or a platform.
 std::vector<OpenClDeviceInfo> opencl_devices();
 bool opencl_available();
+// Every device this build and machine can run on, in order: cpu, cuda:0.., opencl:0..
+std::vector<Device> available_devices();
 // Waits for all queued work of the device's backend (no-op on the CPU).
 void synchronize(const Device& device);
 

@@ -11,6 +11,7 @@
 #include "tessera/ops/image_sample.h"
 #include "tessera/ops/isosurface.h"
 #include "tessera/ops/matrix.h"
+#include "fused_mlp_cpu.h"
 #include "nerf_cpu.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
@@ -133,6 +134,19 @@ void register_ops(Backend& b) {
     matrix_axpby(dst.rows(), uint32_t(dst.cols()), alpha, src.data<const float>(), uint32_t(src.row_stride()), beta,
                  dst.data<float>(), uint32_t(dst.row_stride()));
   });
+  // The fused MLP's reference (the backend-ops harness compares the kernels with it);
+  // FullyFusedMlp on the CPU runs its own path with a tape.
+  b.add_op<FusedMlpInference>([](Stream&, const MlpShape& s, MlpActivations acts, V weights, V input, V output,
+                                 const FusedMlpOptions&) {
+    fused_mlp_inference_reference(s, acts, weights, {}, input, output);
+  });
+  b.add_op<FusedMlpInferenceGridInput>([](Stream&, const MlpShape& s, MlpActivations acts, V weights,
+                                          const FusedGridInputViews& grid, V coords, V output,
+                                          const FusedMlpOptions&) {
+    fused_mlp_inference_reference(s, acts, weights, grid, coords, output);
+  });
+  b.add_op<FusedMlpTrain>([](Stream&, const MlpShape& s, MlpActivations acts, const FusedMlpTrainArgs& args,
+                             FusedMlpWorkspace&) { fused_mlp_train_reference(s, acts, args); });
   b.add_op<LossPartialsNeeded>([](Stream&, size_t) { return size_t(1); });
   b.add_op<LossForwardBackward>([](Stream&, const LossParams& loss, V y_view, V target_view, float norm,
                                    V dL_dy_view, V, V state) {

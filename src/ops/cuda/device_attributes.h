@@ -1,5 +1,5 @@
 #pragma once
-// Hardware limits the CUDA ops size their launches by, read once per device (DESIGN.md:
+// Hardware limits the CUDA ops size their launches by, read once per device (docs/REFERENCE.md:
 // never hard-coded; a process may drive several GPUs).
 #include <array>
 #include <atomic>

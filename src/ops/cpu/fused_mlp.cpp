@@ -1,0 +1,115 @@
+// The fused MLP ops' CPU reference: what a fused kernel computes, in fp32 from the same
+// fp16 weights (and fp16 input or grid table where the kernel reads those), for the
+// backend-ops harness. FullyFusedMlp itself runs the CPU reference path with a tape
+// (nn/fully_fused_mlp.cpp); these ops recompute, as the kernels do.
+#include "fused_mlp_cpu.h"
+
+#include <cmath>
+#include <vector>
+
+#include "tessera/core/error.h"
+#include "tessera/ops/encodings.h"
+#include "typed_storage.h"
+
+namespace tessera::ops::cpu {
+
+namespace {
+
+std::vector<float> to_floats(const TensorView& v, const char* what, size_t n) {
+  TESSERA_CHECK(v.numel() >= n && (v.dtype == DType::f16 || v.dtype == DType::f32) && v.contiguous(),
+                "{}: expects {} contiguous fp16 or fp32 values, got {} {}", what, n, v.numel(), to_string(v.dtype));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = float(load_as_double(v.address(), v.dtype, i));
+  return out;
+}
+
+void check_rows(const TensorView& v, const char* what, size_t batch, uint32_t width) {
+  TESSERA_CHECK(v.rank == 2 && v.rows() == batch && v.cols() == width && v.dtype == DType::f32 && v.contiguous(),
+                "{}: expects a contiguous fp32 [{}, {}] view, got {} [{}, {}]", what, batch, width,
+                to_string(v.dtype), v.rows(), v.cols());
+}
+
+// The network's input rows as fp32: the input itself, or (grid input) the grid's features
+// of the coordinates, from the fp16 table as the kernel reads it.
+std::vector<float> network_input(const MlpShape& s, const FusedGridInputViews& grid, const TensorView& input,
+                                 size_t batch) {
+  if (!grid.layout) return to_floats(input, "fused_mlp: input", batch * s.input_width);
+  const GridLayout& g = *grid.layout;
+  TESSERA_CHECK(g.output_width() == s.input_width, "fused_mlp: the grid puts out {} features, the network takes {}",
+                g.output_width(), s.input_width);
+  const std::vector<float> table = to_floats(grid.table, "fused_mlp: grid table", size_t(g.n_params()));
+  std::vector<float> features(batch * s.input_width);
+  grid_encode<float>(g, table.data(), input.data<const float>(), uint32_t(input.row_stride()), batch,
+                     features.data(), s.input_width);
+  return features;
+}
+
+}  // namespace
+
+void fused_mlp_inference_reference(const MlpShape& s, MlpActivations acts, const TensorView& weights,
+                                   const FusedGridInputViews& grid, const TensorView& input,
+                                   const TensorView& output) {
+  const size_t batch = input.rows();
+  if (batch == 0) return;
+  check_rows(output, "fused_mlp_inference: output", batch, s.output_width);
+  const std::vector<float> w = to_floats(weights, "fused_mlp_inference: weights", s.n_params());
+  const std::vector<float> x = network_input(s, grid, input, batch);
+  mlp_forward<float>(s, acts, w.data(), x.data(), batch, output.data<float>(), nullptr);
+}
+
+void fused_mlp_train_reference(const MlpShape& s, MlpActivations acts, const FusedMlpTrainArgs& a) {
+  const size_t batch = a.input.rows();
+  TESSERA_CHECK(a.target.empty() != a.dL_doutput.empty(), "fused_mlp_train: give a target or dL/doutput, not both");
+  TESSERA_CHECK(!a.grid.layout || a.dL_dinput.empty(), "fused_mlp_train: no dL/dinput with a grid input");
+  TESSERA_CHECK(a.dL_dparams.numel() >= s.n_params() && a.dL_dparams.dtype == DType::f32,
+                "fused_mlp_train: dL_dparams holds {} values; the network has {}", a.dL_dparams.numel(),
+                s.n_params());
+  auto& state = *a.state.data<TrainState>();
+  if (batch == 0) return;
+  const std::vector<float> w = to_floats(a.weights, "fused_mlp_train: weights", s.n_params());
+  const std::vector<float> x = network_input(s, a.grid, a.input, batch);
+  const size_t n_out = batch * s.output_width;
+  std::vector<float> y(n_out), dy(n_out);
+  MlpTape<float> tape;
+  mlp_forward<float>(s, acts, w.data(), x.data(), batch, y.data(), &tape);
+  if (!a.target.empty()) {  // the loss as the kernels take it: mean over batch x outputs
+    check_rows(a.target, "fused_mlp_train: target", batch, s.output_width);
+    const float* t = a.target.data<const float>();
+    const float norm = 1.0f / float(n_out);
+    double sum = 0.0;
+    for (size_t i = 0; i < n_out; ++i) {
+      sum += loss_value(a.loss, y[i], t[i]);
+      dy[i] = norm * loss_gradient(a.loss, y[i], t[i]);
+    }
+    state.last_loss = float(sum * norm);
+  } else {
+    check_rows(a.dL_doutput, "fused_mlp_train: dL_doutput", batch, s.output_width);
+    dy.assign(a.dL_doutput.data<const float>(), a.dL_doutput.data<const float>() + n_out);
+  }
+  if (!a.output.empty()) {
+    check_rows(a.output, "fused_mlp_train: output", batch, s.output_width);
+    std::copy(y.begin(), y.end(), a.output.data<float>());
+  }
+  const bool want_dx = !a.dL_dinput.empty() || a.grid.layout;
+  std::vector<float> dx(want_dx ? batch * s.input_width : 0);
+  mlp_backward<float>(s, acts, w.data(), x.data(), batch, tape, dy.data(), a.dL_dparams.data<float>(), a.mode,
+                      want_dx ? dx.data() : nullptr);
+  if (!a.dL_dinput.empty()) {
+    check_rows(a.dL_dinput, "fused_mlp_train: dL_dinput", batch, s.input_width);
+    std::copy(dx.begin(), dx.end(), a.dL_dinput.data<float>());
+  }
+  if (a.grid.layout) {  // the grid's gradient is added in, as the kernel's scatter does
+    const GridLayout& g = *a.grid.layout;
+    const std::vector<float> table = to_floats(a.grid.table, "fused_mlp_train: grid table", size_t(g.n_params()));
+    grid_encode_backward<float>(g, table.data(), a.input.data<const float>(), uint32_t(a.input.row_stride()), batch,
+                                dx.data(), s.input_width, a.grid.gradients.data<float>(), nullptr, 0);
+  }
+  if (a.settle) {
+    const float* g = a.dL_dparams.data<const float>();
+    bool finite = true;
+    for (size_t i = 0; i < s.n_params() && finite; ++i) finite = std::isfinite(g[i]);
+    finish_step(state, finite);
+  }
+}
+
+}  // namespace tessera::ops::cpu
