@@ -11,7 +11,7 @@ BUILD_SAN ?= build-san
 FUZZ_SECONDS ?= 300
 FUZZ_SECONDS_CI ?= 45
 
-.PHONY: all bootstrap configure build build-cpu build-san demo test test-cpu-only test-gpu test-san fuzz clean
+.PHONY: all bootstrap configure build build-cpu build-san demo test test-cpu-only test-gpu test-san test-install fuzz clean
 
 all: build
 
@@ -38,13 +38,23 @@ demo: build
 	./$(BUILD)/tessera fit function --out demo_out --json demo_out/result.json
 
 # Every test of the default build (GPU tests skip visibly without a CUDA device), the
-# CPU-only build's tests, the CPU unit tests under ASan + UBSan, and each fuzz target for
-# FUZZ_SECONDS_CI.
+# CPU-only build's tests, the CPU unit tests under ASan + UBSan, each fuzz target for
+# FUZZ_SECONDS_CI, and the installed package built against by examples/.
 test: build build-cpu build-san
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1500
 	cd $(BUILD_CPU) && ctest --output-on-failure -j $(JOBS) --timeout 1500
 	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS) --timeout 1500 -L unit
 	FUZZ_SEED=1 ./scripts/fuzz.sh $(BUILD_SAN) $(FUZZ_SECONDS_CI)
+	$(MAKE) test-install
+
+# The installed package as a user's project sees it: `cmake --install` into a scratch
+# prefix, examples/ configured on its own with find_package(tessera), built and run.
+test-install: build
+	rm -rf $(BUILD)/install-test $(BUILD)/examples-outside
+	cmake --install $(BUILD) --prefix $(BUILD)/install-test
+	cmake -S examples -B $(BUILD)/examples-outside -G Ninja -DCMAKE_PREFIX_PATH=$(CURDIR)/$(BUILD)/install-test
+	cmake --build $(BUILD)/examples-outside -j $(JOBS)
+	$(BUILD)/examples-outside/example_rbm cpu
 
 # The CPU unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-san: build-san

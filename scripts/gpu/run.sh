@@ -146,7 +146,7 @@ for step in "${steps[@]}"; do
       "$BUILD/tests/tessera_opencl_tests" --gtest_color=no > "$OUT/opencl_tests.log" 2>&1
       grep -E '^\[( +OK|  FAILED|  SKIPPED)|measured|Failure' "$OUT/opencl_tests.log" | grep -v '^\[  FAILED  \] .*, where' | tail -40
       summary+=("opencl tests: $(grep -c '^\[       OK' "$OUT/opencl_tests.log") passed, $(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$OUT/opencl_tests.log") failed")
-      "$BUILD/example_rbm" opencl > "$OUT/rbm_opencl.log" 2>&1; summary+=("example_rbm opencl: exit $?")
+      "$BUILD/examples/example_rbm" opencl > "$OUT/rbm_opencl.log" 2>&1; summary+=("example_rbm opencl: exit $?")
       ;;
     bench-opencl)
       export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:$PWD/.gpu/lib"
