@@ -18,12 +18,6 @@ namespace tessera::nn {
 
 namespace {
 constexpr uint32_t kMaxHiddenLayers = 32;
-
-bool all_finite(const float* v, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(v[i])) return false;
-  return true;
-}
 }  // namespace
 
 std::string network_otype(const Json& config, const std::string& fallback) {
@@ -340,17 +334,12 @@ void FullyFusedMlp::fused_training_step(ConstView input, ConstView target, const
     const uint32_t n_out = output_width();
     std::vector<float> out(batch * n_out), dL(batch * n_out);
     auto ctx = run_forward(input, TensorView::of_matrix(out.data(), batch, n_out, n_out));
-    const float norm = 1.0f / float(std::max<size_t>(batch * n_out, 1));
-    const float* t = target.data<const float>();
-    double loss_sum = 0.0;
-    for (size_t i = 0; i < out.size(); ++i) {
-      loss_sum += loss_value(loss, out[i], t[i]);
-      dL[i] = loss_gradient(loss, out[i], t[i]) * norm;
-    }
-    run_backward(*ctx, TensorView::of_matrix(dL.data(), batch, n_out, n_out), dL_dinput, GradientMode::overwrite);
-    auto& state = *state_.data<ops::TrainState>();
-    state.last_loss = float(loss_sum * norm);
-    ops::finish_step(state, all_finite(p_.gradients.data<const float>(), n_params()));
+    const TensorView dL_dout = TensorView::of_matrix(dL.data(), batch, n_out, n_out);
+    ops::call<ops::LossForwardBackward>(stream(), loss, TensorView::of_matrix(out.data(), batch, n_out, n_out), target,
+                                        1.0f / float(std::max<size_t>(batch * n_out, 1)), dL_dout, TensorView(),
+                                        state_);
+    run_backward(*ctx, dL_dout, dL_dinput, GradientMode::overwrite);
+    ops::call<ops::SettleStep>(stream(), p_.gradients, state_);
     return;
   }
   if (path_ == Path::gemm)

@@ -9,6 +9,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/ops/encodings.h"
+#include "train_step_cpu.h"
 #include "typed_storage.h"
 
 namespace tessera::ops::cpu {
@@ -74,14 +75,8 @@ void fused_mlp_train_reference(const MlpShape& s, MlpActivations acts, const Fus
   mlp_forward<float>(s, acts, w.data(), x.data(), batch, y.data(), &tape);
   if (!a.target.empty()) {  // the loss as the kernels take it: mean over batch x outputs
     check_rows(a.target, "fused_mlp_train: target", batch, s.output_width);
-    const float* t = a.target.data<const float>();
-    const float norm = 1.0f / float(n_out);
-    double sum = 0.0;
-    for (size_t i = 0; i < n_out; ++i) {
-      sum += loss_value(a.loss, y[i], t[i]);
-      dy[i] = norm * loss_gradient(a.loss, y[i], t[i]);
-    }
-    state.last_loss = float(sum * norm);
+    state.last_loss =
+        loss_forward_backward(a.loss, y.data(), a.target.data<const float>(), n_out, 1.0f / float(n_out), dy.data());
   } else {
     check_rows(a.dL_doutput, "fused_mlp_train: dL_doutput", batch, s.output_width);
     dy.assign(a.dL_doutput.data<const float>(), a.dL_doutput.data<const float>() + n_out);
@@ -104,12 +99,7 @@ void fused_mlp_train_reference(const MlpShape& s, MlpActivations acts, const Fus
     grid_encode_backward<float>(g, table.data(), a.input.data<const float>(), uint32_t(a.input.row_stride()), batch,
                                 dx.data(), s.input_width, a.grid.gradients.data<float>(), nullptr, 0);
   }
-  if (a.settle) {
-    const float* g = a.dL_dparams.data<const float>();
-    bool finite = true;
-    for (size_t i = 0; i < s.n_params() && finite; ++i) finite = std::isfinite(g[i]);
-    finish_step(state, finite);
-  }
+  if (a.settle) settle_step(state, a.dL_dparams.data<const float>(), s.n_params());
 }
 
 }  // namespace tessera::ops::cpu

@@ -13,6 +13,7 @@
 #include "tessera/ops/matrix.h"
 #include "fused_mlp_cpu.h"
 #include "nerf_cpu.h"
+#include "train_step_cpu.h"
 #include "tessera/ops/mlp_gemm_cuda.h"
 #include "tessera/ops/optimizers.h"
 
@@ -153,20 +154,11 @@ void register_ops(Backend& b) {
     const size_t n = y_view.numel();
     check_view(target_view, "loss: target", DType::f32, n);
     check_view(dL_dy_view, "loss: dL_dy", DType::f32, n);
-    const float *y = y_view.data<const float>(), *target = target_view.data<const float>();
-    float* dL_dy = dL_dy_view.data<float>();
-    double sum = 0.0;
-    for (size_t i = 0; i < n; ++i) {
-      sum += loss_value(loss, y[i], target[i]);
-      dL_dy[i] = norm * loss_gradient(loss, y[i], target[i]);
-    }
-    state.data<TrainState>()->last_loss = float(sum * norm);
+    state.data<TrainState>()->last_loss = loss_forward_backward(
+        loss, y_view.data<const float>(), target_view.data<const float>(), n, norm, dL_dy_view.data<float>());
   });
   b.add_op<SettleStep>([](Stream&, V grads_view, V state) {
-    const float* grads = grads_view.data<const float>();
-    bool finite = true;
-    for (size_t i = 0, n = grads_view.numel(); i < n && finite; ++i) finite = std::isfinite(grads[i]);
-    finish_step(*state.data<TrainState>(), finite);
+    settle_step(*state.data<TrainState>(), grads_view.data<const float>(), grads_view.numel());
   });
   b.add_op<NerfMarchRays>([](Stream&, const NerfScene& scene, const NerfRaySelection& rays, V ray_out, V samples,
                               V dt, V counters) {
