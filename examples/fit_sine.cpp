@@ -4,9 +4,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "tessera/core/buffer.h"
-#include "tessera/core/rng.h"
-#include "tessera/nn/model_trainer.h"
+#include <tessera/tessera.h>
 
 int main() {
   using namespace tessera;

@@ -11,13 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tessera/core/buffer.h"
-#include "tessera/core/device.h"
-#include "tessera/core/error.h"
-#include "tessera/core/rng.h"
-#include "tessera/ops/dispatch.h"
-#include "tessera/ops/gemv.h"
-#include "tessera/ops/ger.h"
+#include <tessera/tessera.h>
 
 using namespace tessera;
 

@@ -15,7 +15,7 @@
 #include "tessera/nn/model_trainer.h"
 
 #include "tessera/ops/dispatch.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
 
 namespace tessera::app {
 

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "tessera/core/device.h"
+#include "tessera/core/version.h"
 
 namespace tessera::app {
 
@@ -12,12 +13,12 @@ void register_info(CLI::App& root) {
   cmd->add_option("--json", json_path, "also write the information as JSON to this file")->check(writable_output_file());
   cmd->callback([] {
     Json j;
-    j["version"] = TESSERA_VERSION;
+    j["version"] = tessera::version();
     j["backends"] = {{"cpu", true}, {"cuda", built_with_cuda()}, {"opencl", built_with_opencl()}};
-    j["cuda_architectures"] = built_with_cuda() ? TESSERA_CUDA_ARCHS_STRING : "";
-    fmt::print("tessera {}\n", TESSERA_VERSION);
+    j["cuda_architectures"] = cuda_architectures();
+    fmt::print("tessera {}\n", tessera::version());
     fmt::print("backends: cpu (reference, OpenMP)");
-    if (built_with_cuda()) fmt::print(", cuda (sm_{})", TESSERA_CUDA_ARCHS_STRING);
+    if (built_with_cuda()) fmt::print(", cuda (sm_{})", cuda_architectures());
     if (built_with_opencl()) fmt::print(", opencl (GEMV and GEMM on fp32, fp16 or bf16 storage; conv, the MLP and CNN "
                                         "training ops in fp32)");
     fmt::print("\n");

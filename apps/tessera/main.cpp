@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
+#include "tessera/core/version.h"
 
 namespace tessera::app {
 
@@ -132,7 +133,7 @@ void restore_generator(Pcg32& rng, const Json& extra, const std::string& where, 
 int main(int argc, char** argv) {
   CLI::App app{"tessera: train small neural networks fast (tensor-core fully fused MLPs)", "tessera"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", TESSERA_VERSION);
+  app.set_version_flag("--version", tessera::version());
   bool quiet = false;
   app.add_flag("-q,--quiet", quiet, "only warnings and errors on stderr");
 

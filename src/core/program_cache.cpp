@@ -1,4 +1,4 @@
-#include "tessera/core/program_cache.h"
+#include "core/program_cache.h"
 
 #include <cstdlib>
 #include <cstring>

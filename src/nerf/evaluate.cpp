@@ -6,6 +6,7 @@
 
 #include "tessera/core/image_io.h"
 #include "tessera/core/image_metrics.h"
+#include "ops/nerf_math.h"
 
 namespace tessera::nerf {
 

@@ -14,6 +14,7 @@
 #include "tessera/nn/optimizer.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/matrix.h"
+#include "ops/nerf_math.h"
 
 namespace tessera::nerf {
 

@@ -7,6 +7,7 @@
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/encodings.h"
+#include "ops/encoding_math.h"
 
 namespace tessera::nn {
 

@@ -11,8 +11,9 @@
 #include "module_internal.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemm.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/mlp.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::nn {
 
@@ -102,8 +103,8 @@ void check_rows(const char* what, ConstView v, size_t batch, uint32_t width) {
 }  // namespace
 
 FullyFusedMlp::FullyFusedMlp(const MlpConfig& config, Device device)
-    : cfg_(config), device_(device), own_state_(device, 1), in_stage_(device, 0), out_stage_(device, 0),
-      dout_stage_(device, 0), din_stage_(device, 0) {
+    : cfg_(config), device_(device), own_state_(device, 1), fused_ws_(backend_for(device)), in_stage_(device, 0),
+      out_stage_(device, 0), dout_stage_(device, 0), din_stage_(device, 0) {
   Backend& backend = backend_for(device);
   const ops::TrainState fresh;
   own_state_.copy_from_host(&fresh, 1);

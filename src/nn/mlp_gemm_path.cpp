@@ -4,8 +4,9 @@
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/matrix.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/mlp.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/activation_math.h"
 
 namespace tessera::nn {
 

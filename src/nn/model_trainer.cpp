@@ -6,7 +6,7 @@
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/nn/loss.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/mlp.h"
 
 namespace tessera::nn {
 

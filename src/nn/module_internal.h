@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "tessera/nn/module.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
 
 namespace tessera::nn::detail {
 

@@ -1,6 +1,7 @@
 // Backend-independent GEMM argument checks.
 #include "tessera/core/error.h"
 #include "tessera/ops/gemm.h"
+#include "ops/activation_math.h"
 
 namespace tessera::ops {
 

@@ -6,7 +6,7 @@
 
 #include "tessera/core/error.h"
 #include "tessera/ops/activation.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
 #include "tessera/ops/loss_kind.h"
 
 namespace tessera {

@@ -9,6 +9,7 @@
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/matrix.h"
 #include "tessera/ops/nerf.h"
+#include "ops/activation_math.h"
 
 namespace tessera::ops {
 

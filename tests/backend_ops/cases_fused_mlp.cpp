@@ -12,7 +12,8 @@
 #include "tessera/core/rng.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/encodings.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
+#include "tessera/ops/train_state.h"
 
 namespace tessera::test {
 namespace {
@@ -107,7 +108,7 @@ std::vector<double> run_mlp(Backend& b, const MlpCase& c, Output what, bool half
   Buffer<float> upstream = upload(b, random_floats(c.batch * c.out, -1e-3f, 1e-3f, seed + 3));
   Buffer<float> y(d, c.batch * c.out), dx(d, c.batch * c.in), grads(d, s.n_params());
   Buffer<TrainState> state = fresh_state(b);
-  ops::FusedMlpWorkspace ws;
+  Workspace ws(b);
   ops::FusedMlpTrainArgs a;
   a.weights = weights.view();
   a.input = input;
@@ -187,7 +188,7 @@ std::vector<double> run_grid_mlp(Backend& b, Output what, uint64_t seed) {
   Buffer<float> target = upload(b, random_floats(batch * s.output_width, -1, 1, seed + 3));
   Buffer<float> grads(d, s.n_params());
   Buffer<TrainState> state = fresh_state(b);
-  ops::FusedMlpWorkspace ws;
+  Workspace ws(b);
   ops::FusedMlpTrainArgs a;
   a.weights = weights.view();
   a.input = coords.matrix(batch, 3);

@@ -13,6 +13,7 @@
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/ger.h"
+#include "ops/activation_math.h"
 
 namespace tessera::test {
 namespace {

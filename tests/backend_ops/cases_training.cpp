@@ -1,13 +1,15 @@
 // The training-step ops: Adam (matrix and table parameters, untouched table entries, the
-// fp16 copy), SGD, a skipped step, fp32 -> fp16, the loss pass, the step settle, and the
-// strided matrix axpby the composite modules are glued with.
+// fp16 copy), SGD, a skipped step, fp32 -> fp16, the loss pass, the step settle, the
+// layer-by-layer MLP's fp16 activation passes and unscale, and the strided matrix axpby
+// the composite modules are glued with.
 #include <cstring>
 
 #include "harness.h"
+#include "support/half.h"
 #include "support/random.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/matrix.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/mlp.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::test {
@@ -142,6 +144,45 @@ std::vector<double> run_activation_backward(Backend& b, uint64_t seed, Activatio
   return out;
 }
 
+// The layer-by-layer MLP's fp16 passes: forward (fp16 and fp32 outputs), backward with
+// and without the loss scale, and the unscale into fresh or accumulated gradients.
+std::vector<double> run_activation_half(Backend& b, uint64_t seed, Activation act) {
+  const size_t n = 30011;
+  Buffer<float> z = upload(b, random_floats(n, -3, 3, seed)), dy = upload(b, random_floats(n, -1, 1, seed + 1));
+  Buffer<uint16_t> y16(b.device(), n), dz16(b.device(), n);
+  Buffer<float> y32(b.device(), n);
+  ops::TrainState state;
+  state.loss_scale = 64.0f;
+  Buffer<ops::TrainState> ds = upload_state(b, state);
+  Stream& s = b.default_stream();
+  std::vector<double> out;
+  const auto append_half = [&](const Buffer<uint16_t>& h) {
+    for (uint16_t bits : h.to_host()) out.push_back(from_half_bits(bits));
+  };
+  ops::call<ops::ActivationForwardHalf>(s, act, z.view(), y16.view(), y32.view());
+  append_half(y16);
+  append(out, y32.to_host());
+  for (bool scaled : {false, true}) {
+    ops::call<ops::ActivationBackwardHalf>(s, act, z.view(), dy.view(), dz16.view(), ds.view(), scaled);
+    append_half(dz16);
+  }
+  return out;
+}
+
+std::vector<double> run_unscale(Backend& b, uint64_t seed) {
+  const size_t n = 50021;
+  Buffer<float> scaled = upload(b, random_floats(n, -100, 100, seed)), dst = upload(b, random_floats(n, -1, 1, seed + 1));
+  ops::TrainState state;
+  state.loss_scale = 256.0f;
+  Buffer<ops::TrainState> ds = upload_state(b, state);
+  std::vector<double> out;
+  ops::call<ops::Unscale>(b.default_stream(), scaled.view(), dst.view(), true, ds.view());
+  append(out, dst.to_host());
+  ops::call<ops::Unscale>(b.default_stream(), scaled.view(), dst.view(), false, ds.view());
+  append(out, dst.to_host());
+  return out;
+}
+
 const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
   cases.push_back({"adam_sgd", "100003_half_tables", 1e-6, has_op<ops::AdamStep>(), run_optimizers});
   cases.push_back({"convert_to_half", "range_and_subnormals", 1e-12, has_op<ops::ConvertToHalf>(), run_convert});
@@ -161,6 +202,16 @@ const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
                          Activation::Tanh, Activation::Softplus, Activation::Exponential})
     cases.push_back({"activation_backward", to_string(act), 1e-6, has_op<ops::ActivationBackward>(),
                      [act](Backend& b, uint64_t s) { return run_activation_backward(b, s, act); }});
+  // fp16 outputs: one rounding (2^-11 relative) after the device's fast intrinsics.
+  for (Activation act : {Activation::None, Activation::ReLU, Activation::LeakyReLU, Activation::Sigmoid,
+                         Activation::Tanh, Activation::Softplus, Activation::Exponential, Activation::SiLU,
+                         Activation::Sine})
+    cases.push_back({"activation_half", to_string(act), 1e-3,
+                     [](const Backend& b) {
+                       return b.supports<ops::ActivationForwardHalf>() && b.supports<ops::ActivationBackwardHalf>();
+                     },
+                     [act](Backend& b, uint64_t s) { return run_activation_half(b, s, act); }});
+  cases.push_back({"unscale", "accumulate_then_overwrite", 1e-7, has_op<ops::Unscale>(), run_unscale});
   cases.push_back({"matrix_axpby", "zero", 1e-12, has_op<ops::MatrixAxpby>(),
                    [](Backend& b, uint64_t s) { return run_axpby(b, s, 0.0f, 0.0f, false); }});
 });

@@ -8,10 +8,11 @@
 #include "tessera/core/device_timer.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/encodings.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/optimizers.h"
 #include "support/views.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera {
 namespace {
@@ -35,10 +36,11 @@ TEST(Backend, CpuRegistersTheReferenceOps) {
 
 TEST(Backend, UnsupportedOpIsAnErrorNamingOpAndBackend) {
   const std::string msg = test::error_of([] {
-    ops::GridLayout g{};
-    ops::call<ops::GridEncodeHalf>(DeviceKind::cpu, g, TensorView(), TensorView(), TensorView(), TensorView());
+    // The CPU runs the fused MLP's reference, but has no launch plan to describe.
+    ops::call<ops::FusedMlpLaunchInfo>(DeviceKind::cpu, MlpShape{}, ops::MlpActivations{}, size_t(1024), true,
+                                       ops::FusedMlpOptions{});
   });
-  EXPECT_NE(msg.find("grid_encode_half"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("fused_mlp_launch_info"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cpu backend"), std::string::npos) << msg;
   EXPECT_NE(msg.find("adam_step"), std::string::npos) << "the message lists what the backend has: " << msg;
 }

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tessera/core/program_cache.h"
+#include "core/program_cache.h"
 
 namespace tessera {
 namespace {

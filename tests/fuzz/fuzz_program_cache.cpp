@@ -4,7 +4,7 @@
 #include <string>
 
 #include "fuzz_common.h"
-#include "tessera/core/program_cache.h"
+#include "core/program_cache.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return tessera::fuzz::run_one([&] {

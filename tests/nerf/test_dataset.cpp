@@ -13,6 +13,7 @@
 #include "tessera/nerf/render.h"
 #include "tessera/core/image_io.h"
 #include "tessera/nerf/dataset.h"
+#include "ops/nerf_math.h"
 
 namespace tessera {
 namespace {

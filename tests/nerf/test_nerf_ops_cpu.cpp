@@ -13,6 +13,7 @@
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/nerf.h"
 #include "support/views.h"
+#include "ops/nerf_math.h"
 
 namespace tessera {
 namespace {

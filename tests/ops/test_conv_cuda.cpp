@@ -16,6 +16,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/ops/conv.h"
 #include "tessera/ops/dispatch.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera {
 namespace {

@@ -6,6 +6,8 @@
 
 #include "support/random.h"
 #include "tessera/ops/encodings.h"
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/encoding_math.h"
 
 namespace tessera {
 namespace {

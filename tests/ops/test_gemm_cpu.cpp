@@ -10,6 +10,8 @@
 #include "tessera/core/backend.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/gemm.h"
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera {
 namespace {

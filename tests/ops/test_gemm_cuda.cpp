@@ -22,6 +22,8 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/device.h"
 #include "tessera/ops/gemm.h"
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera {
 namespace {

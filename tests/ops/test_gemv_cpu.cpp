@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "tessera/ops/gemv.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera {
 namespace {

@@ -5,6 +5,7 @@
 
 #include "support/random.h"
 #include "tessera/ops/mlp.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera {
 namespace {

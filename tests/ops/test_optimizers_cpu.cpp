@@ -4,6 +4,8 @@
 
 #include "support/random.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/step_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera {
 namespace {

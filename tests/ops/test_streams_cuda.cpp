@@ -13,7 +13,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/encodings.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/optimizers.h"

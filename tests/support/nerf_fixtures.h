@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tessera/ops/nerf_types.h"
+#include "ops/nerf_math.h"
 
 namespace tessera::test {
 

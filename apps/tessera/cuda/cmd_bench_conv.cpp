@@ -19,6 +19,7 @@
 #include "tessera/core/rng.h"
 #include "tessera/ops/conv.h"
 #include "tessera/ops/dispatch.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::app {
 

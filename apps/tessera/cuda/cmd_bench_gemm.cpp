@@ -14,6 +14,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/rng.h"
 #include "tessera/ops/gemm.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::app {
 

@@ -18,7 +18,8 @@
 
 #include <cuda_runtime.h>
 
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::app {
 

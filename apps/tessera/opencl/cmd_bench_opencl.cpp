@@ -22,6 +22,7 @@
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::app {
 

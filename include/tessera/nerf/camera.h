@@ -4,7 +4,7 @@
 // the conversion, so every reader agrees on it.
 #include <cstdint>
 
-#include "tessera/ops/nerf_math.h"
+#include "tessera/ops/nerf_types.h"
 
 namespace tessera::nerf {
 

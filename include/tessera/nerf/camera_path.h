@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "tessera/core/config.h"
-#include "tessera/ops/nerf_math.h"
+#include "tessera/ops/nerf_types.h"
 
 namespace tessera::nerf {
 

@@ -9,7 +9,7 @@
 
 #include "tessera/core/config.h"
 #include "tessera/core/image_io.h"
-#include "tessera/ops/nerf_math.h"
+#include "tessera/ops/nerf_types.h"
 
 namespace tessera::nerf {
 

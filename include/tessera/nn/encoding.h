@@ -12,7 +12,7 @@
 #include "tessera/core/device.h"
 #include "tessera/core/rng.h"
 #include "tessera/nn/module.h"
-#include "tessera/ops/encoding_math.h"
+#include "tessera/ops/grid_layout.h"
 
 namespace tessera::nn {
 

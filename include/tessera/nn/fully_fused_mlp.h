@@ -6,7 +6,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/nn/module.h"
 #include "tessera/nn/params.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
 #include "tessera/ops/mlp_shape.h"
 
 namespace tessera::nn {
@@ -106,7 +106,7 @@ class FullyFusedMlp final : public Module {
   TensorView state_;  // own_state_ or the model's
   Path path_ = Path::reference;
   ops::FusedMlpOptions kernel_options_;
-  ops::FusedMlpWorkspace fused_ws_;
+  Workspace fused_ws_;  // the fused training launch's scratch, this network's alone
   std::unique_ptr<MlpGemmPath> gemm_;
   Buffer<float> in_stage_, out_stage_, dout_stage_, din_stage_;  // strided views, grow-only
   uint64_t generation_ = 0;

@@ -7,7 +7,8 @@
 #include <cstdint>
 
 #include "tessera/core/tensor.h"
-#include "tessera/ops/encoding_math.h"
+#include "tessera/core/hd.h"
+#include "tessera/ops/grid_layout.h"
 
 namespace tessera {
 class Stream;
@@ -38,22 +39,6 @@ struct ElementwiseEncoding {
     return kind == ElementwiseKind::SphericalHarmonics ? order * order : n_dims * outputs_per_dim();
   }
 };
-
-// Output j of one input dim x of a per-dimension encoding (not SphericalHarmonics), and
-// its derivative when dvalue_dx is non-null.
-template <typename T>
-TESSERA_HD T elementwise_value(const ElementwiseEncoding& e, T x, uint32_t j, T* dvalue_dx) {
-  switch (e.kind) {
-    case ElementwiseKind::Identity:
-      if (dvalue_dx) *dvalue_dx = T(e.scale);
-      return x * T(e.scale) + T(e.offset);
-    case ElementwiseKind::Frequency: return frequency_value(x, j, dvalue_dx);
-    case ElementwiseKind::TriangleWave: return triangle_wave_value(x, j, dvalue_dx);
-    case ElementwiseKind::OneBlob: return one_blob_value(x, j, e.order, dvalue_dx);
-    case ElementwiseKind::SphericalHarmonics: break;
-  }
-  return T(0);
-}
 
 // Uniform initialization of grid parameters as tiny-cuda-nn does: U(-1e-4, 1e-4).
 constexpr float kGridInitRange = 1e-4f;
@@ -98,44 +83,4 @@ struct GridEncodeBackward {
 size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_width, const TensorView& in,
                             const TensorView& out, DType out_dtype = DType::f32);
 
-namespace cpu {
-
-// in: [batch, >= n_dims] (stride in_stride); out: [batch, output_width] (stride out_stride).
-template <typename T>
-void elementwise_encode(const ElementwiseEncoding& e, const T* in, uint32_t in_stride, size_t batch, T* out,
-                        uint32_t out_stride);
-// Writes dL_din [batch, n_dims] (overwrite).
-template <typename T>
-void elementwise_encode_backward(const ElementwiseEncoding& e, const T* in, uint32_t in_stride, size_t batch,
-                                 const T* dL_dout, uint32_t dout_stride, T* dL_din, uint32_t din_stride);
-
-// params: [n_params] (entry-major, features innermost).
-template <typename T>
-void grid_encode(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch, T* out,
-                 uint32_t out_stride);
-// Adds into dL_dparams [n_params]; writes dL_din [batch, n_dims] (overwrite) when non-null.
-template <typename T>
-void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
-                          const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride);
-
-}  // namespace cpu
-
-namespace cuda {
-
-void elementwise_encode(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch, float* out,
-                        uint32_t out_stride, Stream* stream = nullptr);
-void elementwise_encode_backward(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
-                                 const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride, Stream* stream = nullptr);
-// params_half: fp16 bits [n_params].
-void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride, size_t batch,
-                 float* out, uint32_t out_stride, Stream* stream = nullptr);
-// The same with fp16 output (fp16 bits), for consumers that read fp16 (the fused MLP).
-void grid_encode_half(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
-                      size_t batch, uint16_t* out, uint32_t out_stride, Stream* stream = nullptr);
-// Adds into dL_dparams [n_params] (fp32 atomics); writes dL_din when non-null.
-void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
-                          size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams, float* dL_din,
-                          uint32_t din_stride, Stream* stream = nullptr);
-
-}  // namespace cuda
 }  // namespace tessera::ops

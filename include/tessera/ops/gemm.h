@@ -83,40 +83,4 @@ struct GemmActivation {
 void check_gemm_activation_views(const GemmDesc& d, const GemmEpilogue& e, const TensorView& A, const TensorView& B,
                                  const TensorView& C, const TensorView& Y);
 
-namespace cpu {
-// Reference: double accumulation. Pointers to fp32, or fp16/bf16 bits.
-void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
-// The epilogue computed in double on the accumulated product (Y: bits of C's type).
-void gemm_activation(const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B, void* C, const void* Y);
-}  // namespace cpu
-
-namespace cuda {
-// simt: fp32 CUDA cores. wmma: fp16/bf16 on WMMA 16x16x16 (any NVIDIA tensor-core GPU).
-// wgmma: fp16/bf16 on Hopper's warpgroup MMA fed by TMA (compute capability 9.0 only;
-// operands whose base, leading dimension or batch stride is not 16-byte aligned are first
-// copied to aligned scratch). tf32x3: fp32 on TF32 tensor cores (compute capability 8.0
-// or later) at fp32 accuracy: each operand split into two TF32 parts, three products.
-enum class GemmKernel { simt, wmma, wgmma, tf32x3 };
-const char* to_string(GemmKernel k);
-// Runs the fastest kernel that can: fp32 -> simt; fp16/bf16 -> wgmma on Hopper, else wmma.
-// Without a stream: the CUDA backend's default stream.
-void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C);
-void gemm(const GemmDesc& d, const void* A, const void* B, void* C);
-// Runs the named kernel; throws tessera::Error saying why when it cannot run this problem
-// on this GPU.
-void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel);
-void gemm(const GemmDesc& d, const void* A, const void* B, void* C, GemmKernel kernel);
-// The GEMM with an activation epilogue (see GemmActivation): on Hopper the wgmma kernel
-// applies it as it writes C; otherwise (and for split-K or transposed-A problems) the
-// product goes to fp32 scratch and one elementwise pass applies it.
-void gemm_activation(Stream& stream, const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B, void* C,
-                     const void* Y);
-// Whether gemm_activation fuses the epilogue into the product for this problem.
-bool gemm_activation_is_fused(const GemmDesc& d, const GemmEpilogue& e, const void* A, const void* B);
-// Whether `kernel` can run this problem (with these operand addresses) on the current GPU.
-bool gemm_kernel_can_run(GemmKernel kernel, const GemmDesc& d, const void* A, const void* B);
-// Which kernel gemm() without a kernel argument would use.
-GemmKernel gemm_kernel_for(const GemmDesc& d, const void* A, const void* B);
-}  // namespace cuda
-
 }  // namespace tessera::ops

@@ -10,7 +10,6 @@
 #include "tessera/core/tensor.h"
 #include "tessera/ops/activation.h"
 
-
 namespace tessera::ops {
 
 enum class GemvOp { N, T };
@@ -32,21 +31,5 @@ struct Gemv {
 // The shape of a gemv call from its views, checked (types, extents); throws naming what
 // is wrong.
 GemvShape gemv_shape(GemvOp op, const TensorView& A, const TensorView& x, const TensorView& y);
-
-namespace cpu {
-// Reference: double accumulation. T = float, or uint16_t for fp16 bits.
-template <typename T>
-void gemv(const GemvShape& s, float alpha, const T* A, const T* x, float beta, T* y, Activation act);
-}  // namespace cpu
-
-namespace cuda {
-// On `stream` (null: the default stream); the op-T split reduction's partials live in its
-// workspace.
-void gemv(const GemvShape& s, float alpha, const float* A, const float* x, float beta, float* y, Activation act,
-          Stream* stream = nullptr);
-// fp16 bits for A, x, y.
-void gemv(const GemvShape& s, float alpha, const uint16_t* A, const uint16_t* x, float beta, uint16_t* y,
-          Activation act, Stream* stream = nullptr);
-}  // namespace cuda
 
 }  // namespace tessera::ops

@@ -18,11 +18,4 @@ struct Ger {
   using Fn = void(Stream&, float alpha, const TensorView& x, const TensorView& y, const TensorView& A);
 };
 
-namespace cpu {
-void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda);
-}
-namespace cuda {
-void ger(size_t rows, size_t cols, float alpha, const float* x, const float* y, float* A, size_t lda, Stream* stream = nullptr);
-}
-
 }  // namespace tessera::ops

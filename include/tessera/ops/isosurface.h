@@ -1,5 +1,5 @@
 #pragma once
-// Isosurface extraction (marching tetrahedra, see isosurface_math.h) as two ops, so the
+// Isosurface extraction (marching tetrahedra, see src/ops/isosurface_math.h) as two ops, so the
 // caller can size the outputs in between:
 //   IsosurfaceCount: the edges each lattice point's surface crossings (bits 1..7), the
 //     exclusive prefix sums of vertices per point and of triangles per cube; the totals are
@@ -11,7 +11,7 @@
 
 #include "tessera/core/backend.h"
 #include "tessera/core/tensor.h"
-#include "tessera/ops/nerf_math.h"
+#include "tessera/ops/nerf_types.h"
 
 namespace tessera::ops {
 
@@ -38,20 +38,5 @@ void check_isosurface_count_views(const TensorView& field, uint32_t res, const T
 void check_isosurface_emit_views(const TensorView& field, uint32_t res, const TensorView& crossings,
                                  const TensorView& vertex_first, const TensorView& triangle_first,
                                  const TensorView& positions, const TensorView& normals, const TensorView& triangles);
-
-namespace cpu {
-void isosurface_count(const float* field, uint32_t res, float threshold, uint8_t* crossings, uint32_t* vertex_first,
-                      uint32_t* triangle_first);
-void isosurface_emit(const float* field, uint32_t res, float threshold, const nerf::Aabb& box, const uint8_t* crossings,
-                     const uint32_t* vertex_first, const uint32_t* triangle_first, float* positions, float* normals,
-                     uint32_t* triangles);
-}  // namespace cpu
-namespace cuda {
-void isosurface_count(const float* field, uint32_t res, float threshold, uint8_t* crossings, uint32_t* vertex_first,
-                      uint32_t* triangle_first, Stream* stream);
-void isosurface_emit(const float* field, uint32_t res, float threshold, const nerf::Aabb& box, const uint8_t* crossings,
-                     const uint32_t* vertex_first, const uint32_t* triangle_first, float* positions, float* normals,
-                     uint32_t* triangles, Stream* stream);
-}  // namespace cuda
 
 }  // namespace tessera::ops

@@ -32,16 +32,4 @@ struct ActivationBackward {
 };
 void check_activation_backward(Activation act, const TensorView& y, const TensorView& g, const TensorView& dz);
 
-namespace cpu {
-void activation_backward(Activation act, size_t n, const float* y, const float* g, float* dz);
-void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
-                  float* dst, uint32_t dst_stride);
-}  // namespace cpu
-
-namespace cuda {
-void activation_backward(Activation act, size_t n, const float* y, const float* g, float* dz, Stream* stream = nullptr);
-void matrix_axpby(size_t rows, uint32_t cols, float alpha, const float* src, uint32_t src_stride, float beta,
-                  float* dst, uint32_t dst_stride, Stream* stream = nullptr);
-}  // namespace cuda
-
 }  // namespace tessera::ops

@@ -1,12 +1,18 @@
 #pragma once
-// MLP forward/backward ops. The CPU functions are the reference every other backend is
-// tested against; the CUDA ones are the tensor-core fully fused kernels.
+// MLP shapes and activations, and the ops of the layer-by-layer MLP. The CPU reference
+// (src/ops/cpu) is what every other backend is tested against; the fully fused kernels
+// are in ops/fused_mlp.h.
 #include <cstddef>
 #include <vector>
 
 #include "tessera/ops/activation.h"
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/mlp_shape.h"
+#include "tessera/core/tensor.h"
+
+namespace tessera {
+class Stream;
+}
 
 namespace tessera::ops {
 
@@ -17,27 +23,41 @@ struct MlpActivations {
 
 enum class GradientMode { overwrite, accumulate };
 
-namespace cpu {
-
-// What the forward pass keeps for backward: per layer, pre-activations z and outputs y,
-// each [batch, layer_out_logical].
-template <typename T>
-struct MlpTape {
-  std::vector<std::vector<T>> z, y;
+// The elementwise passes of the layer-by-layer (GEMM) MLP, for networks the fused kernel
+// does not take ("MLP" / "CutlassMLP", any width): the matrix products are ops::Gemm;
+// these are the activation, loss, loss-scale and step-settling passes.
+// Op tags (dispatch.h) of the passes below, so the layer-by-layer MLP (nn/mlp_gemm_path)
+// runs on any backend that registers them. Views are contiguous vectors of n elements
+// (n = z's, y's, grads' element count); state: the step's TrainState (a view of its bytes).
+struct ActivationForwardHalf {  // y16 (fp16) = act(z); y32 (fp32, optional) too
+  static constexpr const char* name = "activation_forward_half";
+  using Fn = void(Stream&, Activation act, const TensorView& z, const TensorView& y16, const TensorView& y32);
+};
+struct ActivationBackwardHalf {  // dz16 (fp16) = s * dy * act'(z)
+  static constexpr const char* name = "activation_backward_half";
+  using Fn = void(Stream&, Activation act, const TensorView& z, const TensorView& dy, const TensorView& dz16,
+                  const TensorView& state, bool scale_by_loss_scale);
+};
+struct Unscale {  // dst = (accumulate ? dst : 0) + scaled / loss scale
+  static constexpr const char* name = "unscale";
+  using Fn = void(Stream&, const TensorView& scaled, const TensorView& dst, bool accumulate,
+                  const TensorView& state);
+};
+// dL_dy = norm * loss'(y, target), state.last_loss = norm * sum of the losses; partials:
+// scratch of LossPartialsNeeded floats.
+struct LossForwardBackward {
+  static constexpr const char* name = "loss_forward_backward";
+  using Fn = void(Stream&, const LossParams& loss, const TensorView& y, const TensorView& target, float norm,
+                  const TensorView& dL_dy, const TensorView& partials, const TensorView& state);
+};
+struct LossPartialsNeeded {
+  static constexpr const char* name = "loss_partials_needed";
+  using Fn = size_t(Stream&, size_t n);
+};
+// Skips the step when any gradient is not finite; adapts the loss scale.
+struct SettleStep {
+  static constexpr const char* name = "settle_step";
+  using Fn = void(Stream&, const TensorView& grads, const TensorView& state);
 };
 
-// output: [batch, output_width]; params: shape.n_params() (padded layout, see MlpShape).
-// tape may be null (inference).
-template <typename T>
-void mlp_forward(const MlpShape& shape, MlpActivations acts, const T* params, const T* input,
-                 size_t batch, T* output, MlpTape<T>* tape);
-
-// dL_doutput: [batch, output_width]. Writes dL_dparams (shape.n_params(), padded entries
-// zero) per `mode`, and dL_dinput [batch, input_width] when non-null.
-template <typename T>
-void mlp_backward(const MlpShape& shape, MlpActivations acts, const T* params, const T* input,
-                  size_t batch, const MlpTape<T>& tape, const T* dL_doutput, T* dL_dparams,
-                  GradientMode mode, T* dL_dinput);
-
-}  // namespace cpu
 }  // namespace tessera::ops

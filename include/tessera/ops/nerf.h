@@ -1,7 +1,7 @@
 #pragma once
 // NeRF ops: sample rays through the occupancy grid, composite the model's outputs along
 // each ray (volume rendering) with the loss and its backward, and keep the occupancy grid.
-// The math they share is in nerf_math.h; the nerf layer (src/nerf) strings them together.
+// The math they share is in src/ops/nerf_math.h; the nerf layer (src/nerf) strings them together.
 //
 // Samples are the model's input rows: [position in the box mapped to [0, 1]^3, direction
 // mapped to [0, 1]^3] (6 floats), with their step length dt beside them. The model's output
@@ -123,25 +123,5 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                                       const TensorView& density, const TensorView& scratch,
                                       const TensorView& bitfield);
-
-namespace cuda {
-void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples, NerfRay* ray_out,
-                     float* samples, float* dt, uint32_t* counters, Stream* stream);
-size_t nerf_composite_train_partials(uint32_t n_rays);
-void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
-                          const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
-                          float* dL_doutputs, float* loss_partials, TrainState* state, Stream* stream);
-void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
-                           nerf::Vec3 background, float* rgba, Stream* stream);
-size_t nerf_compact_scratch(uint32_t n_rays);
-void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          const float* samples, const float* dt, float* compact_samples, float* compact_dt,
-                          uint32_t* count, uint32_t* scratch, Stream* stream);
-void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
-                       uint32_t* cells, float* positions, Stream* stream);
-void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
-                      uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield, Stream* stream);
-void nerf_mark_untrained(const NerfScene& scene, float* density, Stream* stream);
-}  // namespace cuda
 
 }  // namespace tessera::ops

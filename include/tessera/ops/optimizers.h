@@ -46,22 +46,4 @@ struct ConvertToHalf {
   using Fn = void(Stream&, const TensorView& src, const TensorView& dst);
 };
 
-namespace cpu {
-// The first n_matrix of the n parameters are network weights (see adam_update).
-void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params, float* m, float* v,
-               const TrainState& state);
-void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
-              const TrainState& state);
-void convert_to_half(const float* src, uint16_t* dst, size_t n);
-}  // namespace cpu
-
-namespace cuda {
-// params_fp16 (optional): fp16 copy refreshed in the same pass, for the tensor-core kernels.
-void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
-               uint16_t* params_fp16, float* m, float* v, const TrainState* state, Stream* stream = nullptr);
-void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
-              uint16_t* params_fp16, const TrainState* state, Stream* stream = nullptr);
-void convert_to_half(const float* src, uint16_t* dst, size_t n, Stream* stream = nullptr);
-}  // namespace cuda
-
 }  // namespace tessera::ops

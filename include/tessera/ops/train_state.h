@@ -6,8 +6,6 @@
 // kLossScaleGrowthInterval clean steps).
 #include <cstdint>
 
-#include "tessera/core/hd.h"
-
 namespace tessera::ops {
 
 constexpr float kInitialLossScale = 128.0f;
@@ -26,23 +24,5 @@ struct TrainState {
   uint32_t nonfinite_flag = 0; // scratch for the reduction
   uint32_t blocks_done = 0;    // scratch for the reduction's last-block election
 };
-
-// Settles a step: skip on non-finite gradients, adapt the loss scale. Run by the CPU
-// backend and by the last block of the CUDA gradient reduction.
-TESSERA_HD void finish_step(TrainState& s, bool finite) {
-  s.applied_loss_scale = s.loss_scale;
-  s.skip_this_step = finite ? 0u : 1u;
-  if (!finite) {
-    ++s.skipped_steps;
-    s.good_steps = 0;
-    s.loss_scale = s.loss_scale * 0.5f < kMinLossScale ? kMinLossScale : s.loss_scale * 0.5f;
-  } else {
-    ++s.optimizer_steps;
-  }
-  if (finite && ++s.good_steps >= kLossScaleGrowthInterval) {
-    s.good_steps = 0;
-    s.loss_scale = s.loss_scale * 2.0f > kMaxLossScale ? kMaxLossScale : s.loss_scale * 2.0f;
-  }
-}
 
 }  // namespace tessera::ops

@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "../backend_factories.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 
 namespace tessera::detail {
 namespace {

@@ -13,7 +13,7 @@
 #include "../backend_factories.h"
 #include "opencl_runtime.h"
 #include "tessera/core/error.h"
-#include "tessera/core/program_cache.h"
+#include "core/program_cache.h"
 
 namespace tessera::detail {
 

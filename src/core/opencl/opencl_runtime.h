@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "tessera/core/backend.h"
-#include "tessera/core/program_cache.h"
+#include "core/program_cache.h"
 
 namespace tessera::detail {
 

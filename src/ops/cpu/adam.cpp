@@ -1,7 +1,8 @@
 #include <cmath>
 
-#include "tessera/ops/adam_math.h"
+#include "ops/adam_math.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

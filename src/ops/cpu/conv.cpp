@@ -4,6 +4,8 @@
 #include "tessera/ops/conv.h"
 #include "conv_index.h"
 #include "typed_storage.h"
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

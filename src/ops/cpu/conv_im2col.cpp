@@ -11,6 +11,8 @@
 #include "conv_index.h"
 #include "tessera/ops/conv.h"
 #include "typed_storage.h"
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -1,6 +1,7 @@
 #include <cstring>
 
 #include "tessera/ops/optimizers.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -1,5 +1,7 @@
 // Identity, Frequency, TriangleWave, OneBlob and SphericalHarmonics on the CPU.
 #include "tessera/ops/encodings.h"
+#include "ops/encoding_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -11,6 +11,7 @@
 #include "tessera/ops/encodings.h"
 #include "train_step_cpu.h"
 #include "typed_storage.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -1,6 +1,6 @@
 #pragma once
 // The fused MLP ops' CPU reference (fused_mlp.cpp), registered in register_ops.cpp.
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "tessera/ops/fused_mlp.h"
 #include "tessera/ops/mlp.h"
 
 namespace tessera::ops::cpu {

@@ -5,6 +5,8 @@
 #include "tessera/core/error.h"
 #include "tessera/ops/gemm.h"
 #include "typed_storage.h"
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

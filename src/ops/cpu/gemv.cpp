@@ -5,6 +5,8 @@
 
 #include "tessera/core/error.h"
 #include "tessera/ops/gemv.h"
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -1,6 +1,7 @@
 #include "tessera/ops/ger.h"
 
 #include "tessera/core/error.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

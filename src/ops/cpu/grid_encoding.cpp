@@ -2,6 +2,8 @@
 #include <vector>
 
 #include "tessera/ops/encodings.h"
+#include "ops/cpu/cpu_kernels.h"
+#include "ops/encoding_math.h"
 
 namespace tessera::ops::cpu {
 
@@ -68,6 +70,14 @@ void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uin
     }
     for (uint32_t d = 0; d < g.n_dims; ++d) dL_din[size_t(i) * din_stride + d] = dx[d];
   }
+}
+
+void grid_encode_half(const GridLayout& g, const float* params, const float* in, uint32_t in_stride, size_t batch,
+                      uint16_t* out, uint32_t out_stride) {
+  const uint32_t width = g.output_width();
+  std::vector<float> rows(batch * width);
+  grid_encode<float>(g, params, in, in_stride, batch, rows.data(), width);
+  for (size_t r = 0; r < batch; ++r) convert_to_half(rows.data() + r * width, out + r * out_stride, width);
 }
 
 template void grid_encode<float>(const GridLayout&, const float*, const float*, uint32_t, size_t, float*, uint32_t);

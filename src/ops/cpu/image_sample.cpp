@@ -1,4 +1,6 @@
 #include "tessera/ops/image_sample.h"
+#include "ops/image_sample_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

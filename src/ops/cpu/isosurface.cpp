@@ -2,7 +2,8 @@
 #include <algorithm>
 
 #include "tessera/ops/isosurface.h"
-#include "tessera/ops/isosurface_math.h"
+#include "ops/isosurface_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -1,4 +1,6 @@
 #include "tessera/ops/matrix.h"
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

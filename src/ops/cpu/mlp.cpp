@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <omp.h>
+#include "ops/activation_math.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

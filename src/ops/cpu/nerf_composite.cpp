@@ -1,7 +1,8 @@
 // CPU reference of NerfCompositeTrain, NerfCompactSamples and NerfCompositeRender (per-ray math in
 // ops/nerf_kernels.h, shared with CUDA).
 #include "nerf_cpu.h"
-#include "tessera/ops/nerf_kernels.h"
+#include "ops/nerf_kernels.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

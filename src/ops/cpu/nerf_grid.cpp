@@ -2,7 +2,8 @@
 #include <algorithm>
 
 #include "nerf_cpu.h"
-#include "tessera/ops/nerf_kernels.h"
+#include "ops/nerf_kernels.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -3,7 +3,8 @@
 #include <vector>
 
 #include "nerf_cpu.h"
-#include "tessera/ops/nerf_kernels.h"
+#include "ops/nerf_kernels.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

@@ -14,8 +14,9 @@
 #include "fused_mlp_cpu.h"
 #include "nerf_cpu.h"
 #include "train_step_cpu.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/mlp.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 
@@ -92,6 +93,11 @@ void register_ops(Backend& b) {
     grid_encode<float>(g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
                        out.data<float>(), uint32_t(out.row_stride()));
   });
+  b.add_op<GridEncodeHalf>([](Stream&, const GridLayout& g, V params, V, V in, V out) {
+    const size_t batch = check_encoding_views("grid_encode_half", g.n_dims, g.output_width(), in, out, DType::f16);
+    grid_encode_half(g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
+                     out.data<uint16_t>(), uint32_t(out.row_stride()));
+  });
   b.add_op<GridEncodeBackward>([](Stream&, const GridLayout& g, V params, V, V in, V dL_dout, V dL_dparams,
                                   V dL_din) {
     const size_t batch = check_encoding_views("grid_encode_backward", g.n_dims, g.output_width(), in, dL_dout);
@@ -147,7 +153,21 @@ void register_ops(Backend& b) {
     fused_mlp_inference_reference(s, acts, weights, grid, coords, output);
   });
   b.add_op<FusedMlpTrain>([](Stream&, const MlpShape& s, MlpActivations acts, const FusedMlpTrainArgs& args,
-                             FusedMlpWorkspace&) { fused_mlp_train_reference(s, acts, args); });
+                             Workspace&) { fused_mlp_train_reference(s, acts, args); });
+  b.add_op<ActivationForwardHalf>([](Stream&, Activation act, V z, V y16, V y32) {
+    check_view(y16, "activation_forward_half: y16", DType::f16, z.numel());
+    activation_forward_half(act, z.data<const float>(), y16.data<uint16_t>(), y32.data<float>(), z.numel());
+  });
+  b.add_op<ActivationBackwardHalf>([](Stream&, Activation act, V z, V dy, V dz16, V state, bool scale_by_loss_scale) {
+    check_view(dy, "activation_backward_half: dy", DType::f32, z.numel());
+    check_view(dz16, "activation_backward_half: dz16", DType::f16, z.numel());
+    activation_backward_half(act, z.data<const float>(), dy.data<const float>(), dz16.data<uint16_t>(), z.numel(),
+                             *state.data<const TrainState>(), scale_by_loss_scale);
+  });
+  b.add_op<Unscale>([](Stream&, V scaled, V dst, bool accumulate, V state) {
+    check_view(dst, "unscale: dst", DType::f32, scaled.numel());
+    unscale(scaled.data<const float>(), dst.data<float>(), scaled.numel(), accumulate, *state.data<const TrainState>());
+  });
   b.add_op<LossPartialsNeeded>([](Stream&, size_t) { return size_t(1); });
   b.add_op<LossForwardBackward>([](Stream&, const LossParams& loss, V y_view, V target_view, float norm,
                                    V dL_dy_view, V, V state) {

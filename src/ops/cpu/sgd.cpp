@@ -1,4 +1,5 @@
 #include "tessera/ops/optimizers.h"
+#include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
 

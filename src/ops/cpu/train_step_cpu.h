@@ -6,6 +6,7 @@
 
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/train_state.h"
+#include "ops/step_math.h"
 
 namespace tessera::ops::cpu {
 

@@ -1,9 +1,10 @@
 #include <cuda_fp16.h>
 
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
-#include "tessera/ops/adam_math.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/adam_math.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 namespace {

@@ -13,9 +13,11 @@
 #include "conv_geometry.h"
 #include "storage_types.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/core/error.h"
 #include "tessera/ops/conv.h"
+#include "ops/activation_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 namespace {

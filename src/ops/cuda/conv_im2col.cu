@@ -17,10 +17,12 @@
 #include "storage_types.h"
 #include "stream.h"
 #include "tessera/core/backend.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/core/error.h"
 #include "tessera/ops/conv.h"
 #include "tessera/ops/gemm.h"
+#include "ops/activation_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 namespace {

@@ -1,12 +1,12 @@
 #pragma once
-// Hardware limits the CUDA ops size their launches by, read once per device (docs/REFERENCE.md:
-// never hard-coded; a process may drive several GPUs).
+// Hardware limits the CUDA ops size their launches by, from the backend of the device the
+// op runs on (docs/REFERENCE.md: never hard-coded; a process may drive several GPUs).
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <mutex>
 
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "tessera/core/backend.h"
 
 namespace tessera::ops::cuda::detail {
 
@@ -19,31 +19,18 @@ inline int current_device() {
   return dev;
 }
 
-inline int device_attribute(cudaDeviceAttr attr) {
-  int v = 0;
-  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, current_device()));
-  return v;
+// The CUDA backend of the current device (ops::call makes the op's device current first)
+// owns its attributes, read once when the backend is made.
+inline const DeviceAttributes& current_attributes() {
+  return backend_for(Device(DeviceKind::cuda, current_device())).attributes();
 }
 
-// One attribute of the current device, read on first use per device.
-template <cudaDeviceAttr Attr>
-int cached_attribute() {
-  static std::array<std::atomic<int>, kMaxDevices> values{};  // 0 = not read yet
-  std::atomic<int>& slot = values[size_t(current_device())];
-  int v = slot.load(std::memory_order_relaxed);
-  if (v == 0) {
-    v = device_attribute(Attr);
-    slot.store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
-
-inline int sm_count() { return cached_attribute<cudaDevAttrMultiProcessorCount>(); }
-inline size_t l2_bytes() { return size_t(cached_attribute<cudaDevAttrL2CacheSize>()); }
-inline size_t smem_optin() { return size_t(cached_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>()); }
+inline int sm_count() { return current_attributes().sm_count; }
+inline size_t l2_bytes() { return current_attributes().l2_cache_bytes; }
+inline size_t smem_optin() { return current_attributes().shared_memory_per_block_optin; }
 inline int compute_capability() {
-  return cached_attribute<cudaDevAttrComputeCapabilityMajor>() * 10 +
-         cached_attribute<cudaDevAttrComputeCapabilityMinor>();
+  const DeviceAttributes& a = current_attributes();
+  return a.compute_major * 10 + a.compute_minor;
 }
 
 // Runs `configure` (kernel attributes: they are per device) once per device per call site.

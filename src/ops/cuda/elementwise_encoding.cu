@@ -2,8 +2,10 @@
 // per sample, the same per-element math as the CPU reference (encoding_math.h).
 #include "launch.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/encodings.h"
+#include "ops/encoding_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 namespace {

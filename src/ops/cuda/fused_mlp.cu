@@ -11,7 +11,9 @@
 #include "device_attributes.h"
 #include "fused_mlp_internal.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/step_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 namespace detail {
@@ -220,7 +222,7 @@ void fused_mlp_inference_grid_input(const MlpShape& shape, MlpActivations acts, 
                         grid);
 }
 
-void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& a, FusedMlpWorkspace& ws) {
+void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& a, Workspace& ws) {
   check_shape(shape);
   const int grid_dims = a.grid.layout ? int(a.grid.layout->n_dims) : 0;
   if (grid_dims) {
@@ -251,8 +253,9 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   // GEMM weight gradients leave one partial; the in-kernel ones one per block.
   const int grad_partials = plan.weight_grads_by_gemm ? 1 : int(plan.blocks);
   const size_t partial_floats = size_t(grad_partials) * n_params;
-  ws.grad_partials.ensure(partial_floats);
-  ws.loss_partials.ensure(plan.blocks);
+  // Scratch from the caller's workspace (the network's own, so two networks never share).
+  float* grad_partial_sums = static_cast<float*>(ws.get("fused_mlp.grad_partials", partial_floats * sizeof(float)));
+  float* loss_partials = static_cast<float*>(ws.get("fused_mlp.loss_partials", plan.blocks * sizeof(float)));
   // With a target the seed is the per-element loss derivative and the mean over
   // batch x outputs is applied when unscaling; an upstream gradient already carries its
   // mean factor. Either way the dynamic loss scale keeps the fp16 backward in range.
@@ -260,18 +263,18 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   detail::TrainLaunch launch;
   launch.args = &a;
   launch.input_grad_scale = norm;
-  launch.grad_partials = ws.grad_partials.data();
-  launch.loss_partials = ws.loss_partials.data();
+  launch.grad_partials = grad_partial_sums;
+  launch.loss_partials = loss_partials;
   if (plan.weight_grads_by_gemm) {
-    ws.layer_store.ensure(detail::layer_store_halves(shape, a.batch));
-    launch.layer_store = ws.layer_store.data();
+    launch.layer_store = static_cast<uint16_t*>(
+        ws.get("fused_mlp.layer_store", detail::layer_store_halves(shape, a.batch) * sizeof(uint16_t)));
   }
   if (use_mma) detail::mma_train(shape, acts, plan, launch);
   else detail::wmma_train(shape, acts, plan, launch);
   const unsigned reduce_blocks = unsigned((n_params + 31) / 32);
   detail::reduce_grad_partials_kernel<<<reduce_blocks, detail::kReduceWarps * 32, 0, detail::native_stream(a.stream)>>>(
-      ws.grad_partials.data(), grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
-      ws.loss_partials.data(), int(plan.blocks), norm, a.state, a.settle);
+      grad_partial_sums, grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
+      loss_partials, int(plan.blocks), norm, a.state, a.settle);
   TESSERA_CUDA_CHECK_LAUNCH("reduce_grad_partials_kernel");
 }
 

@@ -16,7 +16,7 @@
 
 #include "tessera/core/error.h"
 
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "ops/cuda/fused_mlp_cuda.h"
 
 namespace tessera::ops::cuda::detail {
 

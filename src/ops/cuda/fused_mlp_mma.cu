@@ -16,6 +16,9 @@
 #include "fused_mlp_mma_device.cuh"
 #include "stream.h"
 #include "tessera/ops/gemm.h"
+#include "ops/activation_math.h"
+#include "ops/step_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {

@@ -10,8 +10,9 @@
 #include "grid_device.h"
 #include "ptx.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/gemm.h"
+#include "ops/activation_math.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {

@@ -12,7 +12,10 @@
 
 #include "fused_mlp_internal.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/activation_math.h"
+#include "ops/step_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {

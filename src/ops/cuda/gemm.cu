@@ -4,7 +4,8 @@
 #include "device_attributes.h"
 #include "gemm_internal.h"
 #include "tessera/core/backend.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 

@@ -2,7 +2,9 @@
 // fp32 scratch to C (used where the wgmma kernel cannot apply it as it writes C).
 #include "gemm_internal.h"
 #include "launch.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/activation_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "tessera/ops/activation.h"
 #include "tessera/ops/gemm.h"
+#include "ops/activation_math.h"
 
 namespace tessera::ops::cuda::detail {
 

@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "gemm_internal.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {

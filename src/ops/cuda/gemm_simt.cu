@@ -6,7 +6,8 @@
 //  * simt_gemm_kernel: 64 x 64 x 16 tiles, 4 x 4 per thread, element-wise loads with bounds
 //    checks: any layout, alignment and size.
 #include "gemm_internal.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {

@@ -12,8 +12,10 @@
 
 #include "device_attributes.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/gemv.h"
+#include "ops/activation_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 

@@ -1,6 +1,7 @@
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/ger.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "tessera/ops/encoding_math.h"
+#include "ops/encoding_math.h"
 
 namespace tessera::ops::cuda::grid {
 

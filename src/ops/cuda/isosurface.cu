@@ -4,9 +4,10 @@
 
 #include "launch.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/isosurface.h"
-#include "tessera/ops/isosurface_math.h"
+#include "ops/isosurface_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 

@@ -5,8 +5,10 @@
 #include <algorithm>
 
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/matrix.h"
+#include "ops/activation_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 namespace {

@@ -3,8 +3,10 @@
 
 #include "launch.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/cuda/cuda_kernels.h"
+#include "ops/activation_math.h"
+#include "ops/step_math.h"
 
 namespace tessera::ops::cuda {
 namespace {

@@ -8,9 +8,10 @@
 
 #include "launch.h"
 #include "stream.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/nerf.h"
-#include "tessera/ops/nerf_kernels.h"
+#include "ops/nerf_kernels.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda {
 

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "../register_ops.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
 #include "tessera/ops/conv.h"
 #include "tessera/ops/encodings.h"
-#include "tessera/ops/fused_mlp_cuda.h"
+#include "ops/cuda/fused_mlp_cuda.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/ger.h"
@@ -20,7 +20,7 @@
 #include "tessera/ops/isosurface.h"
 #include "tessera/ops/matrix.h"
 #include "tessera/ops/nerf.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "ops/cuda/cuda_kernels.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops::cuda {
@@ -340,7 +340,7 @@ void register_ops(Backend& b) {
                           output.data<float>(), options, &s);
   });
   b.add_op<FusedMlpTrain>([](Stream& s, const MlpShape& shape, MlpActivations acts, const FusedMlpTrainArgs& args,
-                             FusedMlpWorkspace& ws) { fused_mlp_train(shape, acts, unwrap(args, s), ws); });
+                             Workspace& ws) { fused_mlp_train(shape, acts, unwrap(args, s), ws); });
   b.add_op<FusedMlpAcceptsHalfInput>([](Stream&, const MlpShape& shape, MlpActivations acts, size_t batch,
                                         bool training, const FusedMlpOptions& options) {
     return fused_mlp_accepts_half_input(shape, acts, batch, training, options);

@@ -1,7 +1,7 @@
 // Prepended to every OpenCL program of the op table (opencl_ops.h: program_kernel):
 // a work-group sum (where WG is defined), the activations (the Activation enum's values, chosen at build time by -DACT) and the
 // TrainState with its settle step, both mirroring the C++ definitions
-// (tessera/ops/activation.h, tessera/ops/train_state.h) so every backend computes the same.
+// (src/ops/activation_math.h, src/ops/step_math.h) so every backend computes the same.
 #ifndef ACT
 #define ACT 0
 #endif

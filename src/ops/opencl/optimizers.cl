@@ -1,6 +1,6 @@
 // Optimizer steps on OpenCL over flat fp32 parameters, one item per parameter (grid
 // stride). Each reads the step's TrainState: a step flagged skip_this_step changes
-// nothing. Adam mirrors tessera/ops/adam_math.h: the first n_matrix parameters are
+// nothing. Adam mirrors src/ops/adam_math.h: the first n_matrix parameters are
 // network weights (L2 term, the base learning rate); the rest (encoding tables) take
 // their own rate factor and keep their moments where the gradient is zero.
 

@@ -6,7 +6,7 @@
 #include "../register_ops.h"
 #include "tessera/ops/ger.h"
 #include "tessera/ops/matrix.h"
-#include "tessera/ops/mlp_gemm_cuda.h"
+#include "tessera/ops/mlp.h"
 
 namespace tessera::ops::opencl {
 

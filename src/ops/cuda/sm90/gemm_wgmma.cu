@@ -22,7 +22,9 @@
 #include "../device_attributes.h"
 #include "../gemm_internal.h"
 #include "hopper_ptx.h"
-#include "tessera/core/cuda_check.h"
+#include "core/cuda/cuda_check.h"
+#include "ops/activation_math.h"
+#include "ops/cuda/cuda_kernels.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {

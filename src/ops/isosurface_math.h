@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tessera/ops/nerf_math.h"
+#include "ops/nerf_math.h"
 
 namespace tessera::ops::iso {
 

@@ -11,40 +11,9 @@
 #include <cstdint>
 
 #include "tessera/core/hd.h"
+#include "tessera/ops/nerf_types.h"
 
 namespace tessera::ops::nerf {
-
-struct Vec3 {
-  float x = 0, y = 0, z = 0;
-  TESSERA_HD float operator[](int i) const { return i == 0 ? x : (i == 1 ? y : z); }
-};
-TESSERA_HD Vec3 operator+(Vec3 a, Vec3 b) { return {a.x + b.x, a.y + b.y, a.z + b.z}; }
-TESSERA_HD Vec3 operator-(Vec3 a, Vec3 b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
-TESSERA_HD Vec3 operator*(float s, Vec3 a) { return {s * a.x, s * a.y, s * a.z}; }
-TESSERA_HD float dot(Vec3 a, Vec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
-TESSERA_HD Vec3 normalized(Vec3 a) {
-  const float n = std::sqrt(dot(a, a));
-  return n > 0 ? (1.0f / n) * a : Vec3{0, 0, 1};
-}
-
-// Pinhole camera with OpenCV radial-tangential distortion (k1, k2, p1, p2), in pixels.
-struct CameraModel {
-  float fl_x = 0, fl_y = 0, cx = 0, cy = 0;
-  float k1 = 0, k2 = 0, p1 = 0, p2 = 0;
-  uint32_t width = 0, height = 0;
-};
-
-// One posed image: camera-to-world [3 x 4] (rotation columns, then the position) in ngp
-// coordinates, its camera, and where its pixels start in the packed RGBA8 image array.
-struct FrameView {
-  float c2w[3][4] = {};
-  CameraModel camera;
-  uint64_t pixel_offset = 0;
-};
-
-struct Aabb {
-  Vec3 min{0, 0, 0}, max{1, 1, 1};
-};
 
 // ---- cameras and rays ----
 
@@ -113,9 +82,6 @@ TESSERA_HD void ray_box(const Ray& r, const Aabb& box, float& tmin, float& tmax)
 
 // ---- occupancy grid: kGridSize^3 cells per cascade, Morton order within a cascade ----
 
-constexpr uint32_t kGridSize = 128;
-constexpr uint32_t kGridCells = kGridSize * kGridSize * kGridSize;
-constexpr uint32_t kMaxCascades = 8;
 constexpr float kSqrt3 = 1.7320508075688772f;
 constexpr uint32_t kMaxStepsPerRay = 1024;
 // The step of the unit cube: 1024 steps along its diagonal (instant-ngp's NERF_STEPS).

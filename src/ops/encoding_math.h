@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "tessera/core/hd.h"
+#include "tessera/ops/encodings.h"
 
 namespace tessera::ops {
 
@@ -55,30 +56,10 @@ TESSERA_HD T t_ldexp(T x, int k) {
 constexpr double kPi = 3.14159265358979323846;
 
 // ---- grids (HashGrid / DenseGrid) ----
-constexpr uint32_t kMaxGridLevels = 32;
-constexpr uint32_t kMaxGridDims = 4;
 // The spatial-hash primes of Mueller et al. 2022, one per input dimension.
 TESSERA_HD constexpr uint32_t hash_prime(uint32_t d) {
   return d == 0 ? 1u : d == 1 ? 2654435761u : d == 2 ? 805459861u : 3674653429u;
 }
-
-enum class GridInterpolation { Linear, Smoothstep };
-
-// Everything a grid kernel needs, computed once on the host (POD: passed by value to
-// kernels). Entries are counted in feature vectors; parameter index = entry * F + f.
-struct GridLayout {
-  uint32_t n_dims = 2, n_levels = 16, n_features = 2;
-  bool hashed = true;  // false: DenseGrid
-  GridInterpolation interpolation = GridInterpolation::Linear;
-  float scale[kMaxGridLevels];          // x -> x * scale + 0.5 gives grid coordinates
-  uint32_t resolution[kMaxGridLevels];  // vertices per axis
-  uint32_t size[kMaxGridLevels];        // entries in the level's table
-  uint32_t offset[kMaxGridLevels + 1];  // first entry of each level; offset[n_levels] = total
-  bool dense[kMaxGridLevels];           // the level's full grid fits its table: no hashing
-  uint32_t output_width() const { return n_levels * n_features; }
-  uint64_t n_params() const { return uint64_t(offset[n_levels]) * n_features; }
-};
-
 
 // The grid helpers below take the dimension count as a template argument when the caller
 // knows it (the CUDA kernels, so loops unroll); D = 0 reads it from the layout.
@@ -259,6 +240,22 @@ TESSERA_HD void spherical_harmonics(const T* in, uint32_t degree, Emit&& emit) {
       }
     }
   }
+}
+
+// Output j of one input dim x of a per-dimension encoding (not SphericalHarmonics), and
+// its derivative when dvalue_dx is non-null.
+template <typename T>
+TESSERA_HD T elementwise_value(const ElementwiseEncoding& e, T x, uint32_t j, T* dvalue_dx) {
+  switch (e.kind) {
+    case ElementwiseKind::Identity:
+      if (dvalue_dx) *dvalue_dx = T(e.scale);
+      return x * T(e.scale) + T(e.offset);
+    case ElementwiseKind::Frequency: return frequency_value(x, j, dvalue_dx);
+    case ElementwiseKind::TriangleWave: return triangle_wave_value(x, j, dvalue_dx);
+    case ElementwiseKind::OneBlob: return one_blob_value(x, j, e.order, dvalue_dx);
+    case ElementwiseKind::SphericalHarmonics: break;
+  }
+  return T(0);
 }
 
 }  // namespace tessera::ops

@@ -3,6 +3,8 @@
 // CUDA kernels (a thread each), so both compute the same thing by construction.
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/nerf_types.h"
+#include "ops/nerf_math.h"
+#include "ops/step_math.h"
 
 namespace tessera::ops::nerf {
 

@@ -1,0 +1,347 @@
+// The NeRF ops: the march, the composite (train and render), the sample compaction, the
+// occupancy grid's samples, update and untrained marking. Their outputs are compared with
+// rules of their own (OpCase::compare), not one relative error: a sample count may differ
+// where a step lands within rounding of a cell boundary, a ray's stop where its
+// transmittance lands within rounding of the threshold, an occupancy bit where a cell's
+// density does (the GPU contracts multiply-adds, the CPU sums in double).
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "harness.h"
+#include "support/nerf_fixtures.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/nerf.h"
+#include "ops/nerf_kernels.h"
+#include "ops/nerf_math.h"
+
+namespace tessera::test {
+namespace {
+
+using namespace ops::nerf;
+
+// The scene's arrays on the backend, the scene pointing at them.
+struct SceneOn {
+  Buffer<FrameView> frames;
+  Buffer<uint8_t> bits;
+  ops::NerfScene scene;
+  SceneOn(const Backend& b, ops::NerfScene host, const std::vector<FrameView>& f, const std::vector<uint8_t>& bitfield)
+      : frames(upload(b, f)), bits(upload(b, bitfield)), scene(host) {
+    scene.frames = frames.data();
+    scene.bitfield = bits.data();
+  }
+};
+
+// The first `count` elements of a buffer (the march fills a prefix of its sample arrays).
+template <typename T>
+std::vector<T> prefix_to_host(const Buffer<T>& b, size_t count) {
+  std::vector<T> out(count);
+  if (count) download_from_view(b.device(), out.data(), b.view(0, count), count * sizeof(T));
+  return out;
+}
+
+// Reads a run's vector front to back.
+struct Reader {
+  const std::vector<double>& v;
+  size_t at = 0;
+  double next() { return at < v.size() ? v[at++] : NAN; }
+  uint32_t count() { return uint32_t(next()); }
+  bool done() const { return at == v.size(); }
+};
+
+// ---- march: per ray its frame, pixel and samples (6 inputs + dt each), in ray order ----
+std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bool training) {
+  const auto bits = blob_bitfield(n_cascades);
+  const auto frames = cameras_around_box(n_cascades, 4, 64);
+  const SceneOn on(b, march_scene(n_cascades, frames, bits), frames, bits);
+  ops::NerfRaySelection sel;
+  sel.training = training;
+  sel.snap_to_pixel_centres = n_cascades == 1;  // training rays both ways
+  sel.n_rays = training ? 3000 : 4096;
+  sel.seed = uint32_t(seed);
+  sel.frame = 2, sel.first_pixel = 0;
+  const uint32_t max_samples = 1u << 21;
+  Buffer<ops::NerfRay> rays(b.device(), sel.n_rays);
+  Buffer<float> samples(b.device(), size_t(max_samples) * 6), dt(b.device(), max_samples);
+  Buffer<uint32_t> counters(b.device(), 2);
+  ops::call<ops::NerfMarchRays>(b.default_stream(), on.scene, sel, rays.view(), samples.matrix(max_samples, 6),
+                                dt.view(), counters.view());
+  const auto r = rays.to_host();
+  const uint32_t used = std::min(counters.to_host()[0], max_samples);
+  const auto s = prefix_to_host(samples, size_t(used) * 6);
+  const auto d = prefix_to_host(dt, used);
+  std::vector<double> out{double(sel.n_rays)};
+  for (const ops::NerfRay& ray : r) {
+    out.insert(out.end(), {double(ray.frame), double(ray.pixel), double(ray.n_samples)});
+    for (uint32_t k = 0; k < ray.n_samples; ++k) {
+      const size_t i = ray.first_sample + k;
+      out.insert(out.end(), s.begin() + i * 6, s.begin() + i * 6 + 6);
+      out.push_back(d[i]);
+    }
+  }
+  return out;
+}
+
+std::string compare_march(const std::vector<double>& got, const std::vector<double>& want) {
+  Reader g{got}, w{want};
+  const uint32_t n = w.count();
+  if (g.count() != n) return "ray counts differ";
+  size_t compared = 0, mismatched = 0, samples_got = 0, samples_want = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (g.next() != w.next() || g.next() != w.next()) return fmt::format("ray {}: another frame or pixel", i);
+    const uint32_t ng = g.count(), nw = w.count();
+    samples_got += ng, samples_want += nw;
+    if (ng != nw) ++mismatched;
+    std::vector<double> a(size_t(ng) * 7), c(size_t(nw) * 7);
+    for (double& v : a) v = g.next();
+    for (double& v : c) v = w.next();
+    for (uint32_t k = 0; k < std::min(ng, nw); ++k, ++compared) {
+      double diff = 0;
+      for (int j = 0; j < 7; ++j) diff = std::max(diff, std::fabs(a[k * 7 + j] - c[k * 7 + j]));
+      if (!(diff <= 1e-4)) ++mismatched;
+    }
+  }
+  if (!g.done()) return "trailing values";
+  // Measured: a few per million samples differ (steps within rounding of a cell boundary).
+  if (std::fabs(double(samples_got) - double(samples_want)) > 1e-4 * double(samples_want) + 2)
+    return fmt::format("{} samples against {}", samples_got, samples_want);
+  if (compared < 10000) return fmt::format("only {} samples compared", compared);
+  if (double(mismatched) > 1e-3 * double(compared) + 2)
+    return fmt::format("{} of {} samples or rays differ", mismatched, compared);
+  return "";
+}
+
+// ---- composite: rays with random sample counts over random raw outputs ----
+struct CompositeInputs {
+  std::vector<FrameView> frames = cameras_around_box(1, 2, 16);
+  std::vector<uint8_t> rgba;
+  std::vector<ops::NerfRay> rays;
+  std::vector<float> raw, dt, samples;
+  uint32_t n_rays = 5000, total = 0;
+  explicit CompositeInputs(uint64_t seed) : rgba(2 * 16 * 16 * 4) {
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<float> u(0, 1);
+    for (auto& v : rgba) v = uint8_t(gen() % 256);
+    rays = random_rays(gen, n_rays, 2, 256, 200, 5, total);
+    raw.resize(size_t(total) * 4), dt.resize(total), samples.resize(size_t(total) * 6);
+    for (size_t i = 0; i < raw.size(); ++i) raw[i] = (i % 4 == 3) ? u(gen) * 8 - 2 : u(gen) * 6 - 3;
+    for (auto& v : dt) v = 0.002f + 0.02f * u(gen);
+    for (auto& v : samples) v = u(gen);
+  }
+};
+
+// [total, gradient (total x 4), loss, n_used per ray]
+std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind) {
+  const CompositeInputs in(seed);
+  ops::NerfScene host;
+  host.n_frames = 2;
+  const SceneOn on(b, host, in.frames, {0});
+  Buffer<uint8_t> rgba = upload(b, in.rgba);
+  Buffer<ops::NerfRay> rays = upload(b, in.rays);
+  Buffer<float> raw = upload(b, in.raw), dt = upload(b, in.dt), grad(b.device(), in.raw.size());
+  Stream& s = b.default_stream();
+  Buffer<float> partials(b.device(), std::max<size_t>(1, ops::call<ops::NerfCompositeTrainPartials>(s, in.n_rays)));
+  Buffer<ops::TrainState> state(b.device(), 1);
+  const ops::TrainState fresh;
+  state.copy_from_host(&fresh, 1);
+  const bool linear = kind == LossKind::L2;  // both colour spaces
+  ops::call<ops::NerfCompositeTrain>(s, on.scene, ops::NerfImages{rgba.data(), linear}, rays.view(), in.n_rays,
+                                     raw.matrix(in.total, 4), dt.view(), LossParams{kind, 0.1f}, 17u,
+                                     grad.matrix(in.total, 4), partials.view(), state.view());
+  std::vector<double> out{double(in.total)};
+  append(out, grad.to_host());
+  out.push_back(state.to_host()[0].last_loss);
+  for (const ops::NerfRay& r : rays.to_host()) out.push_back(r.n_used);
+  return out;
+}
+
+// Relative L2 error of [first, first + n) of both.
+double rel_l2_range(const std::vector<double>& got, const std::vector<double>& want, size_t first, size_t n) {
+  return rel_l2(std::vector<double>(got.begin() + first, got.begin() + first + n),
+                std::vector<double>(want.begin() + first, want.begin() + first + n));
+}
+
+std::string compare_composite_train(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return "sizes differ";
+  const size_t total = size_t(want[0]), n_grad = total * 4;
+  // Measured: ~1e-7 (exp/pow rounding between the CPU and CUDA math libraries).
+  const double err = rel_l2_range(got, want, 1, n_grad);
+  if (!(err < 1e-5)) return fmt::format("gradient error {:.2e}", err);
+  const double loss_got = got[1 + n_grad], loss_want = want[1 + n_grad];
+  if (!(std::fabs(loss_got - loss_want) <= 1e-5 * loss_want)) return fmt::format("loss {} against {}", loss_got, loss_want);
+  // Where each ray stopped: the same but where its transmittance lands within rounding of
+  // the threshold.
+  size_t differ = 0;
+  for (size_t i = 2 + n_grad; i < want.size(); ++i) differ += got[i] != want[i];
+  return differ <= 2 ? "" : fmt::format("{} rays stop elsewhere", differ);
+}
+
+std::vector<double> run_composite_render(Backend& b, uint64_t seed) {
+  const CompositeInputs in(seed);
+  Buffer<ops::NerfRay> rays = upload(b, in.rays);
+  Buffer<float> raw = upload(b, in.raw), dt = upload(b, in.dt), out(b.device(), size_t(in.n_rays) * 4);
+  ops::call<ops::NerfCompositeRender>(b.default_stream(), rays.view(), in.n_rays, raw.matrix(in.total, 4), dt.view(),
+                                      Vec3{0.2f, 0.5f, 1}, out.view());
+  std::vector<double> result;
+  append(result, out.to_host());
+  return result;
+}
+
+// Compaction: [count, then per ray n_samples, n_used and its compacted rows (6 + dt)]
+std::vector<double> run_compact(Backend& b, uint64_t seed) {
+  const CompositeInputs in(seed);
+  Buffer<ops::NerfRay> rays = upload(b, in.rays);
+  Buffer<float> raw = upload(b, in.raw), dt = upload(b, in.dt), samples = upload(b, in.samples);
+  Buffer<float> compact(b.device(), in.samples.size()), compact_dt(b.device(), in.total);
+  Stream& s = b.default_stream();
+  Buffer<uint32_t> count(b.device(), 1), scratch(b.device(), std::max<size_t>(1, ops::call<ops::NerfCompactScratch>(s, in.n_rays)));
+  ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, raw.matrix(in.total, 4).columns(3, 1),
+                                     samples.matrix(in.total, 6), dt.view(), compact.matrix(in.total, 6),
+                                     compact_dt.view(), count.view(), scratch.view());
+  const auto r = rays.to_host();
+  const auto c = compact.to_host(), d = compact_dt.to_host();
+  std::vector<double> out{double(count.to_host()[0])};
+  for (const ops::NerfRay& ray : r) {
+    out.insert(out.end(), {double(ray.n_samples), double(ray.n_used)});
+    for (uint32_t j = 0; j < ray.n_used; ++j) {
+      const size_t i = ray.first_sample + j;
+      out.insert(out.end(), c.begin() + i * 6, c.begin() + i * 6 + 6);
+      out.push_back(d[i]);
+    }
+  }
+  return out;
+}
+
+std::string compare_compact(const std::vector<double>& got, const std::vector<double>& want) {
+  Reader g{got}, w{want};
+  const double count_got = g.next(), count_want = w.next();
+  if (count_want < 1000) return "fewer than 1000 samples kept";
+  if (std::fabs(count_got - count_want) > 4) return fmt::format("{} samples kept against {}", count_got, count_want);
+  size_t differ = 0, compared = 0;
+  for (uint32_t i = 0; !w.done(); ++i) {
+    const uint32_t ng = g.count(), ug = g.count();
+    w.count();
+    const uint32_t uw = w.count();
+    if (ng != ug) return fmt::format("ray {} keeps {} of {} samples", i, ug, ng);
+    differ += ug != uw;
+    std::vector<double> a(size_t(ug) * 7), c(size_t(uw) * 7);
+    for (double& v : a) v = g.next();
+    for (double& v : c) v = w.next();
+    for (uint32_t j = 0; j < std::min(ug, uw); ++j, ++compared)
+      for (int k = 0; k < 7; ++k)
+        if (a[j * 7 + k] != c[j * 7 + k]) return fmt::format("ray {}: compacted row {} differs", i, j);
+  }
+  if (!g.done()) return "another ray count";
+  if (differ > 2) return fmt::format("{} rays stop elsewhere", differ);
+  return compared > 1000 ? "" : "fewer than 1000 rows compared";
+}
+
+// ---- occupancy grid: [cells (n), positions (n x 6), densities, bits (one per cell)] ----
+std::vector<double> run_grid(Backend& b, uint64_t seed) {
+  const uint32_t n_cascades = 2, total = n_cascades * kGridCells;
+  const auto bits = blob_bitfield(n_cascades);
+  ops::NerfScene host;
+  host.aabb = cascade_box(n_cascades);
+  host.n_cascades = n_cascades;
+  const SceneOn on(b, host, {FrameView{}}, bits);
+  const uint32_t n_uniform = 300000, n_occupied = 200000, n = n_uniform + n_occupied;
+  Stream& s = b.default_stream();
+  Buffer<uint32_t> cells(b.device(), n);
+  Buffer<float> pos = upload(b, std::vector<float>(size_t(n) * 6, 0.0f));
+  ops::call<ops::NerfGridSamples>(s, on.scene, n_uniform, n_occupied, uint32_t(seed), cells.view(), pos.matrix(n, 6));
+  // The update: densities from raw values with a stride, a grid with history.
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(0, 1);
+  std::vector<float> raw_host(size_t(n) * 3), density_host(total);
+  for (auto& v : raw_host) v = u(gen) * 10 - 8;
+  for (auto& v : density_host) v = u(gen) < 0.5f ? 0.0f : 0.02f * u(gen);
+  Buffer<float> raw = upload(b, raw_host), density = upload(b, density_host), scratch(b.device(), total);
+  Buffer<uint8_t> new_bits(b.device(), total / 8);
+  ops::call<ops::NerfGridUpdate>(s, n_cascades, cells.view(), raw.matrix(n, 3).columns(0, 1), 0.95f, density.view(),
+                                 scratch.view(), new_bits.view());
+  std::vector<double> out;
+  append(out, cells.to_host());
+  append(out, pos.to_host());
+  append(out, density.to_host());
+  const auto nb = new_bits.to_host();
+  for (uint32_t c = 0; c < total; ++c) out.push_back((nb[c >> 3] >> (c & 7)) & 1u);
+  return out;
+}
+
+std::string compare_grid(const std::vector<double>& got, const std::vector<double>& want) {
+  const size_t n = 500000, total = 2 * size_t(kGridCells);
+  if (got.size() != want.size() || want.size() != n * 7 + 2 * total) return "sizes differ";
+  for (size_t i = 0; i < n; ++i)
+    if (got[i] != want[i]) return fmt::format("sample {} in another cell", i);
+  const double pos_err = rel_l2_range(got, want, n, n * 6), density_err = rel_l2_range(got, want, n * 7, total);
+  if (!(pos_err < 1e-6)) return fmt::format("positions: error {:.2e}", pos_err);
+  if (!(density_err < 1e-6)) return fmt::format("densities: error {:.2e}", density_err);
+  // The threshold is a float sum on the GPU, a double sum on the CPU: bits may differ only
+  // for cells whose density lies within rounding of it.
+  double sum = 0.0;
+  for (uint32_t c = 0; c < kGridCells; ++c) sum += std::max(want[n * 7 + c], 0.0);
+  const double threshold = grid_threshold(float(sum / kGridCells));
+  for (size_t c = 0; c < total; ++c) {
+    const double density = want[n * 7 + c];
+    if (got[n * 7 + total + c] != want[n * 7 + total + c] && std::fabs(density - threshold) > 1e-4 * threshold)
+      return fmt::format("cell {} (density {}) differs but is not at the threshold {}", c, density, threshold);
+  }
+  return "";
+}
+
+// Untrained marking: the densities of every cell (negative = seen by no camera).
+std::vector<double> run_mark_untrained(Backend& b, uint64_t) {
+  const uint32_t n_cascades = 2, total = n_cascades * kGridCells;
+  std::vector<FrameView> frames = cameras_around_box(n_cascades, 3, 32);
+  frames[1].camera.k1 = 0.05f, frames[1].camera.p2 = 0.01f;  // the projection's distortion too
+  const auto bits = blob_bitfield(n_cascades);
+  const SceneOn on(b, march_scene(n_cascades, frames, bits), frames, bits);
+  Buffer<float> density = upload(b, std::vector<float>(total, 0.0f));
+  ops::call<ops::NerfMarkUntrained>(b.default_stream(), on.scene, density.view());
+  std::vector<double> out;
+  append(out, density.to_host());
+  return out;
+}
+
+std::string compare_mark_untrained(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return "sizes differ";
+  size_t marked = 0, differ = 0;
+  for (size_t c = 0; c < want.size(); ++c) marked += want[c] < 0, differ += got[c] != want[c];
+  if (marked <= 100) return fmt::format("only {} cells marked", marked);  // measured 464
+  // A corner within rounding of an image edge may fall either way: measured none.
+  return differ <= want.size() / 100000 ? "" : fmt::format("{} cells differ", differ);
+}
+
+template <typename... Ops>
+std::function<bool(const Backend&)> has_ops() {
+  return [](const Backend& b) { return (b.supports<Ops>() && ...); };
+}
+
+const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
+  for (uint32_t n_cascades : {1u, 3u})
+    for (bool training : {true, false})
+      cases.push_back({"nerf_march_rays", fmt::format("{}_cascades_{}", n_cascades, training ? "training" : "render"),
+                       1e-4, has_op<ops::NerfMarchRays>(),
+                       [=](Backend& b, uint64_t seed) { return run_march(b, seed, n_cascades, training); },
+                       compare_march});
+  for (LossKind kind : {LossKind::L2, LossKind::Huber})
+    cases.push_back({"nerf_composite_train", kind == LossKind::L2 ? "L2_linear" : "Huber_srgb", 1e-5,
+                     has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
+                     [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, kind); },
+                     compare_composite_train});
+  // Measured: ~1e-7.
+  cases.push_back({"nerf_composite_render", "5000_rays", 1e-5, has_op<ops::NerfCompositeRender>(),
+                   run_composite_render});
+  cases.push_back({"nerf_compact_samples", "5000_rays", 0.0, has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
+                   run_compact, compare_compact});
+  cases.push_back({"nerf_grid_samples_update", "2_cascades", 1e-6, has_ops<ops::NerfGridSamples, ops::NerfGridUpdate>(),
+                   run_grid, compare_grid});
+  cases.push_back({"nerf_mark_untrained", "2_cascades_distorted", 0.0, has_op<ops::NerfMarkUntrained>(),
+                   run_mark_untrained, compare_mark_untrained});
+});
+
+}  // namespace
+}  // namespace tessera::test
