@@ -11,8 +11,10 @@ Workspace::~Workspace() {
   for (auto& [slot, block] : blocks_) backend_.deallocate(block.ptr);
 }
 
-void* Workspace::get(const std::string& slot, size_t bytes) {
-  Block& b = blocks_[slot];
+void* Workspace::get(std::string_view slot, size_t bytes) {
+  auto it = blocks_.find(slot);
+  if (it == blocks_.end()) it = blocks_.emplace(std::string(slot), Block{}).first;
+  Block& b = it->second;
   if (bytes > b.bytes) {
     // Grow by at least half again, so a slowly rising size (NeRF's sample count) does not
     // reallocate every call.

@@ -18,9 +18,9 @@ namespace {
 // Measured on an H100 (2026-11-22): forward 1.7e-6, parameter grads 1.6e-6, input grads
 // 8.5e-7.
 constexpr double kForwardTol = 1e-5, kGradTol = 1e-5, kInputGradTol = 1e-4;
-// fp16 output: each value rounded once (2^-11 relative), a few a unit apart where the
-// fp32 sums differ in their last bits.
-constexpr double kForwardHalfTol = 1e-3;
+// fp16 output: each value rounded once, a few a unit apart where the fp32 sums differ in
+// their last bits (measured <= 1.1e-5 on the H200).
+constexpr double kForwardHalfTol = 1e-4;
 
 struct GridCase {
   const char* name;

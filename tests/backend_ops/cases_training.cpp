@@ -202,11 +202,12 @@ const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
                          Activation::Tanh, Activation::Softplus, Activation::Exponential})
     cases.push_back({"activation_backward", to_string(act), 1e-6, has_op<ops::ActivationBackward>(),
                      [act](Backend& b, uint64_t s) { return run_activation_backward(b, s, act); }});
-  // fp16 outputs: one rounding (2^-11 relative) after the device's fast intrinsics.
+  // fp16 outputs: one rounding after the device's fast intrinsics (measured <= 7.7e-6 on
+  // the H200).
   for (Activation act : {Activation::None, Activation::ReLU, Activation::LeakyReLU, Activation::Sigmoid,
                          Activation::Tanh, Activation::Softplus, Activation::Exponential, Activation::SiLU,
                          Activation::Sine})
-    cases.push_back({"activation_half", to_string(act), 1e-3,
+    cases.push_back({"activation_half", to_string(act), 1e-4,
                      [](const Backend& b) {
                        return b.supports<ops::ActivationForwardHalf>() && b.supports<ops::ActivationBackwardHalf>();
                      },

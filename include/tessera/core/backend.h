@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <typeindex>
 #include <vector>
 
@@ -30,7 +31,7 @@ class Workspace {
   Workspace& operator=(const Workspace&) = delete;
   // At least `bytes` of device memory under `slot` (a short name: "gemm.split_k", ...).
   // Contents are not kept when it grows. Valid until the next call with the same slot.
-  void* get(const std::string& slot, size_t bytes);
+  void* get(std::string_view slot, size_t bytes);
   size_t bytes_held() const;
 
  private:
@@ -39,7 +40,7 @@ class Workspace {
     size_t bytes = 0;
   };
   Backend& backend_;
-  std::map<std::string, Block> blocks_;
+  std::map<std::string, Block, std::less<>> blocks_;  // found by string_view: no allocation per get
 };
 
 // An in-order queue of work on one backend (a cudaStream_t on CUDA; the calling thread on

@@ -2,6 +2,7 @@
 // Hardware limits the CUDA ops size their launches by, from the backend of the device the
 // op runs on (docs/REFERENCE.md: never hard-coded; a process may drive several GPUs).
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 
@@ -20,9 +21,17 @@ inline int current_device() {
 }
 
 // The CUDA backend of the current device (ops::call makes the op's device current first)
-// owns its attributes, read once when the backend is made.
+// owns its attributes, read once when the backend is made. Launches find them through a
+// per-device pointer, without the registry's lock (backends live until exit).
 inline const DeviceAttributes& current_attributes() {
-  return backend_for(Device(DeviceKind::cuda, current_device())).attributes();
+  static std::array<std::atomic<const DeviceAttributes*>, kMaxDevices> cache{};
+  const int dev = current_device();
+  const DeviceAttributes* a = cache[size_t(dev)].load(std::memory_order_acquire);
+  if (!a) {
+    a = &backend_for(Device(DeviceKind::cuda, dev)).attributes();
+    cache[size_t(dev)].store(a, std::memory_order_release);
+  }
+  return *a;
 }
 
 inline int sm_count() { return current_attributes().sm_count; }
