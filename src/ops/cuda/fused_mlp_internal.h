@@ -75,6 +75,45 @@ const void* as_symbol(Kernel k) {
   return reinterpret_cast<const void*>(k);
 }
 
+// ---- pieces both kernels share ----
+
+// Where layer l's weights start in the network's packed fp16 weights (MlpShape's layout:
+// the first layer [width, in_pad], then [width, width] per layer, the output layer last).
+__host__ __device__ __forceinline__ size_t packed_layer_offset(int width, int in_pad, int l) {
+  return l == 0 ? 0 : size_t(width) * in_pad + size_t(l - 1) * width * width;
+}
+
+// The launch parameters both kernels' Params take from the network's shape.
+template <typename Params>
+Params shape_params(const MlpShape& s, MlpActivations acts, size_t batch) {
+  Params p{};
+  p.in_w = int(s.input_width);
+  p.in_pad = int(s.input_padded());
+  p.out_w = int(s.output_width);
+  p.out_pad = int(s.output_padded());
+  p.width = int(s.width);
+  p.act_hidden = acts.hidden;
+  p.act_output = acts.output;
+  p.n_params = s.n_params();
+  p.batch = batch;
+  return p;
+}
+
+// Writes the block's loss partial: the threads' sums added by warp shuffles, then the
+// warps' sums in order by thread 0 (a fixed order, so the loss is deterministic).
+template <int kMaxWarps>
+__device__ __forceinline__ void write_block_loss(float loss_sum, int warps, float* loss_partials) {
+  __shared__ float warp_loss[kMaxWarps];
+  for (int o = 16; o > 0; o /= 2) loss_sum += __shfl_down_sync(0xffffffffu, loss_sum, o);
+  if ((threadIdx.x & 31) == 0) warp_loss[threadIdx.x >> 5] = loss_sum;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int w = 0; w < warps; ++w) s += warp_loss[w];
+    loss_partials[blockIdx.x] = s;
+  }
+}
+
 struct DeviceLimits {
   int sm_count = 0;
   size_t smem_optin = 0;

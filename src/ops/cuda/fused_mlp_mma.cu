@@ -443,30 +443,13 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
       }
     }
   }
-  __shared__ float warp_loss[kMaxTrainWarps];
-  for (int o = 16; o > 0; o /= 2) loss_sum += __shfl_down_sync(0xffffffffu, loss_sum, o);
-  if ((threadIdx.x & 31) == 0) warp_loss[warp] = loss_sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float s = 0.0f;
-    for (int w = 0; w < p.warps; ++w) s += warp_loss[w];
-    p.loss_partials[blockIdx.x] = s;
-  }
+  write_block_loss<kMaxTrainWarps>(loss_sum, p.warps, p.loss_partials);
 }
 
 MmaParams base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
-  MmaParams p{};
-  p.in_w = int(s.input_width);
-  p.in_pad = int(s.input_padded());
-  p.out_w = int(s.output_width);
-  p.out_pad = int(s.output_padded());
-  p.width = int(s.width);
+  MmaParams p = shape_params<MmaParams>(s, acts, batch);
   p.n_hidden = int(s.n_hidden_layers);
-  p.act_hidden = acts.hidden;
-  p.act_output = acts.output;
   p.store_z = activation_needs_input(acts.hidden);
-  p.n_params = s.n_params();
-  p.batch = batch;
   return p;
 }
 

@@ -132,8 +132,7 @@ __device__ __forceinline__ size_t smem_layer_offset(const MmaParams& p, int l, c
   return size_t(p.width) * lay.ld_x + size_t(l - 1) * p.width * lay.ld_h;
 }
 __host__ __device__ __forceinline__ size_t global_layer_offset(const MmaParams& p, int l) {
-  if (l == 0) return 0;
-  return size_t(p.width) * p.in_pad + size_t(l - 1) * p.width * p.width;
+  return packed_layer_offset(p.width, p.in_pad, l);
 }
 
 // Global layout of MmaParams::layer_store: layer l's input [batch, in_cols(l)] (x, then y of

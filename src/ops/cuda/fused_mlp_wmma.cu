@@ -153,8 +153,7 @@ __device__ __forceinline__ void warp_weight_grad(int rows, int N, int K, const _
 }
 
 __device__ __forceinline__ size_t layer_offset(const Params& p, int l) {
-  if (l == 0) return 0;
-  return size_t(p.width) * p.in_pad + size_t(l - 1) * p.width * p.width;
+  return packed_layer_offset(p.width, p.in_pad, l);
 }
 
 // Reads a tile of the input into shared memory as fp16, zero-padding columns and rows.
@@ -367,31 +366,13 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_train_kernel(Params p) 
     float4* dst = reinterpret_cast<float4*>(p.grad_partials + size_t(blockIdx.x) * p.n_params);
     for (size_t i = threadIdx.x; i < p.n_params / 4; i += kThreads) dst[i] = reinterpret_cast<const float4*>(dW)[i];
   }
-  // Block sum of the loss, in a fixed order.
-  __shared__ float warp_loss[kWarps];
-  for (int o = 16; o > 0; o /= 2) loss_sum += __shfl_down_sync(0xffffffffu, loss_sum, o);
-  if (threadIdx.x % 32 == 0) warp_loss[threadIdx.x / 32] = loss_sum;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float s = 0.0f;
-    for (int w = 0; w < kWarps; ++w) s += warp_loss[w];
-    p.loss_partials[blockIdx.x] = s;
-  }
+  write_block_loss<kWarps>(loss_sum, kWarps, p.loss_partials);
 }
 
 
 Params base_params(const MlpShape& s, MlpActivations acts, size_t batch) {
-  Params p{};
-  p.in_w = int(s.input_width);
-  p.in_pad = int(s.input_padded());
-  p.out_w = int(s.output_width);
-  p.out_pad = int(s.output_padded());
-  p.width = int(s.width);
+  Params p = shape_params<Params>(s, acts, batch);
   p.n_layers = int(s.n_layers());
-  p.act_hidden = acts.hidden;
-  p.act_output = acts.output;
-  p.n_params = s.n_params();
-  p.batch = batch;
   return p;
 }
 
