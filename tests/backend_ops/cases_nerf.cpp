@@ -43,6 +43,15 @@ std::vector<T> prefix_to_host(const Buffer<T>& b, size_t count) {
   return out;
 }
 
+// Appends n sample rows from `first` on: the 6 model inputs, then dt.
+void append_rows(std::vector<double>& out, const std::vector<float>& inputs, const std::vector<float>& dt,
+                 size_t first, uint32_t n) {
+  for (size_t i = first; i < first + n; ++i) {
+    out.insert(out.end(), inputs.begin() + i * 6, inputs.begin() + i * 6 + 6);
+    out.push_back(dt[i]);
+  }
+}
+
 // Reads a run's vector front to back.
 struct Reader {
   const std::vector<double>& v;
@@ -50,6 +59,11 @@ struct Reader {
   double next() { return at < v.size() ? v[at++] : NAN; }
   uint32_t count() { return uint32_t(next()); }
   bool done() const { return at == v.size(); }
+  std::vector<double> rows(uint32_t n) {  // n rows written by append_rows
+    std::vector<double> r(size_t(n) * 7);
+    for (double& x : r) x = next();
+    return r;
+  }
 };
 
 // ---- march: per ray its frame, pixel and samples (6 inputs + dt each), in ray order ----
@@ -76,11 +90,7 @@ std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bo
   std::vector<double> out{double(sel.n_rays)};
   for (const ops::NerfRay& ray : r) {
     out.insert(out.end(), {double(ray.frame), double(ray.pixel), double(ray.n_samples)});
-    for (uint32_t k = 0; k < ray.n_samples; ++k) {
-      const size_t i = ray.first_sample + k;
-      out.insert(out.end(), s.begin() + i * 6, s.begin() + i * 6 + 6);
-      out.push_back(d[i]);
-    }
+    append_rows(out, s, d, ray.first_sample, ray.n_samples);
   }
   return out;
 }
@@ -95,9 +105,7 @@ std::string compare_march(const std::vector<double>& got, const std::vector<doub
     const uint32_t ng = g.count(), nw = w.count();
     samples_got += ng, samples_want += nw;
     if (ng != nw) ++mismatched;
-    std::vector<double> a(size_t(ng) * 7), c(size_t(nw) * 7);
-    for (double& v : a) v = g.next();
-    for (double& v : c) v = w.next();
+    const std::vector<double> a = g.rows(ng), c = w.rows(nw);
     for (uint32_t k = 0; k < std::min(ng, nw); ++k, ++compared) {
       double diff = 0;
       for (int j = 0; j < 7; ++j) diff = std::max(diff, std::fabs(a[k * 7 + j] - c[k * 7 + j]));
@@ -206,11 +214,7 @@ std::vector<double> run_compact(Backend& b, uint64_t seed) {
   std::vector<double> out{double(count.to_host()[0])};
   for (const ops::NerfRay& ray : r) {
     out.insert(out.end(), {double(ray.n_samples), double(ray.n_used)});
-    for (uint32_t j = 0; j < ray.n_used; ++j) {
-      const size_t i = ray.first_sample + j;
-      out.insert(out.end(), c.begin() + i * 6, c.begin() + i * 6 + 6);
-      out.push_back(d[i]);
-    }
+    append_rows(out, c, d, ray.first_sample, ray.n_used);
   }
   return out;
 }
@@ -227,9 +231,7 @@ std::string compare_compact(const std::vector<double>& got, const std::vector<do
     const uint32_t uw = w.count();
     if (ng != ug) return fmt::format("ray {} keeps {} of {} samples", i, ug, ng);
     differ += ug != uw;
-    std::vector<double> a(size_t(ug) * 7), c(size_t(uw) * 7);
-    for (double& v : a) v = g.next();
-    for (double& v : c) v = w.next();
+    const std::vector<double> a = g.rows(ug), c = w.rows(uw);
     for (uint32_t j = 0; j < std::min(ug, uw); ++j, ++compared)
       for (int k = 0; k < 7; ++k)
         if (a[j * 7 + k] != c[j * 7 + k]) return fmt::format("ray {}: compacted row {} differs", i, j);
