@@ -35,14 +35,6 @@ struct SceneOn {
   }
 };
 
-// The first `count` elements of a buffer (the march fills a prefix of its sample arrays).
-template <typename T>
-std::vector<T> prefix_to_host(const Buffer<T>& b, size_t count) {
-  std::vector<T> out(count);
-  if (count) download_from_view(b.device(), out.data(), b.view(0, count), count * sizeof(T));
-  return out;
-}
-
 // Appends n sample rows from `first` on: the 6 model inputs, then dt.
 void append_rows(std::vector<double>& out, const std::vector<float>& inputs, const std::vector<float>& dt,
                  size_t first, uint32_t n) {
@@ -85,8 +77,9 @@ std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bo
                                 dt.view(), counters.view());
   const auto r = rays.to_host();
   const uint32_t used = std::min(counters.to_host()[0], max_samples);
-  const auto s = prefix_to_host(samples, size_t(used) * 6);
-  const auto d = prefix_to_host(dt, used);
+  std::vector<float> s(size_t(used) * 6), d(used);  // the march fills a prefix
+  samples.copy_to_host(s.data(), s.size());
+  dt.copy_to_host(d.data(), d.size());
   std::vector<double> out{double(sel.n_rays)};
   for (const ops::NerfRay& ray : r) {
     out.insert(out.end(), {double(ray.frame), double(ray.pixel), double(ray.n_samples)});

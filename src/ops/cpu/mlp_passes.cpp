@@ -1,22 +1,11 @@
 // The layer-by-layer MLP's elementwise passes (tessera/ops/mlp.h) on the CPU: the
 // reference the CUDA passes are tested against. The CPU's own MLP keeps a tape in fp32
 // and does not run them.
-#include <cstring>
-
 #include "ops/activation_math.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/typed_storage.h"
 
 namespace tessera::ops::cpu {
-
-namespace {
-// Round to nearest even, as the GPU's __float2half_rn.
-uint16_t to_half_bits(float x) {
-  const _Float16 h = static_cast<_Float16>(x);
-  uint16_t bits;
-  std::memcpy(&bits, &h, sizeof(bits));
-  return bits;
-}
-}  // namespace
 
 void activation_forward_half(Activation act, const float* z, uint16_t* y16, float* y32, size_t n) {
   with_activation(act, [&](auto a) {
@@ -24,7 +13,7 @@ void activation_forward_half(Activation act, const float* z, uint16_t* y16, floa
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long long i = 0; i < static_cast<long long>(n); ++i) {
       const float y = activation_value<float>(A, z[i]);
-      y16[i] = to_half_bits(y);
+      store_from_double(y16, DType::f16, size_t(i), y);  // round to nearest even, as the GPU
       if (y32) y32[i] = y;
     }
   });
@@ -38,7 +27,8 @@ void activation_backward_half(Activation act, const float* z, const float* dy, u
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (long long i = 0; i < static_cast<long long>(n); ++i) {
       const float zi = z[i];
-      dz16[i] = to_half_bits(s * dy[i] * activation_derivative<float>(A, activation_value<float>(A, zi), zi));
+      store_from_double(dz16, DType::f16, size_t(i),
+                        s * dy[i] * activation_derivative<float>(A, activation_value<float>(A, zi), zi));
     }
   });
 }
