@@ -11,7 +11,8 @@ BUILD_SAN ?= build-san
 FUZZ_SECONDS ?= 300
 FUZZ_SECONDS_CI ?= 45
 
-.PHONY: all bootstrap configure build build-cpu build-san demo test test-cpu-only test-gpu test-san test-install fuzz clean
+.PHONY: all bootstrap configure build build-cpu build-san demo python test test-cpu-only test-gpu test-san test-install \
+  test-python-install fuzz clean
 
 all: build
 
@@ -33,6 +34,11 @@ build-san: bootstrap
 	  -DTESSERA_CUDA=OFF -DTESSERA_FUZZ=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 
+# The Python package (python/tessera: numpy, and tessera.torch for PyTorch) with libtessera.so
+# inside, pip-installed into the active virtual environment, else the user's site-packages.
+python: build
+	./scripts/install_python.sh $(BUILD)
+
 # The main job on its built-in default: the 1-D function fit (Adam), outputs in demo_out/.
 demo: build
 	./$(BUILD)/tessera fit function --out demo_out --json demo_out/result.json
@@ -45,7 +51,7 @@ test: build build-cpu build-san
 	cd $(BUILD_CPU) && ctest --output-on-failure -j $(JOBS) --timeout 1500
 	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS) --timeout 1500 -L unit
 	FUZZ_SEED=1 ./scripts/fuzz.sh $(BUILD_SAN) $(FUZZ_SECONDS_CI)
-	$(MAKE) test-install
+	$(MAKE) test-install test-python-install
 
 # The installed package as a user's project sees it: `cmake --install` into a scratch
 # prefix, examples/ configured on its own with find_package(tessera), built and run.
@@ -55,6 +61,14 @@ test-install: build
 	cmake -S examples -B $(BUILD)/examples-outside -G Ninja -DCMAKE_PREFIX_PATH=$(CURDIR)/$(BUILD)/install-test
 	cmake --build $(BUILD)/examples-outside -j $(JOBS)
 	$(BUILD)/examples-outside/example_rbm cpu
+
+# `make python` as a user runs it, into a scratch virtual environment that sees Debian's torch
+# and numpy; then the installed package (not the checkout) trains a model.
+test-python-install: build
+	rm -rf $(BUILD)/python-venv
+	/usr/bin/python3 -m venv --system-site-packages $(BUILD)/python-venv
+	VIRTUAL_ENV=$(CURDIR)/$(BUILD)/python-venv ./scripts/install_python.sh $(BUILD)
+	cd $(BUILD) && ./python-venv/bin/python $(CURDIR)/examples/python/fit_image.py --steps 50 --batch 8192 --device cpu --min-psnr 18
 
 # The CPU unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-san: build-san

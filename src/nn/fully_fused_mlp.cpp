@@ -117,15 +117,17 @@ FullyFusedMlp::~FullyFusedMlp() = default;
 
 void FullyFusedMlp::bind_params(const ParamBinding& matrices, const ParamBinding&) {
   const size_t n = n_params();
-  TESSERA_CHECK(matrices.params.numel() >= n && matrices.gradients.numel() >= n &&
+  // Gradients may be left out by a caller that only runs the model (checked at backward).
+  TESSERA_CHECK(matrices.params.numel() >= n && (matrices.gradients.empty() || matrices.gradients.numel() >= n) &&
                     (!backend_for(device_).uses_half_params() || matrices.params_half.numel() >= n),
                 "{}: the parameter storage bound is incomplete", cfg_.otype);
   p_ = matrices.slice(0, n);
 }
 
-void FullyFusedMlp::check_bound(const char* what) const {
+void FullyFusedMlp::check_bound(const char* what, bool gradients) const {
   TESSERA_CHECK(p_.bound(), "{} {}: parameters are not bound (train it with a ModelTrainer, or bind a ParamStore)",
                 cfg_.otype, what);
+  TESSERA_CHECK(!gradients || !p_.gradients.empty(), "{} {}: no gradient storage is bound", cfg_.otype, what);
 }
 
 void FullyFusedMlp::set_stream(Stream& stream) {
@@ -199,7 +201,7 @@ void FullyFusedMlp::backward(ModuleContext& ctx, ConstView in, ConstView dL_dout
                                    dL_din.dtype == DType::f32),
                 "MLP backward: expects dL/dinput fp32 [batch, {}], got {} [{}, {}]", input_width(),
                 to_string(dL_din.dtype), dL_din.rows(), dL_din.cols());
-  check_bound("backward");
+  check_bound("backward", true);
   ConstView dy = dL_dout;
   if (!dL_dout.contiguous()) {
     dy = detail::scratch_view(dout_stage_, dL_dout.rows(), uint32_t(dL_dout.cols()));
@@ -308,7 +310,7 @@ void FullyFusedMlp::inference_grid_input(const ops::FusedGridInputViews& grid, C
 
 void FullyFusedMlp::fused_training_step_grid_input(const ops::FusedGridInputViews& grid, ConstView coords,
                                                    ConstView target, const LossParams& loss) {
-  check_bound("training step");
+  check_bound("training step", true);
   ops::FusedMlpTrainArgs a = fused_args(coords, View(), GradientMode::overwrite);
   a.grid = grid;
   a.target = target;
@@ -330,7 +332,7 @@ void FullyFusedMlp::fused_training_step(ConstView input, ConstView target, const
                 to_string(input.dtype), input.rows(), input.cols());
   check_rows("MLP training step target", target, batch, output_width());
   if (!dL_dinput.empty()) check_rows("MLP training step dL/dinput", dL_dinput, batch, input_width());
-  check_bound("training step");
+  check_bound("training step", true);
   if (path_ == Path::reference) {
     const uint32_t n_out = output_width();
     std::vector<float> out(batch * n_out), dL(batch * n_out);

@@ -18,7 +18,8 @@ Module& checked(const std::unique_ptr<Module>& model, const std::unique_ptr<Opti
 }  // namespace
 
 std::unique_ptr<ModelTrainer> ModelTrainer::from_config(const Json& c, uint32_t input_width, uint32_t output_width,
-                                                        Device device, uint64_t seed) {
+                                                        Device device, uint64_t seed,
+                                                        TensorView external_params) {
   TESSERA_CHECK(c.is_object(), "trainer config must be a JSON object");
   std::unique_ptr<Module> model;
   if (c.contains("model")) {
@@ -34,7 +35,7 @@ std::unique_ptr<ModelTrainer> ModelTrainer::from_config(const Json& c, uint32_t 
   }
   const LossParams loss = c.contains("loss") ? parse_loss(c.at("loss")) : LossParams{};
   auto optimizer = create_optimizer(c.contains("optimizer") ? c.at("optimizer") : Json{{"otype", "Adam"}});
-  return std::make_unique<ModelTrainer>(std::move(model), loss, std::move(optimizer), seed);
+  return std::make_unique<ModelTrainer>(std::move(model), loss, std::move(optimizer), seed, external_params);
 }
 
 Json ModelTrainer::config() const {
@@ -47,10 +48,12 @@ OptimizerTarget ModelTrainer::optimizer_target() {
 }
 
 ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::unique_ptr<Optimizer> optimizer,
-                           uint64_t seed)
-    : model_(std::move(model)), loss_(loss), opt_(std::move(optimizer)), store_(checked(model_, opt_)) {
+                           uint64_t seed, TensorView external_params)
+    : model_(std::move(model)), loss_(loss), opt_(std::move(optimizer)),
+      store_(checked(model_, opt_), external_params) {
   const Device d = model_->device();
-  model_->initialize(seed);
+  if (external_params.empty()) model_->initialize(seed);
+  else model_->params_changed();
   state_ = Buffer<ops::TrainState>(d, 1);
   const ops::TrainState fresh;
   state_.copy_from_host(&fresh, 1);

@@ -32,11 +32,20 @@ void Module::set_stream(Stream& stream) {
   stream_ = &stream;
 }
 
-ParamStore::ParamStore(Module& model) {
+ParamStore::ParamStore(Module& model, TensorView external_params) {
   const Device d = model.device();
   const size_t n = model.n_params();
   n_matrix_ = model.n_matrix_params();
-  params_ = Buffer<float>(d, n);
+  if (external_params.empty()) {
+    own_params_ = Buffer<float>(d, n);
+    params_ = own_params_.view();
+  } else {
+    TESSERA_CHECK(external_params.dtype == DType::f32 && external_params.rank == 1 && external_params.numel() == n &&
+                      external_params.contiguous(),
+                  "parameters: expects a contiguous fp32 vector of the model's {} parameters, got {} [{}]", n,
+                  to_string(external_params.dtype), external_params.numel());
+    params_ = external_params;
+  }
   grads_ = Buffer<float>(d, n);
   grads_.zero();
   if (backend_for(d).uses_half_params()) params_half_ = Buffer<uint16_t>(d, n);

@@ -88,7 +88,7 @@ class FullyFusedMlp final : public Module {
   Path path() const { return path_; }
 
  private:
-  void check_bound(const char* what) const;
+  void check_bound(const char* what, bool gradients = false) const;
   // The network proper on contiguous rows (fp32, or fp16 input where accepted).
   void run_inference(ConstView in, View out);
   std::unique_ptr<ModuleContext> run_forward(ConstView in, View out);

@@ -19,14 +19,18 @@ namespace tessera::nn {
 
 class ModelTrainer {
  public:
+  // The model's parameters start from `seed`; or, with `external_params` (a caller's fp32
+  // array [n_params] on the model's device, e.g. a PyTorch tensor), they are that array,
+  // trained in place from its current values.
   ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::unique_ptr<Optimizer> optimizer,
-               uint64_t seed = 1337);
+               uint64_t seed = 1337, TensorView external_params = {});
   // From tiny-cuda-nn's layout {"encoding": ..., "network": ..., "loss": ..., "optimizer":
   // ...} (the encoding optional: create_model) or {"model": <module config>, "loss", "optimizer"}
   // (create_module; output_width then checks the model's). Loss defaults to L2, the optimizer
   // to Adam. Unknown keys are errors.
   static std::unique_ptr<ModelTrainer> from_config(const Json& config, uint32_t input_width, uint32_t output_width,
-                                                   Device device, uint64_t seed = 1337);
+                                                   Device device, uint64_t seed = 1337,
+                                                   TensorView external_params = {});
   // {"model": ..., "loss": ..., "optimizer": ...}: from_config builds the same trainer again.
   Json config() const;
 

@@ -166,18 +166,22 @@ Json normalized_model_config(const Json& config, uint32_t input_width);
 // backend keeps one) and binds the model to them: every matrix first, then the tables, as
 // tiny-cuda-nn's Adam expects. ModelTrainer holds one; so can a module used on its own
 // (inference, a gradient check). Gradients start at zero; initialize() the model after.
+// With `external_params` (a caller's fp32 array [n_params] on the model's device, e.g. a
+// PyTorch tensor) the model is bound to that array instead, used in place; the store keeps
+// the gradients and the fp16 copy.
 class ParamStore {
  public:
-  explicit ParamStore(Module& model);
-  size_t size() const { return params_.size(); }
+  explicit ParamStore(Module& model, TensorView external_params = {});
+  size_t size() const { return grads_.size(); }
   size_t n_matrix() const { return n_matrix_; }
-  TensorView params() { return params_.view(); }
+  TensorView params() { return params_; }
   TensorView gradients() { return grads_.view(); }
   TensorView params_half() { return params_half_.size() ? params_half_.view() : TensorView(); }
 
  private:
-  Buffer<float> params_, grads_;
+  Buffer<float> own_params_, grads_;
   Buffer<uint16_t> params_half_;
+  TensorView params_;  // own_params_, or the caller's
   size_t n_matrix_ = 0;
 };
 
