@@ -38,11 +38,22 @@ def _device_name(device):
 def _tensor(t, kind_index):
     """The C struct of a float32 torch tensor (1-D, or 2-D with adjacent columns)."""
     kind, index = kind_index
-    return _capi.tensor(t.data_ptr(), _capi.F32, kind, index, t.shape, t.stride())
+    if t.dim() == 2:
+        return _capi.Tensor(t.data_ptr(), _capi.F32, kind, index, 2, t.shape, t.stride())
+    return _capi.Tensor(t.data_ptr(), _capi.F32, kind, index, 1, (t.shape[0], 1), (1, 1))
+
+
+# The caller's current CUDA stream: torch's raw query where it has one (a few times faster
+# than building a torch.cuda.Stream object per call).
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def _stream(device):
-    return ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream) if device.type == "cuda" else None
+    if device.type != "cuda":
+        return None
+    if _raw_stream is not None:
+        return _raw_stream(device.index if device.index is not None else torch.cuda.current_device())
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def _default_device():
@@ -137,7 +148,7 @@ class Module(torch.nn.Module):
         if params.numel():
             _capi.check(_capi.lib.tessera_module_initialize(cpu.handle, _tensor(params, (_capi.CPU, 0)), int(seed),
                                                             None))
-        self._natives = {"cpu": cpu}
+        self._natives = {"cpu": cpu}  # by device name, and (native, kind/index) by torch.device
         self._params_epoch = 0
         self.params = torch.nn.Parameter(params.to(device if device is not None else _default_device()))
 
@@ -146,12 +157,15 @@ class Module(torch.nn.Module):
         return self.params.numel()
 
     def _native_for(self, device):
-        name = _device_name(device)
-        native = self._natives.get(name)
-        if native is None:
-            native = _Native(self._config_text, self.n_input_dims, self.n_output_dims, name)
-            self._natives[name] = native
-        return native, (native.info.device_kind, native.info.device_index)
+        found = self._natives.get(device)
+        if found is None:
+            name = _device_name(device)
+            native = self._natives.get(name)
+            if native is None:
+                native = _Native(self._config_text, self.n_input_dims, self.n_output_dims, name)
+                self._natives[name] = native
+            found = self._natives[device] = (native, (native.info.device_kind, native.info.device_index))
+        return found
 
     def _check_input(self, x):
         if not isinstance(x, torch.Tensor):

@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -65,6 +65,26 @@ for step in "${steps[@]}"; do
       compute-sanitizer --tool racecheck "$BUILD/tests/tessera_gpu_tests" --gtest_filter='*in1_w16*:*in37*:*in5_w64_h2_out3_SiLU*:*GridCudaVsCpu*:NetworkWithInputEncodingCuda.GridInKernel*:*17x33x65_NN*wgmma*:*130x70x20*wgmma*:ConvCuda.*' > "$OUT/racecheck.log" 2>&1
       compute-sanitizer --tool racecheck "$BUILD/tests/tessera_backend_ops_tests" --gtest_filter='*gemm_activation_f16_derivative_relu*:*gemm_activation_bf16*:*conv2d_backward_weight_f32_nchw_N4*:*conv2d_backward_weight_f16_nhwc_stride2*:*nerf_march_rays_1_cascades*:*nerf_composite*:*nerf_compact*' >> "$OUT/racecheck.log" 2>&1
       summary+=("racecheck: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/racecheck.log" | tr '\n' ' ')")
+      ;;
+    python)
+      # The C API from C and the Python package's suite on this GPU (the host's python3 with
+      # torch + CUDA over $BUILD/libtessera.so), then compute-sanitizer on Python training
+      # runs, then step times from Python next to the C++ bench of the same cases.
+      export TESSERA_LIBRARY="$BUILD/libtessera.so" PYTHONPATH="$PWD/python"
+      "$BUILD/tests/test_c_api" cuda "$(mktemp -d)" > "$OUT/python.log" 2>&1
+      summary+=("c api on cuda: $(tail -1 "$OUT/python.log")")
+      TESSERA_TEST_DEVICE=cuda python3 -m pytest -q -s -p no:cacheprovider tests/python >> "$OUT/python.log" 2>&1
+      summary+=("pytest on cuda: $(grep -E '(passed|failed)' "$OUT/python.log" | tail -1)")
+      for mode in "" --fused; do
+        compute-sanitizer --tool memcheck python3 examples/python/fit_image.py --steps 20 --batch 16384 $mode \
+          >> "$OUT/python_memcheck.log" 2>&1
+      done
+      summary+=("python memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/python_memcheck.log" | tr '\n' ' ')")
+      "$BUILD/tessera" bench mlp --device cuda --only "in32 w64 h2" --json "$OUT/bench_mlp.json" > "$OUT/python_bench.log" 2>&1
+      "$BUILD/tessera" bench encoding --device cuda --json "$OUT/bench_encoding.json" >> "$OUT/python_bench.log" 2>&1
+      python3 bench/python_step.py --json "$OUT/python_step.json" >> "$OUT/python_bench.log" 2>&1
+      cat "$OUT/python_bench.log"
+      summary+=("python bench: see python_bench.log")
       ;;
     compare)
       BASE=${BASE:-.gpu/base/tessera}

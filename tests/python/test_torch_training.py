@@ -83,8 +83,14 @@ def test_fused_trainer_snapshot_resumes(device, tmp_path):
     torch.testing.assert_close(model.params.detach(), saved, rtol=0, atol=0)
     for x in xs[10:]:
         trainer.step(x, target_image(x))
-    exact = device.type == "cpu"  # CUDA's atomics add in any order
-    torch.testing.assert_close(model.params.detach(), after_20, rtol=0 if exact else 1e-3, atol=0 if exact else 1e-5)
+    if device.type == "cpu":  # the same steps bit for bit
+        torch.testing.assert_close(model.params.detach(), after_20, rtol=0, atol=0)
+    else:  # CUDA's atomics add in any order: the same model up to that
+        test = torch.rand(4096, 2, device=device)
+        with torch.no_grad():
+            resumed_out = model(test)
+            model.params.copy_(after_20)
+            torch.testing.assert_close(resumed_out, model(test), rtol=0.05, atol=0.02)
 
 
 def test_state_dict_pickle_and_deepcopy_round_trip(device):
@@ -100,7 +106,7 @@ def test_state_dict_pickle_and_deepcopy_round_trip(device):
     buffer = io.BytesIO()
     torch.save(model, buffer)
     buffer.seek(0)
-    loaded = torch.load(buffer)
+    loaded = torch.load(buffer, weights_only=False)  # a whole module, not only tensors
     torch.testing.assert_close(loaded(x), y, rtol=0, atol=0)
     torch.testing.assert_close(pickle.loads(pickle.dumps(model))(x), y, rtol=0, atol=0)
     clone = copy.deepcopy(model)
