@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _capi
 from ._capi import TesseraError, TesseraOutOfMemoryError
+from ._trainer_handle import TrainerHandle
 
 __all__ = ["Trainer", "devices", "version", "TesseraError", "TesseraOutOfMemoryError", "library_path"]
 
@@ -41,7 +42,7 @@ def _matrix(x, width, what):
     return np.ascontiguousarray(a, dtype=np.float32)
 
 
-class Trainer:
+class Trainer(TrainerHandle):
     """A model, its loss and its optimizer, trained one fused step at a time (numpy arrays in
     and out; the model lives on `device`).
 
@@ -49,10 +50,6 @@ class Trainer:
         loss = trainer.training_step(x, y)      # x [batch, 2], y [batch, 3]
         y_hat = trainer.inference(x)
     """
-
-    def __init__(self, handle, config):
-        self._handle = handle
-        self._config = config
 
     @classmethod
     def from_config(cls, config, n_input_dims, n_output_dims, device="cpu", seed=1337):
@@ -62,57 +59,12 @@ class Trainer:
         handle = ctypes.c_void_p()
         _capi.check(_capi.lib.tessera_trainer_create(text.encode(), int(n_input_dims), int(n_output_dims),
                                                      str(device).encode(), int(seed), None, ctypes.byref(handle)))
-        return cls(handle, text)
-
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            _capi.lib.tessera_trainer_destroy(self._handle)
-            self._handle = None
-
-    def _info(self):
-        info = _capi.TrainerInfo()
-        _capi.check(_capi.lib.tessera_trainer_info_get(self._handle, ctypes.byref(info)))
-        return info
-
-    @property
-    def n_input_dims(self):
-        return self._info().n_input_dims
-
-    @property
-    def n_output_dims(self):
-        return self._info().n_output_dims
-
-    @property
-    def n_params(self):
-        return self._info().n_params
-
-    @property
-    def steps(self):
-        """Optimizer steps taken (skipped non-finite steps not counted)."""
-        return self._info().steps
-
-    @property
-    def skipped_steps(self):
-        return self._info().skipped_steps
-
-    @property
-    def loss_scale(self):
-        return self._info().loss_scale
-
-    @loss_scale.setter
-    def loss_scale(self, value):
-        _capi.check(_capi.lib.tessera_trainer_set_loss_scale(self._handle, float(value)))
-
-    @property
-    def config(self):
-        """{"model", "loss", "optimizer"}: from_config of it builds the same trainer."""
-        return json.loads(_capi.string_out(_capi.lib.tessera_trainer_config, self._handle))
+        return cls(handle)
 
     def training_step(self, x, y):
         """One step on inputs x [batch, n_input_dims] and targets y [batch, n_output_dims]; the mean loss."""
-        info = self._info()
-        xs = _matrix(x, info.n_input_dims, "x")
-        ys = _matrix(y, info.n_output_dims, "y")
+        xs = _matrix(x, self.n_input_dims, "x")
+        ys = _matrix(y, self.n_output_dims, "y")
         if xs.shape[0] != ys.shape[0]:
             raise ValueError(f"x has {xs.shape[0]} rows, y has {ys.shape[0]}")
         loss = ctypes.c_float()
@@ -122,9 +74,8 @@ class Trainer:
 
     def inference(self, x):
         """The model's output [batch, n_output_dims] for x [batch, n_input_dims]."""
-        info = self._info()
-        xs = _matrix(x, info.n_input_dims, "x")
-        out = np.empty((xs.shape[0], info.n_output_dims), dtype=np.float32)
+        xs = _matrix(x, self.n_input_dims, "x")
+        out = np.empty((xs.shape[0], self.n_output_dims), dtype=np.float32)
         _capi.check(_capi.lib.tessera_trainer_inference(self._handle, _capi.numpy_tensor(xs),
                                                         _capi.numpy_tensor(out), None))
         return out
@@ -140,11 +91,3 @@ class Trainer:
     def params(self, values):
         a = np.ascontiguousarray(values, dtype=np.float32).reshape(-1)
         _capi.check(_capi.lib.tessera_trainer_set_params(self._handle, _capi.numpy_tensor(a)))
-
-    def save(self, path):
-        """A snapshot: model, optimizer state and counters (resume with load)."""
-        _capi.check(_capi.lib.tessera_trainer_save(self._handle, str(path).encode()))
-
-    def load(self, path):
-        """Resumes from a snapshot of a trainer of the same config."""
-        _capi.check(_capi.lib.tessera_trainer_load(self._handle, str(path).encode()))

@@ -18,6 +18,7 @@ import json
 import torch
 
 from . import _capi
+from ._trainer_handle import TrainerHandle
 
 __all__ = ["Module", "Network", "Encoding", "NetworkWithInputEncoding", "Trainer", "free_temporary_memory"]
 
@@ -249,7 +250,7 @@ class NetworkWithInputEncoding(Module):
         self.network_config = network_config
 
 
-class Trainer:
+class Trainer(TrainerHandle):
     """Trains a tessera module with one fused call per step: forward, the loss, backward and
     tessera's optimizer (tiny-cuda-nn's Adam: no L2 on encoding tables, untouched table
     entries keep their moments, a dynamic loss scale, non-finite steps skipped). The
@@ -270,19 +271,15 @@ class Trainer:
                   "optimizer": optimizer or {"otype": "Adam"}}
         self.device = module.params.device
         self._where = _kind_index(self.device)
-        self._handle = ctypes.c_void_p()
+        handle = ctypes.c_void_p()
         with torch.no_grad():
             params = module.params.detach()
             _capi.check(_capi.lib.tessera_trainer_create(
                 json.dumps(config).encode(), module.n_input_dims, module.n_output_dims,
                 _device_name(self.device).encode(), int(module.seed), _tensor(params, self._where),
-                ctypes.byref(self._handle)))
+                ctypes.byref(handle)))
+        super().__init__(handle)
         self._params_ptr = params.data_ptr()
-
-    def __del__(self):
-        if getattr(self, "_handle", None):
-            _capi.lib.tessera_trainer_destroy(self._handle)
-            self._handle = None
 
     def _matrix(self, t, width, what):
         if not isinstance(t, torch.Tensor):
@@ -306,38 +303,13 @@ class Trainer:
                                                    _stream(self.device), None))
         self.module._params_changed_outside_torch()
 
-    def _info(self):
-        info = _capi.TrainerInfo()
-        _capi.check(_capi.lib.tessera_trainer_info_get(self._handle, ctypes.byref(info)))
-        return info
-
-    def last_loss(self):
-        """The latest step's mean loss (waits for it)."""
-        return self._info().last_loss
-
     def training_step(self, x, target):
         """step(), then its loss."""
         self.step(x, target)
         return self.last_loss()
 
-    @property
-    def steps(self):
-        return self._info().steps
-
-    @property
-    def skipped_steps(self):
-        return self._info().skipped_steps
-
-    @property
-    def loss_scale(self):
-        return self._info().loss_scale
-
-    def save(self, path):
-        """A snapshot of the parameters, the optimizer's state and the counters."""
-        _capi.check(_capi.lib.tessera_trainer_save(self._handle, str(path).encode()))
-
     def load(self, path):
-        _capi.check(_capi.lib.tessera_trainer_load(self._handle, str(path).encode()))
+        super().load(path)
         self.module._params_changed_outside_torch()
 
 

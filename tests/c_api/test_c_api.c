@@ -46,6 +46,27 @@ static float uniform(unsigned* state) {
   return (float)(*state >> 8) / 16777216.0f;
 }
 
+/* d(sum(out * dout)) / d(*value) by central differences of inference; value points into the
+ * parameters or the input (15 outputs). */
+static double central_difference(tessera_module* m, const tessera_tensor* params, const tessera_tensor* in,
+                                 const tessera_tensor* out, float* value, const float* out_values,
+                                 const float* dout) {
+  const float h = 3e-3f, keep = *value;
+  double loss[2];
+  for (int side = 0; side < 2; ++side) {
+    *value = keep + (side ? h : -h);
+    OK(tessera_module_params_changed(m));
+    OK(tessera_module_inference(m, params, in, out, NULL));
+    loss[side] = 0;
+    for (size_t i = 0; i < 15; ++i) loss[side] += (double)out_values[i] * dout[i];
+  }
+  *value = keep;
+  OK(tessera_module_params_changed(m));
+  return (loss[1] - loss[0]) / (2 * h);
+}
+
+static double relative_error(double fd, double analytic) { return fabs(fd - analytic) / (fabs(fd) + 1e-2); }
+
 /* A frequency encoding feeding an MLP on the CPU: analytic gradients against central
  * differences of the loss sum(out * w). */
 static void module_gradients(void) {
@@ -78,36 +99,15 @@ static void module_gradients(void) {
   EXPECT(ctx != ctx2, "contexts %llu %llu", (unsigned long long)ctx, (unsigned long long)ctx2);
   OK(tessera_module_backward(m, ctx, &tp, &tg, &tx, &tdo, &tdx, NULL));
 
-  /* loss(p) = sum(out(p) * dout), central differences on a few parameters and inputs. */
-  const float h = 3e-3f;
-  size_t checked = 0;
+  /* loss = sum(out * dout): central differences on a few parameters and inputs. */
   double worst = 0;
+  size_t checked = 0;
   for (size_t k = 0; k < n; k += n / 7 + 1, ++checked) {
-    double loss[2];
-    for (int side = 0; side < 2; ++side) {
-      const float keep = params[k];
-      params[k] = keep + (side ? h : -h);
-      OK(tessera_module_params_changed(m));
-      OK(tessera_module_inference(m, &tp, &tx, &to, NULL));
-      params[k] = keep;
-      loss[side] = 0;
-      for (size_t i = 0; i < 15; ++i) loss[side] += (double)out[i] * dout[i];
-    }
-    const double fd = (loss[1] - loss[0]) / (2 * h), err = fabs(fd - grads[k]) / (fabs(fd) + 1e-2);
+    const double err = relative_error(central_difference(m, &tp, &tx, &to, &params[k], out, dout), grads[k]);
     if (err > worst) worst = err;
   }
-  OK(tessera_module_params_changed(m));
   for (size_t k = 0; k < 10; k += 3, ++checked) {
-    double loss[2];
-    for (int side = 0; side < 2; ++side) {
-      const float keep = x[k];
-      x[k] = keep + (side ? h : -h);
-      OK(tessera_module_inference(m, &tp, &tx, &to, NULL));
-      x[k] = keep;
-      loss[side] = 0;
-      for (size_t i = 0; i < 15; ++i) loss[side] += (double)out[i] * dout[i];
-    }
-    const double fd = (loss[1] - loss[0]) / (2 * h), err = fabs(fd - dx[k]) / (fabs(fd) + 1e-2);
+    const double err = relative_error(central_difference(m, &tp, &tx, &to, &x[k], out, dout), dx[k]);
     if (err > worst) worst = err;
   }
   /* fp32 differences of fp32 outputs: the worst relative error measured is ~4e-4. */
