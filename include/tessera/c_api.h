@@ -120,6 +120,19 @@ TESSERA_C_EXPORT tessera_status tessera_module_backward(tessera_module* module, 
                                                         const tessera_tensor* in, const tessera_tensor* dL_dout,
                                                         const tessera_tensor* dL_din, void* stream);
 
+/* Second derivatives through the input gradient (tiny-cuda-nn's backward_backward_input):
+ * dL_ddLdin [batch, n_input_dims] is the gradient of a loss on the dL/d(in) that
+ * tessera_module_backward gives for (in, dL_dout). Writes the parameter gradients into grads
+ * (overwritten) and, where not null, dL/d(dL_dout) [batch, n_output_dims] and the
+ * second-order dL/d(in) [batch, n_input_dims]. Grid encodings have it; other modules return
+ * TESSERA_ERROR_INVALID_ARGUMENT saying so. */
+TESSERA_C_EXPORT tessera_status tessera_module_backward_backward(tessera_module* module, const tessera_tensor* params,
+                                                                 const tessera_tensor* grads, const tessera_tensor* in,
+                                                                 const tessera_tensor* dL_dout,
+                                                                 const tessera_tensor* dL_ddLdin,
+                                                                 const tessera_tensor* dL_ddLdout,
+                                                                 const tessera_tensor* dL_din, void* stream);
+
 /* --- trainers: model + loss + optimizer, one fused step -------------------------
  * config_json: {"encoding"?, "network", "loss"?, "optimizer"?} (tiny-cuda-nn's layout) or
  * {"model": <module config>, "loss"?, "optimizer"?}. params: null (the trainer owns its

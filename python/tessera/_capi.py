@@ -154,6 +154,7 @@ def _declare(lib):
         "tessera_module_inference": (c.c_int, [P, T, T, T, P]),
         "tessera_module_forward": (c.c_int, [P, T, T, T, P, c.POINTER(c.c_uint64)]),
         "tessera_module_backward": (c.c_int, [P, c.c_uint64, T, T, T, T, T, P]),
+        "tessera_module_backward_backward": (c.c_int, [P, T, T, T, T, T, T, T, P]),
         "tessera_trainer_create": (c.c_int, [c.c_char_p, c.c_uint32, c.c_uint32, c.c_char_p, c.c_uint64, T,
                                              c.POINTER(P)]),
         "tessera_trainer_destroy": (None, [P]),

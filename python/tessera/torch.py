@@ -93,6 +93,11 @@ class _Native:
             self.params_key = key
 
 
+def _rows_contiguous(t):
+    """t itself when its rows are contiguous (what the C API takes), else a contiguous copy."""
+    return t if t.stride(-1) == 1 and (t.shape[0] <= 1 or t.stride(0) >= t.shape[1]) else t.contiguous()
+
+
 class _ModuleFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, module, x, params):
@@ -103,25 +108,63 @@ class _ModuleFunction(torch.autograd.Function):
         _capi.check(_capi.lib.tessera_module_forward(native.handle, _tensor(params, where), _tensor(x, where),
                                                      _tensor(out, where), _stream(x.device), ctypes.byref(context)))
         ctx.save_for_backward(x, params)
-        ctx.native, ctx.where, ctx.context = native, where, context.value
-        ctx.epoch = module._params_epoch
+        ctx.call = (native, where, context.value, module._params_epoch)
         return out
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dL_dout):
         x, params = ctx.saved_tensors
-        native, where = ctx.native, ctx.where
-        native.use_params(params, ctx.epoch)
-        dL_dout = dL_dout.float()
-        if dL_dout.stride(-1) != 1 or dL_dout.stride(0) < dL_dout.shape[1]:
-            dL_dout = dL_dout.contiguous()
-        grads = torch.empty_like(params)
-        dL_dx = torch.empty_like(x) if ctx.needs_input_grad[1] else None
-        _capi.check(_capi.lib.tessera_module_backward(
-            native.handle, ctx.context, _tensor(params, where), _tensor(grads, where), _tensor(x, where),
-            _tensor(dL_dout, where), _tensor(dL_dx, where) if dL_dx is not None else None, _stream(x.device)))
+        dL_dout = _rows_contiguous(dL_dout.float())
+        if torch.is_grad_enabled() and ctx.needs_input_grad[1]:
+            # create_graph=True: the input gradient is itself differentiable (an eikonal loss).
+            dL_dx, grads = _BackwardFunction.apply(ctx.call, x, params, dL_dout)
+        else:
+            dL_dx, grads = _backward(ctx.call, ctx.needs_input_grad[1], x, params, dL_dout)
         return None, dL_dx, grads
+
+
+def _backward(call, input_gradient, x, params, dL_dout):
+    native, where, context, epoch = call
+    native.use_params(params, epoch)
+    grads = torch.empty_like(params)
+    dL_dx = torch.empty_like(x) if input_gradient else None
+    _capi.check(_capi.lib.tessera_module_backward(
+        native.handle, context, _tensor(params, where), _tensor(grads, where), _tensor(x, where),
+        _tensor(dL_dout, where), _tensor(dL_dx, where) if dL_dx is not None else None, _stream(x.device)))
+    return dL_dx, grads
+
+
+class _BackwardFunction(torch.autograd.Function):
+    """The backward pass as a differentiable function: its own backward is the module's
+    backward_backward_input (grid encodings; other modules raise, naming themselves)."""
+
+    @staticmethod
+    def forward(ctx, call, x, params, dL_dout):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(x, params, dL_dout)
+        ctx.call = call
+        return _backward(call, True, x, params, dL_dout)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dL_ddLdx, dL_dgrads):
+        if dL_dgrads is not None:
+            raise NotImplementedError("tessera: a loss on the parameter gradient (second derivatives through it) is "
+                                      "not supported; losses on the input gradient are")
+        if dL_ddLdx is None:
+            return None, None, None, None
+        x, params, dL_dout = ctx.saved_tensors
+        native, where, _, epoch = ctx.call
+        native.use_params(params, epoch)
+        grads = torch.empty_like(params)
+        dL_ddLdout = torch.empty_like(dL_dout) if ctx.needs_input_grad[3] else None
+        dL_dx = torch.empty_like(x) if ctx.needs_input_grad[1] else None
+        _capi.check(_capi.lib.tessera_module_backward_backward(
+            native.handle, _tensor(params, where), _tensor(grads, where), _tensor(x, where), _tensor(dL_dout, where),
+            _tensor(_rows_contiguous(dL_ddLdx.float()), where),
+            _tensor(dL_ddLdout, where) if dL_ddLdout is not None else None,
+            _tensor(dL_dx, where) if dL_dx is not None else None, _stream(x.device)))
+        return None, dL_dx, grads, dL_ddLdout
 
 
 class Module(torch.nn.Module):
@@ -185,8 +228,7 @@ class Module(torch.nn.Module):
         x2 = x.reshape(-1, self.n_input_dims)
         if x2.dtype != torch.float32:
             x2 = x2.float()
-        if x2.stride(-1) != 1 or (x2.shape[0] > 1 and x2.stride(0) < self.n_input_dims):
-            x2 = x2.contiguous()
+        x2 = _rows_contiguous(x2)
         if torch.is_grad_enabled() and (x2.requires_grad or self.params.requires_grad):
             out = _ModuleFunction.apply(self, x2, self.params)
         else:

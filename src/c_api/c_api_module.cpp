@@ -240,6 +240,35 @@ tessera_status tessera_module_backward(tessera_module* module, uint64_t context,
   });
 }
 
+tessera_status tessera_module_backward_backward(tessera_module* module, const tessera_tensor* params,
+                                                const tessera_tensor* grads, const tessera_tensor* in,
+                                                const tessera_tensor* dL_dout, const tessera_tensor* dL_ddLdin,
+                                                const tessera_tensor* dL_ddLdout, const tessera_tensor* dL_din,
+                                                void* stream) {
+  return guarded([&] {
+    TESSERA_C_REQUIRE(module, "module");
+    nn::Module& m = *module->module;
+    const nn::View x = module->matrix(in, "input", m.input_width());
+    const nn::View dy = module->matrix(dL_dout, "dL_dout", m.output_width());
+    const nn::View ddx = module->matrix(dL_ddLdin, "dL_ddLdin", m.input_width());
+    check_rows(x, dy, "input", "dL_dout");
+    check_rows(x, ddx, "input", "dL_ddLdin");
+    nn::View ddy, dx;
+    if (dL_ddLdout) {
+      ddy = module->matrix(dL_ddLdout, "dL_ddLdout", m.output_width());
+      check_rows(x, ddy, "input", "dL_ddLdout");
+    }
+    if (dL_din) {
+      dx = module->matrix(dL_din, "dL_din", m.input_width());
+      check_rows(x, dx, "input", "dL_din");
+    }
+    TESSERA_CHECK(m.n_params() == 0 || grads, "grads must not be null for a module with parameters");
+    module->use_stream(stream);
+    module->bind(params, grads);
+    m.backward_backward_input(x, dy, ddx, ddy, dx, nn::GradientMode::overwrite);
+  });
+}
+
 tessera_status tessera_trainer_create(const char* config_json, uint32_t n_input_dims, uint32_t n_output_dims,
                                       const char* device, uint64_t seed, const tessera_tensor* params,
                                       tessera_trainer** trainer) {

@@ -106,6 +106,16 @@ class GridEncoding final : public Encoding {
     ops::call<ops::GridEncodeBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, p_.gradients, dL_din);
   }
 
+  void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout, View dL_din,
+                               GradientMode mode) override {
+    check_shapes("grid encoding second backward", in, dL_dout);
+    TESSERA_CHECK(p_.bound() && !p_.gradients.empty(), "grid encoding: parameters and gradients are not bound");
+    if (mode == GradientMode::overwrite) zero_view_bytes(stream(), p_.gradients);
+    if (in.rows() == 0) return;
+    ops::call<ops::GridEncodeBackwardBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, dL_ddLdin,
+                                               dL_ddLdout, p_.gradients, dL_din);
+  }
+
  private:
   ops::GridLayout g_;
   Json config_;

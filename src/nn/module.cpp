@@ -26,6 +26,14 @@ void Module::check_shapes(const char* what, ConstView in, ConstView out, bool tr
                 "takes them)", what, to_string(in.dtype), to_string(out.dtype));
 }
 
+void Module::backward_backward_input(ConstView, ConstView, ConstView, View, View, GradientMode) {
+  const Json c = config();
+  throw Error(format_message(
+      "{}: second derivatives (the backward of the input gradient) are not implemented for this module yet; grid "
+      "encodings (HashGrid, DenseGrid) have them",
+      c.contains("otype") ? c.at("otype").get<std::string>() : std::string("this module")));
+}
+
 void Module::set_stream(Stream& stream) {
   TESSERA_CHECK(stream.backend().device() == device(), "a stream of {} for a module on {}",
                 to_string(stream.backend().device()), to_string(device()));

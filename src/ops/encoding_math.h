@@ -134,6 +134,71 @@ TESSERA_HD T grid_corner_weight_gradient(const GridLayout& g, uint32_t level, ui
   return w;
 }
 
+template <typename T>
+TESSERA_HD T grid_weight_second_derivative(GridInterpolation interp, T t) {
+  return interp == GridInterpolation::Smoothstep ? T(6) - T(12) * t : T(0);
+}
+
+// d^2(weight of corner c)/d(x_a) d(x_b), including the level scale twice (a == b: zero for
+// linear interpolation; a != b: the product of the two axes' slopes).
+template <uint32_t D = 0, typename T>
+TESSERA_HD T grid_corner_weight_hessian(const GridLayout& g, uint32_t level, uint32_t c, const T* frac, uint32_t a,
+                                        uint32_t b) {
+  const T s = T(g.scale[level]);
+  T w = T(1);
+  for (uint32_t d = 0; d < TESSERA_GRID_DIMS(g); ++d) {
+    const bool upper = (c >> d) & 1u;
+    T factor;
+    if (d == a && d == b) factor = grid_weight_second_derivative(g.interpolation, frac[d]) * s * s;
+    else if (d == a || d == b) factor = grid_weight_derivative(g.interpolation, frac[d]) * s;
+    else factor = upper ? grid_weight(g.interpolation, frac[d]) : T(1) - grid_weight(g.interpolation, frac[d]);
+    w *= (d == a || d == b) && !upper ? -factor : factor;
+  }
+  return w;
+}
+
+constexpr uint32_t kMaxGridFeatures = 8;
+
+// The second backward of one sample at one level (tiny-cuda-nn's backward_backward_input):
+// the first backward gave dL/dx = sum_c (dout . T_c) dw_c/dx; with u = dL/d(dL/dx) [n_dims]
+// this adds u . dw_c/dx x dout into each corner's parameter gradients (add(index, value),
+// when add_params), writes dL/d(dout) [F] = sum_c (u . dw_c/dx) T_c (when ddout is not null)
+// and adds the second-order dL/dx [n_dims] = sum_c (dout . T_c) u . d2w_c/dx2 (when dx is not
+// null). features(index, f) reads the F features at table entry `index` (a parameter index).
+template <uint32_t D = 0, typename T, typename Features, typename AddParam>
+TESSERA_HD void grid_backward_backward_level(const GridLayout& g, uint32_t level, const T* x, const T* dout,
+                                             const T* u, Features&& features, bool add_params, AddParam&& add,
+                                             T* ddout, T* dx) {
+  const uint32_t F = g.n_features;
+  uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
+  T frac[kMaxGridDims], acc[kMaxGridFeatures] = {};
+  grid_cell<D>(g, level, x, cell, frac);
+  for (uint32_t c = 0; c < (1u << TESSERA_GRID_DIMS(g)); ++c) {
+    grid_corner<D>(g, c, cell, frac, vertex);
+    const size_t base = (size_t(g.offset[level]) + grid_vertex_index<D>(g, level, vertex)) * F;
+    T du = T(0);  // u . dw_c/dx
+    for (uint32_t d = 0; d < TESSERA_GRID_DIMS(g); ++d) du += u[d] * grid_corner_weight_gradient<D>(g, level, c, frac, d);
+    if (add_params)
+      for (uint32_t k = 0; k < F; ++k) add(base + k, du * dout[k]);
+    if (!ddout && !dx) continue;
+    T f[kMaxGridFeatures];
+    features(base, f);
+    if (ddout)
+      for (uint32_t k = 0; k < F; ++k) acc[k] += du * f[k];
+    if (dx) {
+      T dot = T(0);
+      for (uint32_t k = 0; k < F; ++k) dot += dout[k] * f[k];
+      for (uint32_t e = 0; e < TESSERA_GRID_DIMS(g); ++e) {
+        T h = T(0);
+        for (uint32_t d = 0; d < TESSERA_GRID_DIMS(g); ++d) h += u[d] * grid_corner_weight_hessian<D>(g, level, c, frac, d, e);
+        dx[e] += dot * h;
+      }
+    }
+  }
+  if (ddout)
+    for (uint32_t k = 0; k < F; ++k) ddout[k] = acc[k];
+}
+
 #undef TESSERA_GRID_DIMS
 
 // ---- Frequency (NeRF positional encoding): per input dim, for k < n_frequencies,

@@ -79,6 +79,20 @@ size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_widt
   return in.rows();
 }
 
+size_t check_grid_backward_backward(const GridLayout& g, const TensorView& params, const TensorView& in,
+                                    const TensorView& dL_dout, const TensorView& dL_ddLdin,
+                                    const TensorView& dL_ddLdout, const TensorView& dL_dparams,
+                                    const TensorView& dL_din) {
+  const char* op = "grid_encode_backward_backward";
+  const size_t batch = check_encoding_views(op, g.n_dims, g.output_width(), in, dL_dout);
+  check_encoding_views(op, g.n_dims, g.n_dims, in, dL_ddLdin);
+  if (dL_ddLdout) check_encoding_views(op, g.n_dims, g.output_width(), in, dL_ddLdout);
+  if (dL_din) check_encoding_views(op, g.n_dims, g.n_dims, in, dL_din);
+  check_view(params, "grid_encode_backward_backward: params", DType::f32, g.n_params());
+  if (dL_dparams) check_view(dL_dparams, "grid_encode_backward_backward: dL_dparams", DType::f32, g.n_params());
+  return batch;
+}
+
 void check_matrix_axpby(const char* op, const TensorView& src, const TensorView& dst) {
   TESSERA_CHECK(dst.rank == 2 && dst.dtype == DType::f32, "{}: dst must be an fp32 matrix view", op);
   TESSERA_CHECK(dst.strides[1] == 1, "{}: rows must be contiguous", op);

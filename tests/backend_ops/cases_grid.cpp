@@ -5,6 +5,7 @@
 // by the order of the atomic additions.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "harness.h"
 #include "support/half.h"
@@ -30,7 +31,10 @@ struct GridCase {
   ops::GridInterpolation interp;
 };
 
-enum class Output { forward, forward_half, param_grads, input_grads };
+enum class Output { forward, forward_half, param_grads, input_grads, second_params, second_dout, second_inputs };
+// The second backward (GridEncodeBackwardBackward): the same sums in another arrangement,
+// fp32 both sides.
+constexpr double kSecondTol = 1e-4;
 
 std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_t seed) {
   const auto g = ops::make_grid_layout(c.dims, c.levels, c.features, c.log2_size, c.base, c.scale, c.hashed, c.interp);
@@ -71,6 +75,20 @@ std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_
   Buffer<float> dparams(b.device(), n), dx(b.device(), batch * c.dims);
   dparams.zero();
   detail::fill_bytes(b.device(), dx.data(), 0xff, dx.bytes());
+  if (what == Output::second_params || what == Output::second_dout || what == Output::second_inputs) {
+    Buffer<float> ddin = upload(b, random_floats(batch * c.dims, -1, 1, seed + 3));
+    Buffer<float> ddout(b.device(), batch * out_w);
+    detail::fill_bytes(b.device(), ddout.data(), 0xff, ddout.bytes());  // NaN poison
+    ops::call<ops::GridEncodeBackwardBackward>(
+        s, g, d_table.view(), d_half.view(), d_x.matrix(batch, c.dims), dout.matrix(batch, out_w),
+        ddin.matrix(batch, c.dims), what == Output::second_dout ? ddout.matrix(batch, out_w) : TensorView(),
+        what == Output::second_params ? dparams.view() : TensorView(),
+        what == Output::second_inputs ? dx.matrix(batch, c.dims) : TensorView());
+    append(out, what == Output::second_params ? dparams.to_host()
+                : what == Output::second_dout ? ddout.to_host()
+                                              : dx.to_host());
+    return out;
+  }
   ops::call<ops::GridEncodeBackward>(s, g, d_table.view(), d_half.view(), d_x.matrix(batch, c.dims),
                                      dout.matrix(batch, out_w), dparams.view(),
                                      what == Output::input_grads ? dx.matrix(batch, c.dims) : TensorView());
@@ -96,6 +114,14 @@ const RegisterOpCases grid_cases([](std::vector<OpCase>& cases) {
     cases.push_back({"grid_encode_backward", std::string(c.name) + "_inputs", kInputGradTol,
                      has_op<ops::GridEncodeBackward>(),
                      [c](Backend& b, uint64_t seed) { return run_grid(b, c, Output::input_grads, seed); }});
+    const std::pair<const char*, Output> second[] = {
+        {"_params", Output::second_params}, {"_dout", Output::second_dout}, {"_inputs", Output::second_inputs}};
+    for (const auto& [suffix, output] : second) {
+      const Output what = output;  // (C++20 lambdas cannot capture a structured binding in clang 15)
+      cases.push_back({"grid_encode_backward_backward", std::string(c.name) + suffix, kSecondTol,
+                       has_op<ops::GridEncodeBackwardBackward>(),
+                       [c, what](Backend& b, uint64_t seed) { return run_grid(b, c, what, seed); }});
+    }
   }
 });
 

@@ -122,6 +122,11 @@ static void module_gradients(void) {
   cuda_x.device_kind = TESSERA_DEVICE_CUDA;
   EXPECT(tessera_module_inference(m, &tp, &cuda_x, &to, NULL) == TESSERA_ERROR_INVALID_ARGUMENT, "wrong device");
   EXPECT(strstr(tessera_last_error(), "cuda:0") != NULL, "message: %s", tessera_last_error());
+  /* Second derivatives: grid encodings have them; this Sequential says it does not. */
+  EXPECT(tessera_module_backward_backward(m, &tp, &tg, &tx, &tdo, &tdx, NULL, NULL, NULL) ==
+             TESSERA_ERROR_INVALID_ARGUMENT,
+         "backward_backward of a network");
+  EXPECT(strstr(tessera_last_error(), "second derivatives") != NULL, "message: %s", tessera_last_error());
   tessera_tensor short_params = host_vector(params, (int64_t)n - 1);
   EXPECT(tessera_module_inference(m, &short_params, &tx, &to, NULL) == TESSERA_ERROR_INVALID_ARGUMENT, "short params");
   tessera_module_destroy(m);

@@ -1,6 +1,6 @@
 // The C API's checks on what a caller passes: a module config from arbitrary text, and array
 // descriptors (dtype, device, rank, shape, strides) from arbitrary bytes, through create,
-// initialize, forward, backward (any context number) and inference. Every call must return
+// initialize, forward, backward (any context number), the second backward and inference. Every call must return
 // a status (never throw or crash); an error status must come with a message. Host memory
 // covering each descriptor's extent is provided, so a finding is the API's own.
 #include <cstring>
@@ -83,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Array out = describe(h + 12, flags & 8, batch, info.n_output_dims);
   Array dout = describe(h + 16, flags & 16, batch, info.n_output_dims);
   Array din = describe(h + 20, flags & 32, batch, info.n_input_dims);
+  Array ddin = describe(h + 20, flags & 32, batch, info.n_input_dims);
   check(tessera_module_initialize(m, &params.t, 7, nullptr), "tessera_module_initialize");
   uint64_t context = 0;
   check(tessera_module_forward(m, &params.t, &in.t, &out.t, nullptr, &context), "tessera_module_forward");
@@ -90,6 +91,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(tessera_module_backward(m, context, &params.t, &grads.t, &in.t, &dout.t, (flags & 128) ? &din.t : nullptr,
                                 nullptr),
         "tessera_module_backward");
+  check(tessera_module_backward_backward(m, &params.t, &grads.t, &in.t, &dout.t, &ddin.t,
+                                         (flags & 16) ? &out.t : nullptr, (flags & 32) ? &din.t : nullptr, nullptr),
+        "tessera_module_backward_backward");
   check(tessera_module_params_changed(m), "tessera_module_params_changed");
   check(tessera_module_inference(m, &params.t, &in.t, &out.t, nullptr), "tessera_module_inference");
   const char* text = nullptr;

@@ -69,8 +69,9 @@ def grid_layout(n_dims, n_levels, log2_hashmap_size, base_resolution, per_level_
     return levels, offset
 
 
-def hash_grid(x, params, n_levels, n_features, log2_hashmap_size, base_resolution, per_level_scale, hashed=True):
-    """HashGrid / DenseGrid with linear interpolation; x [batch, d] in [0, 1]."""
+def hash_grid(x, params, n_levels, n_features, log2_hashmap_size, base_resolution, per_level_scale, hashed=True,
+              smoothstep=False):
+    """HashGrid / DenseGrid, linear or smoothstep interpolation; x [batch, d] in [0, 1]."""
     batch, n_dims = x.shape
     levels, total = grid_layout(n_dims, n_levels, log2_hashmap_size, base_resolution, per_level_scale, hashed)
     table = params.view(total, n_features)
@@ -80,6 +81,8 @@ def hash_grid(x, params, n_levels, n_features, log2_hashmap_size, base_resolutio
         pos = (x.float() * np.float32(scale) + 0.5).to(x.dtype)
         cell = torch.floor(pos)
         frac = pos - cell
+        if smoothstep:
+            frac = frac * frac * (3 - 2 * frac)
         cell = cell.long()
         acc = torch.zeros(batch, n_features, dtype=x.dtype, device=x.device)
         for corner in range(1 << n_dims):

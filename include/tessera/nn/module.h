@@ -85,6 +85,15 @@ class Module {
   // dL_din is not empty, dL/d(in) (overwrite). `in` is the forward's input.
   virtual void backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) = 0;
 
+  // Second derivatives through the input gradient (tiny-cuda-nn's backward_backward_input),
+  // for a loss on dL/d(in) such as an eikonal term: dL_ddLdin [batch, input_width] is that
+  // loss's gradient with respect to the dL/d(in) backward() gives for (in, dL_dout). Writes
+  // (mode: overwrite) or adds the parameter gradients, and writes dL/d(dL_dout) [batch,
+  // output_width] and the second-order dL/d(in) where those views are not empty. Grid
+  // encodings have it; other modules throw an error saying so.
+  virtual void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout,
+                                       View dL_din, GradientMode mode);
+
   // fp16 hand-over between neighbours of a Sequential (half the bytes of fp32, as the
   // fused step does), through the views' dtype: a producer that can write its output as a
   // contiguous fp16 view, and a consumer that takes a contiguous fp16 input view for this

@@ -58,6 +58,12 @@ void grid_encode_half(const GridLayout& g, const float* params, const float* in,
 template <typename T>
 void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
                           const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride);
+// GridEncodeBackwardBackward (tessera/ops/encodings.h); null outputs are skipped.
+template <typename T>
+void grid_encode_backward_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride,
+                                   size_t batch, const T* dL_dout, uint32_t dout_stride, const T* dL_ddLdin,
+                                   uint32_t ddin_stride, T* dL_ddLdout, uint32_t ddout_stride, T* dL_dparams,
+                                   T* dL_din, uint32_t din_stride);
 
 // ---- gemm (tessera/ops/gemm.h) ----
 // Reference: double accumulation. Pointers to fp32, or fp16/bf16 bits.

@@ -29,6 +29,38 @@ void grid_encode(const GridLayout& g, const T* params, const T* in, uint32_t in_
 }
 
 template <typename T>
+void grid_encode_backward_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride,
+                                   size_t batch, const T* dL_dout, uint32_t dout_stride, const T* dL_ddLdin,
+                                   uint32_t ddin_stride, T* dL_ddLdout, uint32_t ddout_stride, T* dL_dparams,
+                                   T* dL_din, uint32_t din_stride) {
+  const uint32_t F = g.n_features;
+  const auto features = [&](size_t index, T* f) {
+    for (uint32_t k = 0; k < F; ++k) f[k] = params[index + k];
+  };
+  const auto add = [&](size_t index, T value) { dL_dparams[index] += value; };
+  // dL/d(dout) and the parameter gradients: a level per thread (disjoint columns and table
+  // regions; samples in order, so runs add in the same order), as grid_encode_backward.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long long l = 0; l < (long long)g.n_levels; ++l) {
+    for (size_t i = 0; i < batch; ++i)
+      grid_backward_backward_level(g, uint32_t(l), in + i * in_stride, dL_dout + i * dout_stride + l * F,
+                                   dL_ddLdin + i * ddin_stride, features, dL_dparams != nullptr, add,
+                                   dL_ddLdout ? dL_ddLdout + i * ddout_stride + l * F : nullptr,
+                                   static_cast<T*>(nullptr));
+  }
+  if (!dL_din) return;
+#pragma omp parallel for schedule(static)
+  for (long long i = 0; i < (long long)batch; ++i) {
+    T dx[kMaxGridDims] = {};
+    for (uint32_t l = 0; l < g.n_levels; ++l)
+      grid_backward_backward_level(g, l, in + size_t(i) * in_stride, dL_dout + size_t(i) * dout_stride + l * F,
+                                   dL_ddLdin + size_t(i) * ddin_stride, features, false, add,
+                                   static_cast<T*>(nullptr), dx);
+    for (uint32_t d = 0; d < g.n_dims; ++d) dL_din[size_t(i) * din_stride + d] = dx[d];
+  }
+}
+
+template <typename T>
 void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
                           const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride) {
   const uint32_t F = g.n_features, n_corners = 1u << g.n_dims;
@@ -86,5 +118,12 @@ template void grid_encode_backward<float>(const GridLayout&, const float*, const
                                           const float*, uint32_t, float*, float*, uint32_t);
 template void grid_encode_backward<double>(const GridLayout&, const double*, const double*, uint32_t, size_t,
                                            const double*, uint32_t, double*, double*, uint32_t);
+
+template void grid_encode_backward_backward<float>(const GridLayout&, const float*, const float*, uint32_t, size_t,
+                                                   const float*, uint32_t, const float*, uint32_t, float*, uint32_t,
+                                                   float*, float*, uint32_t);
+template void grid_encode_backward_backward<double>(const GridLayout&, const double*, const double*, uint32_t, size_t,
+                                                    const double*, uint32_t, const double*, uint32_t, double*,
+                                                    uint32_t, double*, double*, uint32_t);
 
 }  // namespace tessera::ops::cpu

@@ -106,6 +106,15 @@ void register_ops(Backend& b) {
                                 batch, dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()),
                                 dL_dparams.data<float>(), dL_din.data<float>(), uint32_t(dL_din.row_stride()));
   });
+  b.add_op<GridEncodeBackwardBackward>([](Stream&, const GridLayout& g, V params, V, V in, V dL_dout, V dL_ddLdin,
+                                          V dL_ddLdout, V dL_dparams, V dL_din) {
+    const size_t batch = check_grid_backward_backward(g, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din);
+    grid_encode_backward_backward<float>(
+        g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
+        dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()), dL_ddLdin.data<const float>(),
+        uint32_t(dL_ddLdin.row_stride()), dL_ddLdout.data<float>(), uint32_t(dL_ddLdout.row_stride()),
+        dL_dparams.data<float>(), dL_din.data<float>(), uint32_t(dL_din.row_stride()));
+  });
   b.add_op<SampleImage>([](Stream&, V image, uint32_t w, uint32_t h, uint64_t seed, V xy, V rgb) {
     check_view(image, "sample_image: image", DType::f32, size_t(w) * h * 3);
     check_view(rgb, "sample_image: rgb", DType::f32, xy.rows() * 3);

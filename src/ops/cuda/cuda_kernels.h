@@ -75,6 +75,12 @@ void grid_encode_half(const GridLayout& g, const uint16_t* params_half, const fl
 void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
                           size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams, float* dL_din,
                           uint32_t din_stride, Stream* stream = nullptr);
+// GridEncodeBackwardBackward: adds into dL_dparams (fp32 atomics); null outputs are skipped.
+void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_half, const float* in,
+                                   uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
+                                   const float* dL_ddLdin, uint32_t ddin_stride, float* dL_ddLdout,
+                                   uint32_t ddout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride,
+                                   Stream* stream = nullptr);
 
 // ---- gemm (tessera/ops/gemm.h) ----
 // simt: fp32 CUDA cores. wmma: fp16/bf16 on WMMA 16x16x16 (any NVIDIA tensor-core GPU).

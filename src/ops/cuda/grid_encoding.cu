@@ -132,6 +132,37 @@ __global__ void grid_backward_input_kernel(GridLayout g, const __half* __restric
   for (uint32_t d = 0; d < D; ++d) dL_din[i * din_stride + d] = dx[d];
 }
 
+// The second backward (GridEncodeBackwardBackward): a thread per sample over every level, the
+// per-level math shared with the CPU (grid_backward_backward_level); parameter gradients by
+// fp32 atomics, features read from the fp16 table as the first backward does.
+template <uint32_t D, uint32_t F>
+__global__ void grid_backward_backward_kernel(GridLayout g, const __half* __restrict__ table,
+                                              const float* __restrict__ in, uint32_t in_stride, uint64_t batch,
+                                              const float* __restrict__ dL_dout, uint32_t dout_stride,
+                                              const float* __restrict__ dL_ddLdin, uint32_t ddin_stride,
+                                              float* __restrict__ dL_ddLdout, uint32_t ddout_stride,
+                                              float* __restrict__ dL_dparams, float* __restrict__ dL_din,
+                                              uint32_t din_stride) {
+  const uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (i >= batch) return;
+  float x[D], u[D], dx[D] = {};
+#pragma unroll
+  for (uint32_t d = 0; d < D; ++d) x[d] = in[i * in_stride + d], u[d] = dL_ddLdin[i * ddin_stride + d];
+  const auto features = [&](size_t index, float* f) { load_features<F>(table + index, f); };
+  const auto add = [&](size_t index, float value) { atomicAdd(dL_dparams + index, value); };
+  for (uint32_t l = 0; l < g.n_levels; ++l) {
+    float dout[F];
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) dout[k] = dL_dout[i * dout_stride + l * F + k];
+    grid_backward_backward_level<D>(g, l, x, dout, u, features, dL_dparams != nullptr, add,
+                                    dL_ddLdout ? dL_ddLdout + i * ddout_stride + l * F : nullptr,
+                                    dL_din ? dx : nullptr);
+  }
+  if (dL_din)
+#pragma unroll
+    for (uint32_t d = 0; d < D; ++d) dL_din[i * din_stride + d] = dx[d];
+}
+
 // Calls f(integral_constant D, integral_constant F) for the layout's runtime values.
 template <typename Fn>
 void with_grid_dims(const GridLayout& g, Fn&& fn) {
@@ -239,6 +270,22 @@ void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, cons
         din_stride);
   });
   TESSERA_CUDA_CHECK_LAUNCH("grid_backward_input_kernel");
+}
+
+void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_half, const float* in,
+                                   uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
+                                   const float* dL_ddLdin, uint32_t ddin_stride, float* dL_ddLdout,
+                                   uint32_t ddout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride,
+                                   Stream* stream) {
+  if (batch == 0) return;
+  TESSERA_CHECK(params_half && in && dL_dout && dL_ddLdin, "grid_encode_backward_backward: null pointer argument");
+  with_grid_dims(g, [&](auto d, auto f) {
+    grid_backward_backward_kernel<decltype(d)::value, decltype(f)::value>
+        <<<blocks_for(batch), kThreads, 0, detail::native_stream(stream)>>>(
+            g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin,
+            ddin_stride, dL_ddLdout, ddout_stride, dL_dparams, dL_din, din_stride);
+  });
+  TESSERA_CUDA_CHECK_LAUNCH("grid_backward_backward_kernel");
 }
 
 }  // namespace tessera::ops::cuda
