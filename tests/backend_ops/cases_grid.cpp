@@ -33,8 +33,8 @@ struct GridCase {
 
 enum class Output { forward, forward_half, param_grads, input_grads, second_params, second_dout, second_inputs };
 // The second backward (GridEncodeBackwardBackward): the same sums in another arrangement,
-// fp32 both sides.
-constexpr double kSecondTol = 1e-4;
+// fp32 both sides; measured <= 3.4e-6 on the H200 (2026-11-25).
+constexpr double kSecondTol = 2e-5;
 
 std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_t seed) {
   const auto g = ops::make_grid_layout(c.dims, c.levels, c.features, c.log2_size, c.base, c.scale, c.hashed, c.interp);
