@@ -15,7 +15,7 @@ packages=(
   libboost-dev chromium ffmpeg
   # The Python package's tests (python/tessera over libtessera.so): PyTorch (CPU), numpy,
   # pytest; pip and setuptools install the package (make python).
-  python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-venv
+  python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-wheel python3-venv
 )
 
 missing=()

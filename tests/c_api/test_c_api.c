@@ -156,13 +156,13 @@ static void trainer_fit(const char* device, const char* scratch) {
   tessera_trainer* t = NULL;
   OK(tessera_trainer_create(config, 2, 1, device, 42, NULL, &t));
   if (!t) return;
-  enum { batch = 4096 };
+  enum { batch = 1024 };  /* small: CI also runs this under ASan */
   static float x[batch * 2], y[batch], pred[batch];
   unsigned rng = 3;
   char path[1024];
   snprintf(path, sizeof path, "%s/c_api_trainer.snapshot", scratch);
   float first = 0, loss = 0, at_save = 0;
-  for (int step = 0; step < 400; ++step) {
+  for (int step = 0; step < 300; ++step) {
     for (int i = 0; i < batch; ++i) {
       x[2 * i] = uniform(&rng), x[2 * i + 1] = uniform(&rng);
       y[i] = sinf(6 * x[2 * i]) * sinf(6 * x[2 * i + 1]);
@@ -170,11 +170,12 @@ static void trainer_fit(const char* device, const char* scratch) {
     tessera_tensor tx = host_matrix(x, batch, 2), ty = host_matrix(y, batch, 1);
     OK(tessera_trainer_step(t, &tx, &ty, NULL, &loss));
     if (step == 0) first = loss;
-    if (step == 199) {
+    if (step == 149) {
       OK(tessera_trainer_save(t, path));
       at_save = loss;
     }
   }
+  printf("trainer on %s: loss %g -> %g\n", device, first, loss);
   EXPECT(loss < first * 0.05f, "loss %g -> %g", first, loss);
   tessera_tensor tx = host_matrix(x, batch, 2), tp = host_matrix(pred, batch, 1);
   OK(tessera_trainer_inference(t, &tx, &tp, NULL));
@@ -184,10 +185,10 @@ static void trainer_fit(const char* device, const char* scratch) {
 
   tessera_trainer_info info;
   OK(tessera_trainer_info_get(t, &info));
-  EXPECT(info.steps == 400, "steps %llu", (unsigned long long)info.steps);
+  EXPECT(info.steps == 300, "steps %llu", (unsigned long long)info.steps);
   OK(tessera_trainer_load(t, path));
   OK(tessera_trainer_info_get(t, &info));
-  EXPECT(info.steps == 200 && fabsf(info.last_loss - at_save) <= 1e-6f * at_save, "resumed at %llu, loss %g vs %g",
+  EXPECT(info.steps == 150 && fabsf(info.last_loss - at_save) <= 1e-6f * at_save, "resumed at %llu, loss %g vs %g",
          (unsigned long long)info.steps, info.last_loss, at_save);
   EXPECT(tessera_trainer_load(t, scratch) == TESSERA_ERROR_INVALID_ARGUMENT, "loading a folder");
   remove(path);
