@@ -108,6 +108,15 @@ bool is_network_config(const Json& c) {
   return otype == "FullyFusedMLP" || otype == "MLP" || otype == "CutlassMLP";
 }
 
+void check_width(const TensorView& v, uint32_t width, const char* what) {
+  TESSERA_CHECK(v.rank == 2 && v.cols() == width, "{}: expects fp32 [batch, {}]", what, width);
+}
+
+// The trainer's whole parameter vector (a caller's copy of it).
+void check_param_vector(const TensorView& p, size_t n) {
+  TESSERA_CHECK(p.numel() == n && p.contiguous(), "params: expects fp32 [{}], got {} elements", n, p.numel());
+}
+
 void check_rows(const TensorView& a, const TensorView& b, const char* what_a, const char* what_b) {
   TESSERA_CHECK(a.rows() == b.rows(), "{} has {} rows, {} has {}", what_a, a.rows(), what_b, b.rows());
 }
@@ -316,10 +325,8 @@ tessera_status tessera_trainer_step(tessera_trainer* trainer, const tessera_tens
     nn::ModelTrainer& t = *trainer->trainer;
     Stream& s = trainer->use_stream(stream);
     const TensorView x = trainer->in.input(s, in, "input"), y = trainer->target.input(s, target, "target");
-    TESSERA_CHECK(x.rank == 2 && x.cols() == t.model().input_width(), "input: expects fp32 [batch, {}]",
-                  t.model().input_width());
-    TESSERA_CHECK(y.rank == 2 && y.cols() == t.model().output_width(), "target: expects fp32 [batch, {}]",
-                  t.model().output_width());
+    check_width(x, t.model().input_width(), "input");
+    check_width(y, t.model().output_width(), "target");
     check_rows(x, y, "input", "target");
     t.training_step_async(x, y);
     if (loss) *loss = t.last_loss();
@@ -333,10 +340,8 @@ tessera_status tessera_trainer_inference(tessera_trainer* trainer, const tessera
     nn::ModelTrainer& t = *trainer->trainer;
     Stream& s = trainer->use_stream(stream);
     const TensorView x = trainer->in.input(s, in, "input"), y = trainer->out.output(out, "output");
-    TESSERA_CHECK(x.rank == 2 && x.cols() == t.model().input_width(), "input: expects fp32 [batch, {}]",
-                  t.model().input_width());
-    TESSERA_CHECK(y.rank == 2 && y.cols() == t.model().output_width(), "output: expects fp32 [batch, {}]",
-                  t.model().output_width());
+    check_width(x, t.model().input_width(), "input");
+    check_width(y, t.model().output_width(), "output");
     check_rows(x, y, "input", "output");
     t.inference(x, y);
     trainer->out.copy_out(s);
@@ -349,8 +354,7 @@ tessera_status tessera_trainer_get_params(tessera_trainer* trainer, const tesser
     nn::ModelTrainer& t = *trainer->trainer;
     Stream& s = t.stream();
     const TensorView p = trainer->out.output(params, "params");
-    TESSERA_CHECK(p.numel() == t.n_params() && p.contiguous(), "params: expects fp32 [{}], got {} elements",
-                  t.n_params(), p.numel());
+    check_param_vector(p, t.n_params());
     if (p.memory != t.params().memory) copy_view_to_view(s, p, t.params());
     trainer->out.copy_out(s);
   });
@@ -362,8 +366,7 @@ tessera_status tessera_trainer_set_params(tessera_trainer* trainer, const tesser
     nn::ModelTrainer& t = *trainer->trainer;
     Stream& s = t.stream();
     const TensorView p = trainer->in.input(s, params, "params");
-    TESSERA_CHECK(p.numel() == t.n_params() && p.contiguous(), "params: expects fp32 [{}], got {} elements",
-                  t.n_params(), p.numel());
+    check_param_vector(p, t.n_params());
     if (p.memory != t.params().memory) copy_view_to_view(s, t.params(), p);
     t.params_changed();
   });
