@@ -37,6 +37,7 @@ def main():
     p.add_argument("--holdout", type=int, default=0)
     p.add_argument("--device", default="cuda" if any(d.startswith("cuda") for d in tessera.devices()) else "cpu")
     p.add_argument("--out", default="nerf_out")
+    p.add_argument("--mesh-resolution", type=int, default=256)
     args = p.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,7 @@ def main():
                            background=(1, 1, 1))
         write_png(out / "test_0.png", rgba[..., :3])
     nerf.save(out / "model.tnerf")
-    mesh = nerf.mesh(resolution=256)
+    mesh = nerf.mesh(resolution=args.mesh_resolution)
     print(f"{out / 'model.tnerf'}; mesh: {len(mesh['positions'])} vertices, {len(mesh['triangles'])} triangles")
 
 
