@@ -206,19 +206,8 @@ def string_out(fn, *args):
     return out.value.decode("utf-8")
 
 
-def tensor(data, dtype, device_kind, device_index, shape, strides):
-    t = Tensor()
-    t.data = data
-    t.dtype = dtype
-    t.device_kind = device_kind
-    t.device_index = device_index
-    t.rank = len(shape)
-    for i, (n, s) in enumerate(zip(shape, strides)):
-        t.shape[i] = n
-        t.strides[i] = s
-    return t
-
-
 def numpy_tensor(array):
     """A Tensor of a contiguous float32 numpy array (1-D or 2-D) on the host."""
-    return tensor(array.ctypes.data, F32, CPU, 0, array.shape, [s // 4 for s in array.strides])
+    shape = array.shape if array.ndim == 2 else (array.shape[0], 1)
+    strides = tuple(s // 4 for s in array.strides) if array.ndim == 2 else (1, 1)
+    return Tensor(array.ctypes.data, F32, CPU, 0, array.ndim, shape, strides)

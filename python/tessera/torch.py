@@ -17,7 +17,7 @@ import json
 
 import torch
 
-from . import _capi
+from . import _capi, devices
 from ._trainer_handle import TrainerHandle
 
 __all__ = ["Module", "Network", "Encoding", "NetworkWithInputEncoding", "Trainer", "free_temporary_memory"]
@@ -58,8 +58,7 @@ def _stream(device):
 
 
 def _default_device():
-    if torch.cuda.is_available() and any(d.startswith("cuda") for d in _capi.string_out(
-            _capi.lib.tessera_available_devices).split(",")):
+    if torch.cuda.is_available() and any(d.startswith("cuda") for d in devices()):
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 

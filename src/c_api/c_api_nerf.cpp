@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "c_api_internal.h"
 #include "tessera/core/config.h"
@@ -142,6 +143,9 @@ tessera_status tessera_nerf_train(tessera_nerf* nerf, double seconds, uint64_t s
     hooks.stop = [&] { return stop; };
     nn::TrainingSession session(options, hooks, n.record, "nerf train");
     n.record = session.run();
+    // The session closes each run with an evaluation; these runs measure nothing, so the
+    // record keeps only real ones (a resumed `nerf train` shows the last measured PSNR).
+    std::erase_if(n.record.evaluations, [](const nn::SessionEvaluation& e) { return e.metrics.empty(); });
   });
 }
 

@@ -33,7 +33,7 @@ Array describe(const uint8_t* b, bool exact, size_t rows, size_t cols) {
   a.t.strides[0] = a.t.shape[1] + ((b[3] & 128) ? -1 : 0);
   if (exact) a.t.rank = cols ? 2 : 1, a.t.dtype = TESSERA_F32, a.t.device_kind = TESSERA_DEVICE_CPU,
              a.t.device_index = 0, a.t.strides[0] = int64_t(cols), a.t.strides[1] = 1;
-  if (a.t.rank == 1) a.t.shape[0] = exact ? int64_t(rows) : a.t.shape[0], a.t.strides[0] = 1;
+  if (a.t.rank == 1) a.t.strides[0] = 1;
   // Memory for the furthest element any reading of the descriptor could touch.
   const size_t span = size_t(a.t.shape[0]) * size_t(a.t.strides[0] > 0 ? a.t.strides[0] : 1) +
                       size_t(a.t.shape[1]) * size_t(a.t.strides[1]) + 1;
