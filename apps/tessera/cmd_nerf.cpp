@@ -432,6 +432,7 @@ void run_mesh(NerfMeshOptions o) {
 
 void register_nerf(CLI::App& root) {
   auto* nerf = root.add_subcommand("nerf", "neural radiance fields: train a scene from posed photos");
+  register_nerf_prepare(*nerf);
   nerf->require_subcommand(1);
   static NerfTrainOptions o;
   auto* cmd = nerf->add_subcommand("train", "train a NeRF and report the test PSNR at fixed training times");

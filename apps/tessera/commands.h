@@ -16,6 +16,7 @@ void register_fit_image(CLI::App& fit);
 void register_fit_denoise(CLI::App& fit);
 void register_bench(CLI::App& root);
 void register_nerf(CLI::App& root);
+void register_nerf_prepare(CLI::App& nerf);
 void register_bench_encoding(CLI::App& bench);
 void register_bench_gemv(CLI::App& bench);
 void register_bench_gemm(CLI::App& bench);

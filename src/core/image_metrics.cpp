@@ -37,6 +37,22 @@ double psnr(const float* a, const float* b, size_t n) {
   return psnr_from_mse(se / double(std::max<size_t>(n, 1)));
 }
 
+double laplacian_variance(const unsigned char* rgba, size_t width, size_t height) {
+  if (width < 3 || height < 3) return 0;
+  std::vector<float> luma(width * height);
+  for (size_t i = 0; i < luma.size(); ++i)
+    luma[i] = 0.299f * rgba[4 * i] + 0.587f * rgba[4 * i + 1] + 0.114f * rgba[4 * i + 2];
+  double sum = 0, sum2 = 0;
+  for (size_t y = 1; y + 1 < height; ++y)
+    for (size_t x = 1; x + 1 < width; ++x) {
+      const size_t i = y * width + x;
+      const double l = double(luma[i - 1]) + luma[i + 1] + luma[i - width] + luma[i + width] - 4.0 * luma[i];
+      sum += l, sum2 += l * l;
+    }
+  const double n = double((width - 2) * (height - 2));
+  return std::max(0.0, sum2 / n - (sum / n) * (sum / n));
+}
+
 double ssim(const float* a, const float* b, size_t width, size_t height, size_t channels) {
   TESSERA_CHECK(width >= kWindow && height >= kWindow && channels >= 1,
                 "ssim: a {}x{} image is smaller than the {}x{} window", width, height, kWindow, kWindow);

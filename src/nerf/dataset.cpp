@@ -9,6 +9,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
 #include "tessera/nerf/camera.h"
+#include "tessera/nerf/colmap.h"
 
 namespace tessera::nerf {
 
@@ -16,11 +17,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Keys of instant-ngp's transforms.json that tessera reads, and those it accepts and ignores.
-constexpr const char* kCameraKeys[] = {"camera_angle_x", "camera_angle_y", "fl_x", "fl_y", "cx", "cy",
-                                       "w", "h", "k1", "k2", "p1", "p2"};
-constexpr const char* kIgnoredKeys[] = {"k3", "k4", "is_fisheye", "enable_depth_loading", "integer_depth_scale",
-                                        "render_aabb", "up", "n_extra_learnable_dims", "envmap", "sharpness"};
+// Keys of instant-ngp's (and nerfstudio's) transforms.json that tessera reads, and those it
+// accepts and ignores.
+constexpr const char* kCameraKeys[] = {"camera_angle_x", "camera_angle_y", "fl_x", "fl_y", "cx", "cy", "w", "h",
+                                       "k1", "k2", "k3", "k4", "k5", "k6", "p1", "p2"};
+constexpr const char* kIgnoredKeys[] = {"enable_depth_loading", "integer_depth_scale", "render_aabb", "up",
+                                        "n_extra_learnable_dims", "envmap", "sharpness"};
 
 float number(const Json& j, const char* key, const std::string& where) {
   const Json& v = j.at(key);
@@ -30,8 +32,45 @@ float number(const Json& j, const char* key, const std::string& where) {
   return float(d);
 }
 
+// COLMAP's camera model names (nerfstudio's "camera_model") tessera trains, and their lens.
+struct NamedLens {
+  const char* name;
+  Lens lens;
+};
+constexpr NamedLens kCameraModels[] = {
+    {"SIMPLE_PINHOLE", Lens::perspective}, {"PINHOLE", Lens::perspective},       {"SIMPLE_RADIAL", Lens::perspective},
+    {"RADIAL", Lens::perspective},         {"OPENCV", Lens::perspective},        {"FULL_OPENCV", Lens::perspective},
+    {"OPENCV_FISHEYE", Lens::fisheye},     {"SIMPLE_RADIAL_FISHEYE", Lens::fisheye}, {"RADIAL_FISHEYE", Lens::fisheye}};
+
+// The lens keys of `j`: nerfstudio's "camera_model" and instant-ngp's "is_fisheye".
+void read_lens(const Json& j, const std::string& where, TransformsFrame& f) {
+  bool named = false;
+  if (j.contains("camera_model")) {
+    const Json& v = j.at("camera_model");
+    TESSERA_CHECK(v.is_string(), "{}: \"camera_model\" must be a string", where);
+    const std::string name = v.get<std::string>();
+    const NamedLens* found = nullptr;
+    for (const NamedLens& m : kCameraModels)
+      if (name == m.name) found = &m;
+    std::string known;
+    for (const NamedLens& m : kCameraModels) known += std::string(known.empty() ? "" : ", ") + m.name;
+    TESSERA_CHECK(found, "{}: camera_model \"{}\" is not supported (tessera trains {})", where, name, known);
+    f.camera.lens = found->lens;
+    f.rational_radial = name == "FULL_OPENCV";
+    named = true;
+  }
+  if (j.contains("is_fisheye")) {
+    const Json& v = j.at("is_fisheye");
+    TESSERA_CHECK(v.is_boolean(), "{}: \"is_fisheye\" must be true or false", where);
+    const Lens lens = v.get<bool>() ? Lens::fisheye : Lens::perspective;
+    TESSERA_CHECK(!named || lens == f.camera.lens, "{}: \"is_fisheye\" contradicts \"camera_model\"", where);
+    f.camera.lens = lens;
+  }
+}
+
 // Camera keys of `j` (the file, or one frame overriding it) into `f`.
 void read_camera(const Json& j, const std::string& where, TransformsFrame& f, bool per_frame) {
+  read_lens(j, where, f);
   for (const char* key : kCameraKeys) {
     if (!j.contains(key)) continue;
     const float v = number(j, key, where);
@@ -45,6 +84,10 @@ void read_camera(const Json& j, const std::string& where, TransformsFrame& f, bo
     else if (k == "cy") c.cy = v;
     else if (k == "k1") c.k1 = v;
     else if (k == "k2") c.k2 = v;
+    else if (k == "k3") c.k3 = v;
+    else if (k == "k4") c.k4 = v;
+    else if (k == "k5") c.k5 = v;
+    else if (k == "k6") c.k6 = v;
     else if (k == "p1") c.p1 = v;
     else if (k == "p2") c.p2 = v;
     else {
@@ -55,6 +98,23 @@ void read_camera(const Json& j, const std::string& where, TransformsFrame& f, bo
     if (per_frame) f.per_frame_intrinsics = true;
   }
   if (j.contains("w") && j.contains("h")) f.size_given = true;
+}
+
+// A frame's distortion coefficients must mean the same to tessera as to the tool that wrote
+// them: k4-k6 of a perspective lens are OpenCV's rational terms only under FULL_OPENCV
+// (nerfstudio reads a perspective "k4" as an r^8 term).
+void check_lens(const TransformsFrame& f, const std::string& where) {
+  const CameraModel& c = f.camera;
+  if (c.lens == Lens::fisheye) {
+    TESSERA_CHECK(c.k5 == 0 && c.k6 == 0 && c.p1 == 0 && c.p2 == 0,
+                  "{}: a fisheye camera (OPENCV_FISHEYE) takes k1-k4 only; p1, p2, k5, k6 must be 0", where);
+  } else {
+    TESSERA_CHECK(f.rational_radial || (c.k4 == 0 && c.k5 == 0 && c.k6 == 0),
+                  "{}: k4-k6 of a perspective camera are ambiguous (OpenCV's rational terms, or nerfstudio's r^8 "
+                  "term): say \"camera_model\": \"FULL_OPENCV\" for the former, or \"is_fisheye\": true if it is "
+                  "a fisheye",
+                  where);
+  }
 }
 
 // NeRF's camera-to-world (OpenGL camera: +y up, looking down -z) to instant-ngp's: flip the
@@ -113,6 +173,7 @@ Transforms parse_transforms(const Json& json, const std::string& folder, const s
     TESSERA_CHECK(fj.contains("transform_matrix"), "{} has no \"transform_matrix\"", where);
     TransformsFrame f = defaults;
     read_camera(fj, where, f, true);
+    check_lens(f, where);
     const Json& m = fj.at("transform_matrix");
     TESSERA_CHECK(m.is_array() && (m.size() == 4 || m.size() == 3), "{}: transform_matrix must be 4x4 (or 3x4)", where);
     double c2w[3][4];
@@ -171,25 +232,73 @@ void finish_camera(TransformsFrame& f, uint32_t w, uint32_t h) {
 
 }  // namespace
 
+namespace {
+
+// The image folder of a COLMAP model: the scene folder's images/ or the project's (the model
+// is usually PROJECT/sparse/0), the first that holds the model's first image.
+std::string colmap_image_folder(const std::string& scene, const std::string& model_dir, const ColmapModel& model) {
+  std::vector<fs::path> tried;
+  for (const fs::path& p : {fs::path(scene) / "images", fs::path(model_dir) / ".." / "images",
+                            fs::path(model_dir) / ".." / ".." / "images"}) {
+    tried.push_back(p.lexically_normal());
+    if (!model.images.empty() && !find_image((p / model.images[0].name).string()).empty())
+      return tried.back().string();
+  }
+  std::string where;
+  for (const auto& p : tried) where += (where.empty() ? "" : ", ") + p.string();
+  TESSERA_CHECK(false, "COLMAP model '{}': image '{}' is in none of {}", model_dir,
+                model.images.empty() ? "" : model.images[0].name, where);
+  return "";
+}
+
+struct SceneFile {
+  Transforms transforms;
+  std::string file;     // for messages
+  bool single = false;  // one file for every split (instant-ngp's transforms.json, a COLMAP model)
+};
+
+SceneFile read_scene_file(const std::string& scene, const std::string& split) {
+  std::error_code ec;
+  SceneFile s;
+  s.file = scene;
+  if (fs::is_directory(scene, ec)) {
+    s.file = (fs::path(scene) / ("transforms_" + split + ".json")).string();
+    if (!fs::exists(s.file, ec)) {
+      s.file = (fs::path(scene) / "transforms.json").string();
+      s.single = true;
+      if (!fs::exists(s.file, ec)) {
+        const std::string model_dir = find_colmap_model(scene);
+        TESSERA_CHECK(!model_dir.empty(),
+                      "scene '{}' has neither transforms_{}.json nor transforms.json, nor a COLMAP sparse model "
+                      "(cameras.bin or .txt, here or in sparse/0); 'tessera nerf prepare' makes one from photos",
+                      scene, split);
+        const ColmapModel model = read_colmap_model(model_dir);
+        ColmapConversion options;
+        options.image_prefix = colmap_image_folder(scene, model_dir, model) + "/";
+        s.file = model_dir;
+        s.transforms = parse_transforms(colmap_to_transforms(model, options).transforms, "",
+                                        "COLMAP model '" + model_dir + "'");
+        log(LogLevel::info, "{}: {} registered images from the COLMAP model (oriented as colmap2nerf does)", scene,
+            s.transforms.frames.size());
+        return s;
+      }
+    }
+  } else {
+    s.single = fs::path(scene).filename() == "transforms.json";
+  }
+  s.transforms = parse_transforms(load_json_file(s.file), fs::path(s.file).parent_path().string(), "'" + s.file + "'");
+  return s;
+}
+
+}  // namespace
+
 Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
   TESSERA_CHECK(o.split == "train" || o.split == "test" || o.split == "val",
                 "split '{}' is not one of train, test, val", o.split);
-  std::error_code ec;
-  std::string file = scene;
-  bool single = false;
-  if (fs::is_directory(scene, ec)) {
-    file = (fs::path(scene) / ("transforms_" + o.split + ".json")).string();
-    if (!fs::exists(file, ec)) {
-      file = (fs::path(scene) / "transforms.json").string();
-      single = true;
-      TESSERA_CHECK(fs::exists(file, ec), "scene '{}' has neither transforms_{}.json nor transforms.json", scene,
-                    o.split);
-    }
-  } else {
-    single = fs::path(scene).filename() == "transforms.json";
-  }
-  const Json json = load_json_file(file);
-  Transforms t = parse_transforms(json, fs::path(file).parent_path().string(), "'" + file + "'");
+  SceneFile scene_file = read_scene_file(scene, o.split);
+  Transforms& t = scene_file.transforms;
+  const std::string& file = scene_file.file;
+  const bool single = scene_file.single;
   if (single && o.split != "train") {  // instant-ngp style: the test split is every holdout-th frame
     TESSERA_CHECK(o.holdout > 0, "'{}' is a single transforms.json: use --holdout K to keep every K-th frame for '{}'",
                   file, o.split);

@@ -104,19 +104,14 @@ TESSERA_HD uint32_t grid_sample(const NerfScene& scene, uint32_t n_uniform, uint
   return cell;
 }
 
-// Whether camera f sees point p: in front of it and inside its image (with its distortion).
+// Whether camera f sees point p: its lens maps it inside the image.
 TESSERA_HD bool camera_sees(const FrameView& f, Vec3 p) {
   const Vec3 d{p.x - f.c2w[0][3], p.y - f.c2w[1][3], p.z - f.c2w[2][3]};
   float q[3];  // camera coordinates: the rotation's transpose times d
   for (int k = 0; k < 3; ++k) q[k] = f.c2w[0][k] * d.x + f.c2w[1][k] * d.y + f.c2w[2][k] * d.z;
-  if (!(q[2] > 0.0f)) return false;
   const CameraModel& c = f.camera;
-  const float x = q[0] / q[2], y = q[1] / q[2];
-  // Far outside the field of view the distortion polynomial can fold back in: not seen.
-  if (fabsf(x * c.fl_x) > 2.0f * float(c.width) || fabsf(y * c.fl_y) > 2.0f * float(c.height)) return false;
-  float xd, yd;
-  distort(c, x, y, xd, yd);
-  const float u = xd * c.fl_x + c.cx, v = yd * c.fl_y + c.cy;
+  float u, v;
+  if (!project_to_pixel(c, {q[0], q[1], q[2]}, u, v)) return false;
   return u >= 0.0f && u < float(c.width) && v >= 0.0f && v < float(c.height);
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// NeRF math shared by the CPU reference and the CUDA kernels (TESSERA_HD): cameras with
-// OpenCV distortion, rays, the scene box, the occupancy grid's cells and cascades, step
+// NeRF math shared by the CPU reference and the CUDA kernels (TESSERA_HD): cameras
+// (perspective and fisheye lenses with OpenCV's distortion), rays, the scene box, the occupancy grid's cells and cascades, step
 // sizes, counter-based random numbers (the same on every backend, so a backend's samples
 // can be compared with the reference's) and the colour/density activations.
 //
@@ -17,34 +17,105 @@ namespace tessera::ops::nerf {
 
 // ---- cameras and rays ----
 
-// Normalized image coordinates (x, y) distorted by k1, k2, p1, p2.
+// Perspective lens: OpenCV's radial factor R(r2) and its derivative dR/dr2.
+TESSERA_HD float radial_factor(const CameraModel& c, float r2, float& d_dr2) {
+  const float num = 1.0f + r2 * (c.k1 + r2 * (c.k2 + r2 * c.k3));
+  const float den = 1.0f + r2 * (c.k4 + r2 * (c.k5 + r2 * c.k6));
+  const float dnum = c.k1 + r2 * (2.0f * c.k2 + 3.0f * r2 * c.k3);
+  const float dden = c.k4 + r2 * (2.0f * c.k5 + 3.0f * r2 * c.k6);
+  d_dr2 = (dnum * den - num * dden) / (den * den);
+  return num / den;
+}
+
+// Perspective lens: normalized image coordinates (x, y) distorted (radial and tangential).
 TESSERA_HD void distort(const CameraModel& c, float x, float y, float& xd, float& yd) {
   const float r2 = x * x + y * y;
-  const float radial = c.k1 * r2 + c.k2 * r2 * r2;
-  xd = x + x * radial + 2.0f * c.p1 * x * y + c.p2 * (r2 + 2.0f * x * x);
-  yd = y + y * radial + 2.0f * c.p2 * x * y + c.p1 * (r2 + 2.0f * y * y);
+  float dr;
+  const float radial = radial_factor(c, r2, dr);
+  xd = x * radial + 2.0f * c.p1 * x * y + c.p2 * (r2 + 2.0f * x * x);
+  yd = y * radial + 2.0f * c.p2 * x * y + c.p1 * (r2 + 2.0f * y * y);
+}
+
+TESSERA_HD bool has_distortion(const CameraModel& c) {
+  return c.k1 != 0 || c.k2 != 0 || c.k3 != 0 || c.k4 != 0 || c.k5 != 0 || c.k6 != 0 || c.p1 != 0 || c.p2 != 0;
 }
 
 // Inverts distort() by Newton's method (the image's distorted coordinates -> the ray's).
 TESSERA_HD void undistort(const CameraModel& c, float xd, float yd, float& x, float& y) {
   x = xd, y = yd;
-  if (c.k1 == 0 && c.k2 == 0 && c.p1 == 0 && c.p2 == 0) return;
+  if (!has_distortion(c)) return;
   for (int it = 0; it < 10; ++it) {
     float fx, fy;
     distort(c, x, y, fx, fy);
     fx -= xd, fy -= yd;
     // Jacobian of distort at (x, y).
-    const float r2 = x * x + y * y, radial = c.k1 * r2 + c.k2 * r2 * r2;
-    const float dradial = c.k1 + 2.0f * c.k2 * r2;  // d radial / d r2
-    const float jxx = 1.0f + radial + 2.0f * x * x * dradial + 2.0f * c.p1 * y + 6.0f * c.p2 * x;
-    const float jxy = 2.0f * x * y * dradial + 2.0f * c.p1 * x + 2.0f * c.p2 * y;
-    const float jyx = 2.0f * x * y * dradial + 2.0f * c.p2 * y + 2.0f * c.p1 * x;
-    const float jyy = 1.0f + radial + 2.0f * y * y * dradial + 2.0f * c.p2 * x + 6.0f * c.p1 * y;
+    float dr;
+    const float r2 = x * x + y * y, radial = radial_factor(c, r2, dr);
+    const float jxx = radial + 2.0f * x * x * dr + 2.0f * c.p1 * y + 6.0f * c.p2 * x;
+    const float jxy = 2.0f * x * y * dr + 2.0f * c.p1 * x + 2.0f * c.p2 * y;
+    const float jyx = 2.0f * x * y * dr + 2.0f * c.p2 * y + 2.0f * c.p1 * x;
+    const float jyy = radial + 2.0f * y * y * dr + 2.0f * c.p2 * x + 6.0f * c.p1 * y;
     const float det = jxx * jyy - jxy * jyx;
     if (std::fabs(det) < 1e-12f) break;
     x -= (jyy * fx - jxy * fy) / det;
     y -= (jxx * fy - jyx * fx) / det;
   }
+}
+
+// Fisheye lens: the image radius theta_d of a ray theta off the axis, and d theta_d / d theta.
+TESSERA_HD float fisheye_radius(const CameraModel& c, float theta, float& d_dtheta) {
+  const float t2 = theta * theta;
+  d_dtheta = 1.0f + t2 * (3.0f * c.k1 + t2 * (5.0f * c.k2 + t2 * (7.0f * c.k3 + t2 * 9.0f * c.k4)));
+  return theta * (1.0f + t2 * (c.k1 + t2 * (c.k2 + t2 * (c.k3 + t2 * c.k4))));
+}
+
+// Direction (camera coordinates: +z forward, +y down; not unit length for a perspective lens)
+// of the ray through image position (u, v) in pixels.
+TESSERA_HD Vec3 pixel_direction(const CameraModel& c, float u, float v) {
+  const float xd = (u - c.cx) / c.fl_x, yd = (v - c.cy) / c.fl_y;
+  if (c.lens == Lens::fisheye) {
+    const float rd = std::sqrt(xd * xd + yd * yd);
+    if (rd < 1e-9f) return {0.0f, 0.0f, 1.0f};
+    float theta = rd;  // Newton on theta_d(theta) = rd from the distortion-free guess
+    for (int it = 0; it < 10; ++it) {
+      float d;
+      const float f = fisheye_radius(c, theta, d) - rd;
+      if (!(std::fabs(d) > 1e-12f)) break;
+      theta -= f / d;
+      theta = theta < 0.0f ? 0.0f : (theta > 3.14159265f ? 3.14159265f : theta);
+    }
+    const float s = std::sin(theta) / rd;
+    return {xd * s, yd * s, std::cos(theta)};
+  }
+  float x, y;
+  undistort(c, xd, yd, x, y);
+  return {x, y, 1.0f};
+}
+
+// Image position (u, v) in pixels of a point q in camera coordinates; false when the lens
+// does not see it (behind a perspective camera, or where its distortion polynomial folds
+// back: far outside the field of view).
+TESSERA_HD bool project_to_pixel(const CameraModel& c, Vec3 q, float& u, float& v) {
+  float xd, yd;
+  if (c.lens == Lens::fisheye) {
+    const float rho = std::sqrt(q.x * q.x + q.y * q.y);
+    if (rho < 1e-12f) {
+      if (!(q.z > 0.0f)) return false;
+      xd = yd = 0.0f;
+    } else {
+      float d;
+      const float rd = fisheye_radius(c, std::atan2(rho, q.z), d);
+      if (!(d > 0.0f)) return false;
+      xd = q.x / rho * rd, yd = q.y / rho * rd;
+    }
+  } else {
+    if (!(q.z > 0.0f)) return false;
+    const float x = q.x / q.z, y = q.y / q.z;
+    if (std::fabs(x * c.fl_x) > 2.0f * float(c.width) || std::fabs(y * c.fl_y) > 2.0f * float(c.height)) return false;
+    distort(c, x, y, xd, yd);
+  }
+  u = xd * c.fl_x + c.cx, v = yd * c.fl_y + c.cy;
+  return true;
 }
 
 struct Ray {
@@ -53,11 +124,10 @@ struct Ray {
 
 // The ray through image position (u, v) in pixels (pixel centres at +0.5).
 TESSERA_HD Ray camera_ray(const FrameView& f, float u, float v) {
-  const CameraModel& c = f.camera;
-  float x, y;
-  undistort(c, (u - c.cx) / c.fl_x, (v - c.cy) / c.fl_y, x, y);
-  const Vec3 d{f.c2w[0][0] * x + f.c2w[0][1] * y + f.c2w[0][2], f.c2w[1][0] * x + f.c2w[1][1] * y + f.c2w[1][2],
-               f.c2w[2][0] * x + f.c2w[2][1] * y + f.c2w[2][2]};
+  const Vec3 q = pixel_direction(f.camera, u, v);
+  const Vec3 d{f.c2w[0][0] * q.x + f.c2w[0][1] * q.y + f.c2w[0][2] * q.z,
+               f.c2w[1][0] * q.x + f.c2w[1][1] * q.y + f.c2w[1][2] * q.z,
+               f.c2w[2][0] * q.x + f.c2w[2][1] * q.y + f.c2w[2][2] * q.z};
   return {{f.c2w[0][3], f.c2w[1][3], f.c2w[2][3]}, normalized(d)};
 }
 

@@ -156,6 +156,35 @@ TEST(NerfDataset, DistortionRoundTripsAndBendsRays) {
   EXPECT_NEAR(centre.dir.z, 1.0f, 1e-6f);
 }
 
+TEST(NerfDataset, LensKeysSelectTheLensOrAreClearErrors) {
+  const auto dir = test::fresh_dir("tessera_dataset_lens");
+  write_image(dir / "a.png", 8, 8);
+  const Json frame = {{"file_path", "a.png"}, {"transform_matrix", kIdentityPose}};
+  auto load = [&](Json j) {
+    j["fl_x"] = 9.0, j["frames"] = Json::array({frame});
+    write_json(dir / "transforms.json", j);
+    return nerf::load_dataset((dir / "transforms.json").string()).frames.at(0).camera;
+  };
+  auto error = [&](const Json& j) { return error_of([&] { load(j); }); };
+  // instant-ngp's flag and nerfstudio's name: the equidistant fisheye with k1-k4.
+  auto c = load({{"is_fisheye", true}, {"k1", 0.1}, {"k2", 0.02}, {"k3", 0.003}, {"k4", 0.0004}});
+  EXPECT_EQ(c.lens, ops::nerf::Lens::fisheye);
+  EXPECT_EQ(c.k3, 0.003f);
+  EXPECT_EQ(c.k4, 0.0004f);
+  EXPECT_EQ(load({{"camera_model", "OPENCV_FISHEYE"}}).lens, ops::nerf::Lens::fisheye);
+  c = load({{"camera_model", "OPENCV"}, {"k1", 0.1}, {"k3", 0.01}});
+  EXPECT_EQ(c.lens, ops::nerf::Lens::perspective);
+  EXPECT_EQ(c.k3, 0.01f);
+  c = load({{"camera_model", "FULL_OPENCV"}, {"k4", 0.1}, {"k5", 0.01}, {"k6", 0.001}});
+  EXPECT_EQ(c.k6, 0.001f);
+  // Never trained silently as something else.
+  EXPECT_NE(error({{"camera_model", "EQUIRECTANGULAR"}}).find("EQUIRECTANGULAR\" is not supported"), std::string::npos);
+  EXPECT_NE(error({{"k4", 0.01}}).find("ambiguous"), std::string::npos);
+  EXPECT_NE(error({{"is_fisheye", true}, {"p1", 0.01}}).find("k1-k4 only"), std::string::npos);
+  EXPECT_NE(error({{"is_fisheye", false}, {"camera_model", "OPENCV_FISHEYE"}}).find("contradicts"), std::string::npos);
+  EXPECT_NE(error({{"is_fisheye", 1}}).find("true or false"), std::string::npos);
+}
+
 TEST(NerfDataset, BadScenesAreClearErrors) {
   const auto dir = test::fresh_dir("tessera_dataset_bad");
   write_image(dir / "a.png", 8, 8);

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace tessera::test {
@@ -21,6 +22,11 @@ inline CliResult run_cli(const std::string& args) {
   while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
   const int status = pclose(pipe);
   return {WEXITSTATUS(status), out};
+}
+
+// Whether a program is on PATH (tests of commands that drive external tools skip without it).
+inline bool command_exists(const std::string& program) {
+  return std::system(("command -v '" + program + "' > /dev/null 2>&1").c_str()) == 0;
 }
 
 }  // namespace tessera::test

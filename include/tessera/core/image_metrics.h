@@ -1,5 +1,5 @@
 #pragma once
-// Image quality metrics for evaluation: PSNR and SSIM.
+// Image quality metrics for evaluation (PSNR, SSIM) and a sharpness score.
 #include <cstddef>
 
 namespace tessera {
@@ -16,5 +16,10 @@ double ssim(const float* a, const float* b, size_t width, size_t height, size_t 
 double psnr_from_mse(double mse);
 // Of n values, each clamped to [0, 1] first.
 double psnr(const float* a, const float* b, size_t n);
+
+// Sharpness of an 8-bit RGBA image (width x height, rows top to bottom): the variance of the
+// 4-neighbour Laplacian of its luma (0-255 scale) over the interior pixels. Blur lowers it;
+// frames of one capture compare by it. Images under 3x3 score 0.
+double laplacian_variance(const unsigned char* rgba, size_t width, size_t height);
 
 }  // namespace tessera

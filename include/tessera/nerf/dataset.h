@@ -16,6 +16,7 @@ namespace tessera::nerf {
 using ops::nerf::Aabb;
 using ops::nerf::CameraModel;
 using ops::nerf::FrameView;
+using ops::nerf::Lens;
 using ops::nerf::Vec3;
 
 // One frame as the JSON describes it: its image path (resolved, extension not yet tried)
@@ -26,6 +27,7 @@ struct TransformsFrame {
   CameraModel camera;
   bool size_given = false;  // w and h in the JSON (the frame's or the file's)
   bool per_frame_intrinsics = false;
+  bool rational_radial = false;  // camera_model FULL_OPENCV: k4-k6 are OpenCV's rational terms
   float camera_angle_x = 0, camera_angle_y = 0;  // when the focal length comes from an angle
 };
 

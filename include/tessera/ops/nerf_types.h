@@ -21,11 +21,24 @@ TESSERA_HD Vec3 normalized(Vec3 a) {
   return n > 0 ? (1.0f / n) * a : Vec3{0, 0, 1};
 }
 
-// Pinhole camera with OpenCV radial-tangential distortion (k1, k2, p1, p2), in pixels.
+// How a camera maps directions to its image (COLMAP's and OpenCV's models; nerf_math.h).
+enum class Lens : uint32_t {
+  // x_d = x R(r^2) + tangential(p1, p2), R = (1 + k1 r^2 + k2 r^4 + k3 r^6) / (1 + k4 r^2 + k5 r^4 +
+  // k6 r^6): OpenCV's full model. Pinhole, SIMPLE_RADIAL, RADIAL, OPENCV and FULL_OPENCV are cases.
+  perspective = 0,
+  // Equidistant: the image radius is theta_d = theta (1 + k1 theta^2 + k2 theta^4 + k3 theta^6 +
+  // k4 theta^8) for a ray theta off the axis: OPENCV_FISHEYE (and COLMAP's two RADIAL_FISHEYEs).
+  fisheye = 1,
+};
+
+// A camera's intrinsics, in pixels. The first ten fields are the OpenCV radial-tangential
+// camera every transforms file describes (aggregate order kept for that reason).
 struct CameraModel {
   float fl_x = 0, fl_y = 0, cx = 0, cy = 0;
   float k1 = 0, k2 = 0, p1 = 0, p2 = 0;
   uint32_t width = 0, height = 0;
+  float k3 = 0, k4 = 0, k5 = 0, k6 = 0;
+  Lens lens = Lens::perspective;
 };
 
 // One posed image: camera-to-world [3 x 4] (rotation columns, then the position) in ngp

@@ -1,0 +1,200 @@
+// From photos to a trained NeRF on the CPU: `nerf prepare` (COLMAP) recovers the cameras of
+// a textured scene the test renders itself, and a short training on the prepared folder
+// renders held-back views; a fisheye capture trains to a quality its pinhole reading does not.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "support/cli.h"
+#include "support/paths.h"
+#include "support/textured_scene.h"
+#include "tessera/core/config.h"
+#include "tessera/nerf/evaluate.h"
+#include "tessera/nerf/trainer.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using Pose = std::array<std::array<double, 4>, 4>;
+using Vec = std::array<double, 3>;
+
+// The similarity (scale s, rotation q as a quaternion, translation) taking points p onto q
+// in the least-squares sense (Horn 1987: the quaternion is the top eigenvector of a 4x4
+// matrix, found here by power iteration on a shifted copy).
+struct Similarity {
+  double scale = 1;
+  double r[3][3] = {};
+  Vec t{0, 0, 0};
+  Vec apply(Vec p) const {
+    Vec o;
+    for (int i = 0; i < 3; ++i) o[i] = scale * (r[i][0] * p[0] + r[i][1] * p[1] + r[i][2] * p[2]) + t[i];
+    return o;
+  }
+};
+
+Similarity align(const std::vector<Vec>& p, const std::vector<Vec>& q) {
+  Vec pm{0, 0, 0}, qm{0, 0, 0};
+  for (size_t i = 0; i < p.size(); ++i)
+    for (int k = 0; k < 3; ++k) pm[k] += p[i][k] / double(p.size()), qm[k] += q[i][k] / double(p.size());
+  double s[3][3] = {}, pp = 0;
+  for (size_t i = 0; i < p.size(); ++i)
+    for (int a = 0; a < 3; ++a) {
+      pp += (p[i][a] - pm[a]) * (p[i][a] - pm[a]);
+      for (int b = 0; b < 3; ++b) s[a][b] += (p[i][a] - pm[a]) * (q[i][b] - qm[b]);
+    }
+  const double n[4][4] = {{s[0][0] + s[1][1] + s[2][2], s[1][2] - s[2][1], s[2][0] - s[0][2], s[0][1] - s[1][0]},
+                          {s[1][2] - s[2][1], s[0][0] - s[1][1] - s[2][2], s[0][1] + s[1][0], s[2][0] + s[0][2]},
+                          {s[2][0] - s[0][2], s[0][1] + s[1][0], -s[0][0] + s[1][1] - s[2][2], s[1][2] + s[2][1]},
+                          {s[0][1] - s[1][0], s[2][0] + s[0][2], s[1][2] + s[2][1], -s[0][0] - s[1][1] + s[2][2]}};
+  double shift = 0;
+  for (const auto& row : n)
+    for (double v : row) shift += std::fabs(v);
+  double v[4] = {1, 0.1, 0.2, 0.3};
+  for (int it = 0; it < 5000; ++it) {
+    double w[4] = {};
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j) w[i] += (n[i][j] + (i == j ? shift : 0)) * v[j];
+    const double len = std::sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2] + w[3] * w[3]);
+    for (int i = 0; i < 4; ++i) v[i] = w[i] / len;
+  }
+  const double a = v[0], x = v[1], y = v[2], z = v[3];
+  Similarity sim;
+  const double r[3][3] = {{a * a + x * x - y * y - z * z, 2 * (x * y - a * z), 2 * (x * z + a * y)},
+                          {2 * (x * y + a * z), a * a - x * x + y * y - z * z, 2 * (y * z - a * x)},
+                          {2 * (x * z - a * y), 2 * (y * z + a * x), a * a - x * x - y * y + z * z}};
+  std::copy(&r[0][0], &r[0][0] + 9, &sim.r[0][0]);
+  double qr = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    Vec pc{p[i][0] - pm[0], p[i][1] - pm[1], p[i][2] - pm[2]};
+    for (int k = 0; k < 3; ++k) qr += (q[i][k] - qm[k]) * (r[k][0] * pc[0] + r[k][1] * pc[1] + r[k][2] * pc[2]);
+  }
+  sim.scale = qr / pp;
+  const Vec moved = sim.apply(pm);  // t is still 0
+  for (int k = 0; k < 3; ++k) sim.t[k] = qm[k] - moved[k];
+  return sim;
+}
+
+// Angle (degrees) between rotations a and (sim.r times b).
+double rotation_error_degrees(const Pose& truth, const Json& m, const Similarity& sim) {
+  double trace = 0;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double rb = 0;  // (sim.r * b)[j][i], b = m's rotation
+      for (int k = 0; k < 3; ++k) rb += sim.r[j][k] * m[k][i].get<double>();
+      trace += truth[j][i] * rb;  // trace(a^T (r b))
+    }
+  return std::acos(std::clamp((trace - 1) / 2, -1.0, 1.0)) * 180 / M_PI;
+}
+
+TEST(NerfPrepare, RecoversTheCamerasOfATexturedSceneAndTrains) {
+  if (!test::command_exists("colmap")) GTEST_SKIP() << "colmap is not installed (scripts/bootstrap.sh installs it)";
+  const auto dir = test::fresh_dir("tessera_nerf_prepare");
+  const int n = 30, width = 240, height = 180;
+  const double focal = 220;
+  const auto cameras = test::ring_cameras(n);
+  fs::create_directories(dir / "photos");
+  for (int i = 0; i < n; ++i)
+    write_png((dir / "photos" / fmt::format("view_{:02d}.png", i)).string(), width, height, 4,
+              test::render_textured({cameras[i], width, height, focal, false}));
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = test::run_cli("nerf prepare " + (dir / "photos").string() + " --out " + (dir / "scene").string() +
+                               " --camera-model PINHOLE --json " + (dir / "prepare.json").string());
+  const double prepare_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::printf("%s\nprepare: %.1f s\n", r.output.c_str(), prepare_seconds);
+  const Json report = load_json_file((dir / "prepare.json").string());
+  EXPECT_EQ(report["registered"].get<int>(), n);
+
+  // Camera centres and rotations after the best similarity onto the truth.
+  const Json t = load_json_file((dir / "scene" / "transforms.json").string());
+  ASSERT_EQ(t["frames"].size(), size_t(n));
+  std::vector<Vec> recovered, truth;
+  for (int i = 0; i < n; ++i) {
+    const Json& m = t["frames"][i]["transform_matrix"];
+    ASSERT_EQ(t["frames"][i]["file_path"], fmt::format("images/view_{:02d}.png", i));
+    recovered.push_back({m[0][3], m[1][3], m[2][3]});
+    truth.push_back({cameras[i][0][3], cameras[i][1][3], cameras[i][2][3]});
+  }
+  const Similarity sim = align(recovered, truth);
+  double worst_position = 0, worst_rotation = 0;
+  for (int i = 0; i < n; ++i) {
+    const Vec p = sim.apply(recovered[i]);
+    worst_position = std::max(worst_position, std::hypot(p[0] - truth[i][0], p[1] - truth[i][1], p[2] - truth[i][2]));
+    worst_rotation = std::max(worst_rotation, rotation_error_degrees(cameras[i], t["frames"][i]["transform_matrix"], sim));
+  }
+  std::printf("after alignment: worst camera position error %.4f (cameras 4 from the centre), worst rotation %.3f deg, "
+              "focal %.2f (true %.0f)\n",
+              worst_position, worst_rotation, t["fl_x"].get<double>(), focal);
+  EXPECT_LT(worst_position, 0.02);
+  EXPECT_LT(worst_rotation, 0.3);
+  EXPECT_NEAR(t["fl_x"].get<double>(), focal, 0.01 * focal);
+
+  // A short CPU training on the prepared folder, every 8th view held back.
+  nerf::Dataset train = nerf::load_dataset((dir / "scene").string(), {.split = "train", .holdout = 8});
+  const nerf::Dataset test = nerf::load_dataset((dir / "scene").string(), {.split = "test", .holdout = 8});
+  Json config = nerf::default_nerf_config();
+  config["encoding"]["n_levels"] = 8;
+  config["encoding"]["log2_hashmap_size"] = 15;
+  config["encoding"]["per_level_scale"] = 1.5;
+  config["training"] = {{"target_samples", 1 << 14}, {"initial_rays", 512}, {"grid_update_interval", 32},
+                        {"grid_warmup_steps", 64}, {"grid_fraction", 0.125}};
+  nerf::NerfTrainer trainer(config, std::move(train), DeviceKind::cpu, 7);
+  for (int i = 0; i < 400; ++i) trainer.step();
+  const nerf::EvalResult e = nerf::evaluate(trainer, test, {.write_folder = (dir / "renders").string()});
+  std::printf("held-back views: PSNR %.2f dB (white)\n", e.psnr_white);
+  EXPECT_GT(e.psnr_white, 20.0);
+}
+
+// Trains `steps` on the CPU and returns the held-back views' PSNR (white background).
+double train_and_evaluate(const fs::path& scene, int steps) {
+  nerf::Dataset train = nerf::load_dataset(scene.string(), {.split = "train"});
+  const nerf::Dataset test = nerf::load_dataset(scene.string(), {.split = "test"});
+  Json config = nerf::default_nerf_config();
+  config["encoding"]["n_levels"] = 8;
+  config["encoding"]["log2_hashmap_size"] = 15;
+  config["encoding"]["per_level_scale"] = 1.5;
+  config["training"] = {{"target_samples", 1 << 13}, {"initial_rays", 512}, {"grid_update_interval", 32},
+                        {"grid_warmup_steps", 64}, {"grid_fraction", 0.125}};
+  nerf::NerfTrainer trainer(config, std::move(train), DeviceKind::cpu, 7);
+  for (int i = 0; i < steps; ++i) trainer.step();
+  return nerf::evaluate(trainer, test).psnr_white;
+}
+
+// A 150-degree equidistant fisheye capture: read as the fisheye it is, it trains; read as a
+// pinhole (what an unknown "is_fisheye" used to do), the views disagree and it does not.
+TEST(NerfPrepare, AFisheyeCaptureTrainsOnlyAsAFisheye) {
+  const auto dir = test::fresh_dir("tessera_nerf_fisheye");
+  const int size = 64;
+  const double focal = 0.5 * size / (75 * M_PI / 180);  // the image's edge 75 degrees off the axis
+  const auto cameras = test::ring_cameras(28);
+  auto write_split = [&](const char* split, bool fisheye) {
+    Json frames = Json::array();
+    for (int i = 0; i < 28; ++i) {
+      if ((i % 7 == 0) != (std::string(split) == "test")) continue;  // every 7th view held back
+      const std::string name = fmt::format("{}_{:02d}.png", split, i);
+      if (!fs::exists(dir / name))
+        write_png((dir / name).string(), size, size, 4, test::render_textured({cameras[i], size, size, focal, true}));
+      Json m = Json::array();
+      for (const auto& row : cameras[i]) m.push_back(Json(row));
+      frames.push_back({{"file_path", name}, {"transform_matrix", m}});
+    }
+    Json t = {{"fl_x", focal}, {"fl_y", focal}, {"aabb_scale", 2}, {"frames", frames}};
+    if (fisheye) t["camera_model"] = "OPENCV_FISHEYE";
+    write_file_atomic((dir / fmt::format("transforms_{}.json", split)).string(), t.dump(1));
+  };
+  write_split("train", true);
+  write_split("test", true);
+  const double as_fisheye = train_and_evaluate(dir, 300);
+  write_split("train", false);
+  write_split("test", false);
+  const double as_pinhole = train_and_evaluate(dir, 300);
+  std::printf("fisheye capture: %.2f dB read as a fisheye, %.2f dB read as a pinhole\n", as_fisheye, as_pinhole);
+  EXPECT_GT(as_fisheye, 20.0);
+  EXPECT_LT(as_pinhole, as_fisheye - 3.0);
+}
+
+}  // namespace
+}  // namespace tessera
