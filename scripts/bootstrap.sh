@@ -13,6 +13,8 @@ packages=(
   # The NeRF web viewer: Boost.Beast (header-only) serves it; the browser test drives
   # headless Chromium; nerf render makes its MP4 with ffmpeg.
   libboost-dev chromium ffmpeg
+  # nerf prepare: structure from motion on a user's photos or video (ffmpeg takes the frames).
+  colmap
   # The Python package's tests (python/tessera over libtessera.so): PyTorch (CPU), numpy,
   # pytest; pip and setuptools install the package (make python).
   python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-wheel python3-venv

@@ -86,8 +86,8 @@ inline std::vector<uint8_t> render_textured(const TexturedView& v) {
           best = t;
           std::array<double, 3> p;
           for (int k = 0; k < 3; ++k) p[k] = o[k] + t * d[k], normal[k] = (p[k] - s.centre[k]) / s.radius;
-          const double n = value_noise({p[0] * 6 + 11, p[1] * 6 + 7, p[2] * 6 + 3});
-          for (int k = 0; k < 3; ++k) albedo[k] = s.colour[k] * (0.25 + 0.95 * n);
+          const double n = value_noise({p[0] * 14 + 11, p[1] * 14 + 7, p[2] * 14 + 3});
+          for (int k = 0; k < 3; ++k) albedo[k] = std::min(1.0, s.colour[k] * (0.1 + 1.5 * n * n));
         }
       }
       if (std::fabs(d[2]) > 1e-12) {
@@ -97,10 +97,10 @@ inline std::vector<uint8_t> render_textured(const TexturedView& v) {
           best = t;
           normal = {0, 0, 1};
           const bool dark = (int(std::floor(fx / 0.35)) + int(std::floor(fy / 0.35))) & 1;
-          const double n = value_noise({fx * 5 + 1, fy * 5 + 2, 0.5});
+          const double n = value_noise({fx * 12 + 1, fy * 12 + 2, 0.5});
           const std::array<double, 3> base = dark ? std::array<double, 3>{0.25, 0.22, 0.2}
                                                   : std::array<double, 3>{0.85, 0.8, 0.7};
-          for (int k = 0; k < 3; ++k) albedo[k] = base[k] * (0.4 + 0.8 * n);
+          for (int k = 0; k < 3; ++k) albedo[k] = base[k] * (0.3 + 1.0 * n);
         }
       }
       if (best >= 1e30) continue;
