@@ -59,9 +59,19 @@ struct Reader {
 };
 
 // ---- march: per ray its frame, pixel and samples (6 inputs + dt each), in ray order ----
-std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bool training) {
+// Frames 1 and 2 through other lenses: a full OpenCV model and an OpenCV fisheye.
+void vary_lenses(std::vector<FrameView>& frames) {
+  ops::nerf::CameraModel& a = frames[1].camera;
+  a.k1 = -0.1f, a.k2 = 0.02f, a.k3 = 0.001f, a.k4 = 0.05f, a.k5 = 0.01f, a.k6 = 0.002f, a.p1 = 0.002f, a.p2 = -0.001f;
+  ops::nerf::CameraModel& f = frames[2].camera;
+  f.lens = ops::nerf::Lens::fisheye;
+  f.k1 = 0.03f, f.k2 = -0.01f, f.k3 = 0.004f, f.k4 = -0.001f;
+}
+
+std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bool training, bool lenses) {
   const auto bits = blob_bitfield(n_cascades);
-  const auto frames = cameras_around_box(n_cascades, 4, 64);
+  auto frames = cameras_around_box(n_cascades, 4, 64);
+  if (lenses) vary_lenses(frames);
   const SceneOn on(b, march_scene(n_cascades, frames, bits), frames, bits);
   ops::NerfRaySelection sel;
   sel.training = training;
@@ -291,7 +301,7 @@ std::string compare_grid(const std::vector<double>& got, const std::vector<doubl
 std::vector<double> run_mark_untrained(Backend& b, uint64_t) {
   const uint32_t n_cascades = 2, total = n_cascades * kGridCells;
   std::vector<FrameView> frames = cameras_around_box(n_cascades, 3, 32);
-  frames[1].camera.k1 = 0.05f, frames[1].camera.p2 = 0.01f;  // the projection's distortion too
+  vary_lenses(frames);  // the projection's lenses too
   const auto bits = blob_bitfield(n_cascades);
   const SceneOn on(b, march_scene(n_cascades, frames, bits), frames, bits);
   Buffer<float> density = upload(b, std::vector<float>(total, 0.0f));
@@ -318,10 +328,13 @@ std::function<bool(const Backend&)> has_ops() {
 const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
   for (uint32_t n_cascades : {1u, 3u})
     for (bool training : {true, false})
-      cases.push_back({"nerf_march_rays", fmt::format("{}_cascades_{}", n_cascades, training ? "training" : "render"),
-                       1e-4, has_op<ops::NerfMarchRays>(),
-                       [=](Backend& b, uint64_t seed) { return run_march(b, seed, n_cascades, training); },
-                       compare_march});
+      for (bool lenses : {false, true})
+        cases.push_back({"nerf_march_rays",
+                         fmt::format("{}_cascades_{}{}", n_cascades, training ? "training" : "render",
+                                     lenses ? "_lenses" : ""),
+                         1e-4, has_op<ops::NerfMarchRays>(),
+                         [=](Backend& b, uint64_t seed) { return run_march(b, seed, n_cascades, training, lenses); },
+                         compare_march});
   for (LossKind kind : {LossKind::L2, LossKind::Huber})
     cases.push_back({"nerf_composite_train", kind == LossKind::L2 ? "L2_linear" : "Huber_srgb", 1e-5,
                      has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
@@ -334,7 +347,7 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
                    run_compact, compare_compact});
   cases.push_back({"nerf_grid_samples_update", "2_cascades", 1e-6, has_ops<ops::NerfGridSamples, ops::NerfGridUpdate>(),
                    run_grid, compare_grid});
-  cases.push_back({"nerf_mark_untrained", "2_cascades_distorted", 0.0, has_op<ops::NerfMarkUntrained>(),
+  cases.push_back({"nerf_mark_untrained", "2_cascades_lenses", 0.0, has_op<ops::NerfMarkUntrained>(),
                    run_mark_untrained, compare_mark_untrained});
 });
 

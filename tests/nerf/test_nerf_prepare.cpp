@@ -155,6 +155,65 @@ TEST(NerfPrepare, RecoversTheCamerasOfATexturedSceneAndTrains) {
   EXPECT_GT(e.psnr_white, 21.0);
 }
 
+// A blurred copy (three passes of a 5x5 box filter over RGB) of an RGBA8 image.
+std::vector<uint8_t> blurred(std::vector<uint8_t> rgba, int w, int h) {
+  for (int pass = 0; pass < 3; ++pass) {
+    std::vector<uint8_t> out = rgba;
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int c = 0; c < 3; ++c) {
+          int sum = 0, n = 0;
+          for (int dy = -2; dy <= 2; ++dy)
+            for (int dx = -2; dx <= 2; ++dx)
+              if (x + dx >= 0 && x + dx < w && y + dy >= 0 && y + dy < h)
+                sum += rgba[(size_t(y + dy) * w + x + dx) * 4 + c], ++n;
+          out[(size_t(y) * w + x) * 4 + c] = uint8_t(sum / n);
+        }
+    rgba = out;
+  }
+  return rgba;
+}
+
+// A phone-style video (a walk around the scene, one frame shaken to a blur) through the
+// whole pipeline: frames, the blurry one dropped, sequential matching, every frame posed.
+TEST(NerfPrepare, AVideoIsPosedAndItsBlurryFrameDropped) {
+  if (!test::command_exists("colmap") || !test::command_exists("ffmpeg"))
+    GTEST_SKIP() << "colmap or ffmpeg is not installed (scripts/bootstrap.sh installs them)";
+  const auto dir = test::fresh_dir("tessera_nerf_prepare_video");
+  const int n = 60, width = 320, height = 240;  // 6 degrees apart: a slow walk at 10 fps
+  const auto cameras = test::ring_cameras(n);
+  fs::create_directories(dir / "frames");
+  for (int i = 0; i < n; ++i) {
+    auto rgba = test::render_textured({cameras[i], width, height, 300, false});
+    for (size_t p = 3; p < rgba.size(); p += 4) rgba[p] = 255;  // a camera sees black, not transparency
+    write_png((dir / "frames" / fmt::format("f_{:03d}.png", i)).string(), width, height, 4,
+              i == 24 ? blurred(rgba, width, height) : rgba);
+  }
+  const std::string video = (dir / "walk.mp4").string();
+  ASSERT_EQ(std::system(("ffmpeg -nostdin -loglevel error -y -framerate 10 -i " + (dir / "frames" / "f_%03d.png").string() +
+                         " -c:v libx264 -crf 12 -pix_fmt yuv420p " + video).c_str()),
+            0);
+  const auto r = test::run_cli("nerf prepare " + video + " --fps 10 --out " + (dir / "scene").string() + " --json " +
+                               (dir / "prepare.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::printf("%s", r.output.c_str());
+  const Json report = load_json_file((dir / "prepare.json").string());
+  EXPECT_EQ(report["images_found"].get<int>(), n);
+  EXPECT_EQ(report["blurry_dropped"], Json::array({"frame_00025.jpg"}));  // ffmpeg counts from 1
+  EXPECT_EQ(report["matcher"], "sequential");
+  EXPECT_EQ(report["registered"].get<int>(), n - 1);
+  const Json t = load_json_file((dir / "scene" / "transforms.json").string());
+  EXPECT_EQ(t["camera_model"], "OPENCV");
+  EXPECT_TRUE(t["frames"][0].contains("sharpness"));
+  // Running again over a prepared scene needs --overwrite; a missing input is one clear line.
+  const auto again = test::run_cli("nerf prepare " + video + " --out " + (dir / "scene").string());
+  EXPECT_NE(again.code, 0);
+  EXPECT_NE(again.output.find("--overwrite"), std::string::npos) << again.output;
+  const auto missing = test::run_cli("nerf prepare " + (dir / "nothing.mp4").string() + " --out " + (dir / "x").string());
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.output.find("neither a video file nor a folder"), std::string::npos) << missing.output;
+}
+
 // Trains `steps` on the CPU and returns the held-back views' PSNR (white background).
 double train_and_evaluate(const fs::path& scene, int steps) {
   nerf::Dataset train = nerf::load_dataset(scene.string(), {.split = "train"});
