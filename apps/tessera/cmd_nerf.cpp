@@ -94,6 +94,14 @@ Evaluation evaluation_of(const nn::SessionEvaluation& e) {
           json_get<double>(e.metrics, "ssim_black_linear", 0)};
 }
 
+// --holdout as given, else instant-ngp's every 8th frame for a scene without split files.
+uint32_t scene_holdout(const std::string& scene, uint32_t holdout) {
+  if (holdout || nerf::has_split_files(scene)) return holdout;
+  fmt::print("nerf: '{}' has no split files: every {}th frame is a test view (--holdout K to choose)\n", scene,
+             nerf::kDefaultHoldout);
+  return nerf::kDefaultHoldout;
+}
+
 void run_train(const NerfTrainOptions& o) {
   const Device dev = choose_device(o.device);
   TESSERA_CHECK(o.resume_path.empty() || o.config_path.empty(),
@@ -103,9 +111,10 @@ void run_train(const NerfTrainOptions& o) {
   const std::string snapshot_path =
       o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tnerf").string() : o.snapshot_path;
   Stopwatch load_clock;
-  nerf::DatasetOptions train_opts{.split = "train", .holdout = o.holdout};
+  const uint32_t holdout = scene_holdout(o.scene, o.holdout);
+  nerf::DatasetOptions train_opts{.split = "train", .holdout = holdout};
   nerf::Dataset train = nerf::load_dataset(o.scene, train_opts);
-  nerf::DatasetOptions test_opts{.split = "test", .holdout = o.holdout};
+  nerf::DatasetOptions test_opts{.split = "test", .holdout = holdout};
   nerf::Dataset test = nerf::load_dataset(o.scene, test_opts);
   const double load_seconds = load_clock.seconds();
   fmt::print("nerf train: {} ({} training and {} test views of {}x{}, aabb_scale {}) on {}, loaded in {:.2f} s\n",
@@ -282,7 +291,7 @@ struct NerfEvalOptions {
 void run_eval(const NerfEvalOptions& o) {
   const Device dev = choose_device(o.device);
   auto trainer = nerf::load_snapshot(o.snapshot, dev);
-  const nerf::Dataset data = nerf::load_dataset(o.scene, {.split = o.split, .holdout = o.holdout});
+  const nerf::Dataset data = nerf::load_dataset(o.scene, {.split = o.split, .holdout = scene_holdout(o.scene, o.holdout)});
   TESSERA_CHECK(data.aabb_scale == trainer->dataset().aabb_scale,
                 "scene '{}' has aabb_scale {} but the snapshot was trained with {}", o.scene, data.aabb_scale,
                 trainer->dataset().aabb_scale);
@@ -446,7 +455,7 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("--eval-at", o.eval_at, "test PSNR at these training times (seconds, comma separated)")
       ->capture_default_str();
   cmd->add_option("--eval-views", o.eval_views, "evaluate on the first N test views only (default: all)");
-  cmd->add_option("--holdout", o.holdout, "with a single transforms.json: every K-th frame is a test view");
+  cmd->add_option("--holdout", o.holdout, "scenes without split files (a single transforms.json, COLMAP, LLFF): every K-th frame is a test view (default 8)");
   cmd->add_option("--seed", o.seed, "random seed (a resumed run keeps its snapshot's)")->capture_default_str();
   cmd->add_option("--resume", o.resume_path,
                   "continue training from a snapshot of nerf train (model, optimizer state, occupancy grid, step "
@@ -473,7 +482,7 @@ void register_nerf(CLI::App& root) {
   ev->add_option("snapshot", e.snapshot, "a .tnerf file written by nerf train")->required();
   ev->add_option("--scene", e.scene, "the scene folder or transforms file")->required();
   ev->add_option("--split", e.split, "train, test or val")->capture_default_str();
-  ev->add_option("--holdout", e.holdout, "with a single transforms.json: every K-th frame is a test view");
+  ev->add_option("--holdout", e.holdout, "scenes without split files (a single transforms.json, COLMAP, LLFF): every K-th frame is a test view (default 8)");
   ev->add_option("--eval-views", e.eval_views, "the first N views only (default: all)");
   add_device_option(*ev, e.device);
   ev->add_option("--out", e.out_dir, "also write the renderings (on white) to this folder");

@@ -226,9 +226,13 @@ void run_prepare(const PrepareOptions& o) {
   const int version = colmap_version();
 
   const fs::path out(o.out_dir), images = out / "images", work = out / "colmap";
-  TESSERA_CHECK(o.overwrite || !fs::exists(out / "transforms.json", ec),
-                "nerf prepare: '{}' already holds a prepared scene; --overwrite replaces it", o.out_dir);
-  fs::remove_all(images, ec);
+  // Photos already in OUT/images are used where they are (never deleted); anything else
+  // tessera would replace in OUT needs --overwrite.
+  const bool in_place = !video && fs::exists(images, ec) && fs::equivalent(o.input, images, ec);
+  for (const fs::path& p : {out / "transforms.json", in_place ? fs::path() : images, work})
+    TESSERA_CHECK(o.overwrite || p.empty() || !fs::exists(p, ec) || (fs::is_directory(p, ec) && fs::is_empty(p, ec)),
+                  "nerf prepare: '{}' already holds {}; --overwrite replaces it", o.out_dir, p.filename().string());
+  if (!in_place) fs::remove_all(images, ec);
   fs::remove_all(work, ec);
   fs::create_directories(images);
   fs::create_directories(work);
@@ -238,10 +242,12 @@ void run_prepare(const PrepareOptions& o) {
   Stage stage{1, 6, "frames"};
 
   stage_start(stage, video ? "extracting the video's frames (ffmpeg)" : "gathering the photos");
-  const size_t n_found = video ? extract_frames(o, images, log) : copy_photos(o, images);
+  const size_t n_found = video ? extract_frames(o, images, log) : in_place ? 0 : copy_photos(o, images);
   Sharpness sharp = score_images(images);
+  TESSERA_CHECK(sharp.names.size() >= 3, "nerf prepare: '{}' holds {} photos (.jpg, .jpeg, .png); at least 3 are needed",
+                o.input, sharp.names.size());
   const std::vector<std::string> blurry = video ? drop_blurry(sharp, o.blur_ratio, images) : std::vector<std::string>{};
-  report["images_found"] = n_found;
+  report["images_found"] = in_place ? sharp.names.size() : n_found;
   report["blurry_dropped"] = blurry;
   times["frames"] = stage_done(stage, fmt::format("{} images{}", sharp.names.size(),
                                                   blurry.empty() ? "" : fmt::format(", {} blurry frames dropped ({})",
@@ -328,7 +334,7 @@ void run_prepare(const PrepareOptions& o) {
 
   if (!unregistered.empty())
     fmt::print("prepare: {} images did not register and are left out: {}\n", unregistered.size(), join(unregistered));
-  fmt::print("prepare: {} ready in {:.1f} s: {} posed images, camera {}; train with: tessera nerf train {} --holdout 8\n",
+  fmt::print("prepare: {} ready in {:.1f} s: {} posed images, camera {}; train with: tessera nerf train {}\n",
              (out / "transforms.json").string(), total.seconds(), registered, o.camera_model, o.out_dir);
   report["registered"] = registered;
   report["unregistered"] = unregistered;

@@ -1,5 +1,6 @@
 #include "tessera/nerf/dataset.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <exception>
@@ -251,6 +252,24 @@ std::string colmap_image_folder(const std::string& scene, const std::string& mod
   return "";
 }
 
+// An LLFF scene: poses_bounds.npy and the images/ folder its rows describe.
+Transforms read_llff(const std::string& scene, const std::string& npy) {
+  const fs::path images = fs::path(scene) / "images";
+  std::error_code ec;
+  TESSERA_CHECK(fs::is_directory(images, ec), "LLFF scene '{}' has no images/ folder", scene);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(images)) {
+    std::string ext = e.path().extension().string();
+    for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (e.is_regular_file() && (ext == ".png" || ext == ".jpg" || ext == ".jpeg")) names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  ColmapConversion options;
+  options.image_prefix = images.string() + "/";
+  const std::string bytes = read_input_file(npy, "LLFF poses file", uintmax_t(1) << 30);
+  return parse_transforms(llff_to_transforms(bytes, names, options, npy).transforms, "", "'" + npy + "'");
+}
+
 struct SceneFile {
   Transforms transforms;
   std::string file;     // for messages
@@ -266,11 +285,17 @@ SceneFile read_scene_file(const std::string& scene, const std::string& split) {
     if (!fs::exists(s.file, ec)) {
       s.file = (fs::path(scene) / "transforms.json").string();
       s.single = true;
+      if (!fs::exists(s.file, ec) && fs::exists(fs::path(scene) / "poses_bounds.npy", ec)) {
+        s.file = (fs::path(scene) / "poses_bounds.npy").string();
+        s.transforms = read_llff(scene, s.file);
+        return s;
+      }
       if (!fs::exists(s.file, ec)) {
         const std::string model_dir = find_colmap_model(scene);
         TESSERA_CHECK(!model_dir.empty(),
                       "scene '{}' has neither transforms_{}.json nor transforms.json, nor a COLMAP sparse model "
-                      "(cameras.bin or .txt, here or in sparse/0); 'tessera nerf prepare' makes one from photos",
+                      "(cameras.bin or .txt, here or in sparse/0), nor LLFF's poses_bounds.npy; 'tessera nerf "
+                      "prepare' makes a scene from photos or a video",
                       scene, split);
         const ColmapModel model = read_colmap_model(model_dir);
         ColmapConversion options;
@@ -292,6 +317,12 @@ SceneFile read_scene_file(const std::string& scene, const std::string& split) {
 
 }  // namespace
 
+bool has_split_files(const std::string& scene) {
+  std::error_code ec;
+  if (!fs::is_directory(scene, ec)) return fs::path(scene).filename() != "transforms.json";
+  return fs::exists(fs::path(scene) / "transforms_train.json", ec);
+}
+
 Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
   TESSERA_CHECK(o.split == "train" || o.split == "test" || o.split == "val",
                 "split '{}' is not one of train, test, val", o.split);
@@ -303,15 +334,19 @@ Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
     TESSERA_CHECK(o.holdout > 0, "'{}' is a single transforms.json: use --holdout K to keep every K-th frame for '{}'",
                   file, o.split);
   }
+  // The holdout counts the frames whose image exists (instant-ngp's fox lists 67 frames for
+  // its 50 photos), so a scene and its re-posed copy hold back the same photos.
   std::vector<TransformsFrame> chosen;
+  uint32_t existing = 0;
   for (size_t i = 0; i < t.frames.size(); ++i) {
-    const bool held_out = single && o.holdout > 0 && i % o.holdout == 0;
+    const bool exists = !single || o.holdout == 0 || !find_image(t.frames[i].image_path).empty();
+    const bool held_out = single && o.holdout > 0 && exists && existing++ % o.holdout == 0;
     if (!single || (o.split == "train") != held_out) chosen.push_back(t.frames[i]);
   }
 
-  // Find and decode the images in parallel; missing ones are skipped and counted.
+  // Find and decode the images (and masks) in parallel; missing ones are skipped and counted.
   std::vector<std::string> paths(chosen.size());
-  std::vector<Image> images(chosen.size());
+  std::vector<Image> images(chosen.size()), masks(chosen.size());
   std::vector<std::string> errors(chosen.size());
   std::atomic<uint32_t> missing{0};
 #pragma omp parallel for schedule(dynamic, 1)
@@ -323,6 +358,15 @@ Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
     }
     try {
       images[i] = load_image(paths[i], o.image_limits);
+      const fs::path p(paths[i]);
+      const fs::path mask = p.parent_path() / ("dynamic_mask_" + p.stem().string() + ".png");
+      std::error_code exists_ec;
+      if (fs::is_regular_file(mask, exists_ec)) {
+        masks[i] = load_image(mask.string(), o.image_limits);
+        TESSERA_CHECK(masks[i].width == images[i].width && masks[i].height == images[i].height,
+                      "mask '{}' is {}x{} but its image '{}' is {}x{}", mask.string(), masks[i].width,
+                      masks[i].height, paths[i], images[i].width, images[i].height);
+      }
     } catch (const std::exception& e) {
       errors[i] = e.what();
     }
@@ -365,8 +409,16 @@ Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
   d.rgba.resize(total * 4);
   for (size_t i = 0, k = 0; i < chosen.size(); ++i) {
     if (paths[i].empty()) continue;
-    std::copy(images[i].rgba.begin(), images[i].rgba.end(), d.rgba.begin() + d.frames[k++].pixel_offset * 4);
+    const uint64_t offset = d.frames[k++].pixel_offset;
+    std::copy(images[i].rgba.begin(), images[i].rgba.end(), d.rgba.begin() + offset * 4);
+    if (masks[i].rgba.empty()) continue;
+    if (d.mask.empty()) d.mask.resize(total, 0);
+    ++d.masked_frames;
+    for (size_t p = 0; p < masks[i].rgba.size() / 4; ++p) d.mask[offset + p] = masks[i].rgba[p * 4] != 0;
   }
+  if (d.masked_frames)
+    log(LogLevel::info, "{}: {} of {} frames have a dynamic_mask_*.png; their masked pixels do not train", file,
+        d.masked_frames, d.frames.size());
   d.aabb_scale = t.aabb_scale;
   d.n_cascades = uint32_t(std::log2(float(t.aabb_scale))) + 1;
   const float half = 0.5f * float(t.aabb_scale);

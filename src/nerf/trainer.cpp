@@ -128,6 +128,10 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   frames_.copy_from_host(train_.frames);
   images_ = Buffer<uint8_t>(device, train_.rgba.size());
   images_.copy_from_host(train_.rgba);
+  if (!train_.mask.empty()) {
+    mask_ = Buffer<uint8_t>(device, train_.mask.size());
+    mask_.copy_from_host(train_.mask);
+  }
   const size_t cells = size_t(train_.n_cascades) * kGridCells;
   grid_density_ = Buffer<float>(device, cells);
   grid_density_.zero();
@@ -262,7 +266,8 @@ void NerfTrainer::step() {
       compact_samples_.matrix(c, ops::kNerfInputWidth),
       [&](nn::ConstView outputs, nn::View dL_doutputs, const TensorView& state) {
         mark(times_.model_forward);
-        const ops::NerfImages images{images_.data(), options_.linear_colors, options_.srgb_compositing};
+        const ops::NerfImages images{images_.data(), options_.linear_colors, options_.srgb_compositing,
+                                     train_.mask.empty() ? nullptr : mask_.data()};
         ops::call<ops::NerfCompositeTrain>(stream(), scene(), images, rays_.view(), n_rays, outputs,
                                            compact_dt_.view(0, c), loss_, sel.seed, dL_doutputs,
                                            loss_partials_.view(), state);

@@ -64,7 +64,9 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
                                      const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
                                      float norm, float* dL_doutputs) {
   const Vec3 bg = training_background(seed, i);
-  const uint8_t* px = images.rgba + (scene.frames[r.frame].pixel_offset + r.pixel) * 4;
+  const uint64_t pixel = scene.frames[r.frame].pixel_offset + r.pixel;
+  const uint8_t* px = images.rgba + pixel * 4;
+  const bool masked = images.mask && images.mask[pixel];
   const float alpha = float(px[3]) * (1.0f / 255.0f);
   const float* raw = outputs + size_t(r.first_sample) * kNerfOutputWidth;
   const float* steps = dt + r.first_sample;
@@ -80,11 +82,11 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
         : images.srgb_compositing ? s * alpha + bg[k] * (1.0f - alpha)
                                   : linear_to_srgb(srgb_to_linear(s) * alpha + srgb_to_linear(bg[k]) * (1.0f - alpha));
     sum += loss_value(loss, colour[k], target);
-    dL_dC[k] = norm * loss_gradient(loss, colour[k], target);
+    dL_dC[k] = masked ? 0.0f : norm * loss_gradient(loss, colour[k], target);
   }
   composite_ray_backward(raw, steps, r.n_samples, used, colour, dL_dC,
                          dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth);
-  return r.n_samples ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
+  return r.n_samples && !masked ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
 }
 
 // Grid refresh sample i: a cell (uniform, or for i >= n_uniform one found occupied in a few

@@ -65,6 +65,7 @@ void vary_lenses(std::vector<FrameView>& frames) {
   a.k1 = -0.1f, a.k2 = 0.02f, a.k3 = 0.001f, a.k4 = 0.05f, a.k5 = 0.01f, a.k6 = 0.002f, a.p1 = 0.002f, a.p2 = -0.001f;
   ops::nerf::CameraModel& f = frames[2].camera;
   f.lens = ops::nerf::Lens::fisheye;
+  f.fl_x *= 1.5f, f.fl_y *= 1.5f;  // about the pinhole's view: not the whole hemisphere
   f.k1 = 0.03f, f.k2 = -0.01f, f.k3 = 0.004f, f.k4 = -0.001f;
 }
 
@@ -145,8 +146,12 @@ struct CompositeInputs {
 };
 
 // [total, gradient (total x 4), loss, n_used per ray]
-std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind) {
+// With `masked`, every other pixel is masked (dynamic_mask_*.png): its rays must train nothing.
+std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind, bool masked = false) {
   const CompositeInputs in(seed);
+  std::vector<uint8_t> mask(in.rgba.size() / 4);
+  for (size_t p = 0; p < mask.size(); ++p) mask[p] = uint8_t((p * 7919 + seed) % 2 ? 255 : 0);
+  Buffer<uint8_t> mask_on = upload(b, mask);
   ops::NerfScene host;
   host.n_frames = 2;
   const SceneOn on(b, host, in.frames, {0});
@@ -159,11 +164,19 @@ std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind
   const ops::TrainState fresh;
   state.copy_from_host(&fresh, 1);
   const bool linear = kind == LossKind::L2;  // both colour spaces
-  ops::call<ops::NerfCompositeTrain>(s, on.scene, ops::NerfImages{rgba.data(), linear}, rays.view(), in.n_rays,
-                                     raw.matrix(in.total, 4), dt.view(), LossParams{kind, 0.1f}, 17u,
-                                     grad.matrix(in.total, 4), partials.view(), state.view());
+  ops::call<ops::NerfCompositeTrain>(s, on.scene,
+                                     ops::NerfImages{rgba.data(), linear, false, masked ? mask_on.data() : nullptr},
+                                     rays.view(), in.n_rays, raw.matrix(in.total, 4), dt.view(),
+                                     LossParams{kind, 0.1f}, 17u, grad.matrix(in.total, 4), partials.view(),
+                                     state.view());
   std::vector<double> out{double(in.total)};
-  append(out, grad.to_host());
+  const std::vector<float> g = grad.to_host();
+  if (masked)
+    for (const ops::NerfRay& r : in.rays)
+      if (mask[in.frames[r.frame].pixel_offset + r.pixel])
+        for (size_t k = size_t(r.first_sample) * 4; k < size_t(r.first_sample + r.n_samples) * 4; ++k)
+          TESSERA_CHECK(g[k] == 0.0f, "a masked pixel's ray has a gradient {}", g[k]);
+  append(out, g);
   out.push_back(state.to_host()[0].last_loss);
   for (const ops::NerfRay& r : rays.to_host()) out.push_back(r.n_used);
   return out;
@@ -340,6 +353,10 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
                      has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
                      [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, kind); },
                      compare_composite_train});
+  cases.push_back({"nerf_composite_train", "Huber_srgb_masked", 1e-5,
+                   has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
+                   [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::Huber, true); },
+                   compare_composite_train});
   // Measured: ~1e-7.
   cases.push_back({"nerf_composite_render", "5000_rays", 1e-5, has_op<ops::NerfCompositeRender>(),
                    run_composite_render});

@@ -281,6 +281,55 @@ TEST(Colmap, BadFilesAreOneClearError) {
             std::string::npos);
 }
 
+// LLFF's poses_bounds.npy (float64, N x 17) for forward-facing cameras at `positions`.
+std::string llff_npy(const std::vector<std::array<double, 3>>& positions, double h, double w, double f) {
+  std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (" + std::to_string(positions.size()) +
+                       ", 17), }";
+  header.resize(118, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8) + char(header.size() & 255) + char(header.size() >> 8) + header;
+  for (const auto& p : positions) {
+    // Columns down, right, back (a camera looking down -z, y up), position, (h, w, f).
+    const double m[3][5] = {{0, 1, 0, p[0], h}, {-1, 0, 0, p[1], w}, {0, 0, 1, p[2], f}};
+    for (const auto& row : m)
+      for (double v : row) put(bytes, v);
+    put(bytes, 2.0), put(bytes, 6.0);  // near, far
+  }
+  return bytes;
+}
+
+TEST(Llff, ForwardFacingScenesLoadWithTheirImagesFocalLength) {
+  const auto dir = test::fresh_dir("tessera_llff");
+  const std::vector<std::array<double, 3>> positions = {{0, 0, 0}, {0.2, 0, 0}, {0, 0.2, 0}, {-0.2, 0.1, 0}, {0.1, -0.2, 0.05}};
+  std::ofstream(dir / "poses_bounds.npy", std::ios::binary) << llff_npy(positions, 60, 80, 70);
+  fs::create_directories(dir / "images");
+  for (int i = 0; i < 5; ++i)  // half the size poses_bounds.npy describes (LLFF's images_2)
+    write_png((dir / "images" / fmt::format("IMG_{}.png", i)).string(), 40, 30, 3, std::vector<uint8_t>(40 * 30 * 3, 90));
+  const nerf::Dataset d = nerf::load_dataset(dir.string());
+  ASSERT_EQ(d.frames.size(), 5u);
+  EXPECT_NEAR(d.frames[0].camera.fl_x, 35.0f, 1e-3f);
+  EXPECT_NEAR(d.frames[0].camera.cx, 20.0f, 1e-6f);
+  // Oriented as a similarity: distance ratios kept; every camera looks the same way.
+  auto pos = [&](int i) { return std::array<double, 3>{d.frames[i].c2w[0][3], d.frames[i].c2w[1][3], d.frames[i].c2w[2][3]}; };
+  auto dist = [](std::array<double, 3> a, std::array<double, 3> b) { return std::hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]); };
+  const double s = dist(pos(0), pos(1)) / 0.2;
+  for (int i = 0; i < 5; ++i)
+    for (int j = i + 1; j < 5; ++j)
+      EXPECT_NEAR(dist(pos(i), pos(j)), s * std::hypot(positions[i][0] - positions[j][0], positions[i][1] - positions[j][1],
+                                                       positions[i][2] - positions[j][2]), 1e-4);
+  for (int i = 1; i < 5; ++i)
+    for (int r = 0; r < 3; ++r) EXPECT_NEAR(d.frames[i].c2w[r][2], d.frames[0].c2w[r][2], 1e-5);
+  // Bad arrays: one clear error each.
+  auto error = [&](const std::string& npy) {
+    std::ofstream(dir / "poses_bounds.npy", std::ios::binary) << npy;
+    return test::error_of([&] { nerf::load_dataset(dir.string()); });
+  };
+  EXPECT_NE(error(llff_npy(positions, 60, 80, 70).substr(0, 300)).find("does not fit"), std::string::npos);
+  EXPECT_NE(error(llff_npy({{0, 0, 0}}, 60, 80, 70)).find("1 poses but the image folder 5 images"), std::string::npos);
+  EXPECT_NE(error("not numpy").find("not a .npy file"), std::string::npos);
+  EXPECT_NE(error(llff_npy(positions, 60, 80, -1)).find("not an image's"), std::string::npos);
+}
+
 // Each lens: pixel -> ray -> pixel within 1e-4 px over the image (corners included).
 TEST(CameraModels, EveryLensRoundTrips) {
   std::vector<nerf::ColmapCamera> cameras = {

@@ -185,6 +185,26 @@ TEST(NerfDataset, LensKeysSelectTheLensOrAreClearErrors) {
   EXPECT_NE(error({{"is_fisheye", 1}}).find("true or false"), std::string::npos);
 }
 
+TEST(NerfDataset, DynamicMasksMarkPixelsThatNeverTrain) {
+  const auto dir = test::fresh_dir("tessera_dataset_masks");
+  write_image(dir / "a.png", 4, 2);
+  write_image(dir / "b.jpg.png", 4, 2);
+  // a's mask: the right half (instant-ngp's name, beside the image); b has none.
+  std::vector<uint8_t> mask(4 * 2 * 3, 0);
+  for (int y = 0; y < 2; ++y)
+    for (int x = 2; x < 4; ++x) mask[(y * 4 + x) * 3] = 255;
+  write_png((dir / "dynamic_mask_a.png").string(), 4, 2, 3, mask);
+  Json frames = Json::array();
+  for (const char* name : {"a.png", "b.jpg.png"}) frames.push_back({{"file_path", name}, {"transform_matrix", kIdentityPose}});
+  write_json(dir / "transforms.json", {{"fl_x", 5.0}, {"frames", frames}});
+  const nerf::Dataset d = nerf::load_dataset(dir.string());
+  EXPECT_EQ(d.masked_frames, 1u);
+  ASSERT_EQ(d.mask.size(), 16u);
+  EXPECT_EQ(d.mask, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}));
+  write_png((dir / "dynamic_mask_a.png").string(), 3, 2, 3, std::vector<uint8_t>(18, 255));
+  EXPECT_NE(error_of([&] { nerf::load_dataset(dir.string()); }).find("is 3x2 but its image"), std::string::npos);
+}
+
 TEST(NerfDataset, BadScenesAreClearErrors) {
   const auto dir = test::fresh_dir("tessera_dataset_bad");
   write_image(dir / "a.png", 8, 8);

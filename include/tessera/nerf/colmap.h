@@ -72,6 +72,15 @@ struct ConvertedScene {
 // top when every image shares a camera, else per frame.
 ConvertedScene colmap_to_transforms(const ColmapModel& model, const ColmapConversion& options);
 
+// LLFF's forward-facing captures: poses_bounds.npy (N x 17 float64: a 3 x 5 matrix per
+// image, camera-to-world with columns down, right, back, then the position and height,
+// width, focal; then the near and far depth) beside images/ (its files sorted by name are
+// the rows), as a transforms.json oriented as colmap2nerf would (aabb_scale from points
+// on each camera's axis at its near and far depth). The field of view is written as
+// camera_angle_x, so a downscaled image folder (images_4/) gets its focal length.
+ConvertedScene llff_to_transforms(std::string_view npy_bytes, const std::vector<std::string>& image_names,
+                                  const ColmapConversion& options, const std::string& name);
+
 // A binary little-endian PLY of coloured points, written atomically.
 void write_point_cloud(const std::string& path, const std::vector<std::array<float, 3>>& points,
                        const std::vector<std::array<uint8_t, 3>>& colours);

@@ -48,6 +48,10 @@ struct Dataset {
   std::vector<FrameView> frames;     // pixel_offset indexes rgba
   std::vector<std::string> images;   // the image file of each frame
   std::vector<uint8_t> rgba;         // every frame's pixels, RGBA8 (sRGB colour), packed
+  // One byte per pixel (indexed as rgba / 4), non-zero where a frame's dynamic_mask_<name>.png
+  // (instant-ngp's convention, beside the image) is non-zero: never trained. Empty: no masks.
+  std::vector<uint8_t> mask;
+  uint32_t masked_frames = 0;
   Aabb aabb;
   uint32_t aabb_scale = 1;
   uint32_t n_cascades = 1;
@@ -59,13 +63,20 @@ struct Dataset {
 
 struct DatasetOptions {
   std::string split = "train";  // train, test or val
-  // With a single transforms.json: every holdout-th frame is the test split, the rest train
-  // (0: every frame trains and the test split is empty).
+  // With a single transforms.json: every holdout-th frame (of those whose image exists) is the
+  // test split, the rest train (0: every frame trains and the test split is empty).
   uint32_t holdout = 0;
   ImageLimits image_limits;
 };
 
-// `scene` is a folder (transforms_<split>.json, else transforms.json) or a transforms file.
+// `scene` is a folder (transforms_<split>.json, else transforms.json, else a COLMAP sparse
+// model, else LLFF's poses_bounds.npy) or a transforms file.
 Dataset load_dataset(const std::string& scene, const DatasetOptions& options = {});
+
+// Whether `scene` has files of its own per split (NeRF-synthetic's transforms_<split>.json);
+// otherwise test views come from a holdout.
+bool has_split_files(const std::string& scene);
+// instant-ngp's protocol for scenes without split files: every 8th frame is a test view.
+constexpr uint32_t kDefaultHoldout = 8;
 
 }  // namespace tessera::nerf

@@ -140,6 +140,7 @@ class NerfTrainer {
   nn::Module* density_ = nullptr;  // the model's position -> [density, features] part
   Buffer<FrameView> frames_;
   Buffer<uint8_t> images_;
+  Buffer<uint8_t> mask_;  // empty without masks
   Buffer<float> grid_density_, grid_scratch_, grid_values_;
   Buffer<uint8_t> grid_bitfield_;
   Buffer<ops::NerfRay> rays_;

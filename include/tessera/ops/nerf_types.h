@@ -103,10 +103,13 @@ struct NerfRaySelection {
 // (as a camera sees it; instant-ngp's target, and the reference of its run.py metric), or,
 // with srgb_compositing and sRGB colours, in sRGB values (the NeRF-synthetic convention of
 // compositing the PNGs over white, the reference of the NeRF-standard metric).
+// A pixel whose mask byte is non-zero (instant-ngp's dynamic_mask_*.png: a passer-by, a
+// moving tree) never trains: its ray's loss and gradients are zero.
 struct NerfImages {
   const uint8_t* rgba = nullptr;  // on the device, FrameView::pixel_offset indexes it
   bool linear_colours = false;
   bool srgb_compositing = false;
+  const uint8_t* mask = nullptr;  // one byte per pixel, indexed as rgba / 4; null: nothing masked
 };
 
 }  // namespace tessera::ops
