@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "support/cli.h"
+#include "support/nerf_model.h"
 #include "support/paths.h"
 #include "support/textured_scene.h"
 #include "tessera/core/config.h"
@@ -141,12 +142,7 @@ TEST(NerfPrepare, RecoversTheCamerasOfATexturedSceneAndTrains) {
   // A short CPU training on the prepared folder, every 8th view held back.
   nerf::Dataset train = nerf::load_dataset((dir / "scene").string(), {.split = "train", .holdout = 8});
   const nerf::Dataset test = nerf::load_dataset((dir / "scene").string(), {.split = "test", .holdout = 8});
-  Json config = nerf::default_nerf_config();
-  config["encoding"]["n_levels"] = 8;
-  config["encoding"]["log2_hashmap_size"] = 15;
-  config["encoding"]["per_level_scale"] = 1.5;
-  config["training"] = {{"target_samples", 1 << 14}, {"initial_rays", 512}, {"grid_update_interval", 32},
-                        {"grid_warmup_steps", 64}, {"grid_fraction", 0.125}};
+  const Json config = test::cpu_test_nerf_config();
   nerf::NerfTrainer trainer(config, std::move(train), DeviceKind::cpu, 7);
   for (int i = 0; i < 400; ++i) trainer.step();
   const nerf::EvalResult e = nerf::evaluate(trainer, test, {.write_folder = (dir / "renders").string()});
@@ -218,12 +214,7 @@ TEST(NerfPrepare, AVideoIsPosedAndItsBlurryFrameDropped) {
 double train_and_evaluate(const fs::path& scene, int steps) {
   nerf::Dataset train = nerf::load_dataset(scene.string(), {.split = "train"});
   const nerf::Dataset test = nerf::load_dataset(scene.string(), {.split = "test"});
-  Json config = nerf::default_nerf_config();
-  config["encoding"]["n_levels"] = 8;
-  config["encoding"]["log2_hashmap_size"] = 15;
-  config["encoding"]["per_level_scale"] = 1.5;
-  config["training"] = {{"target_samples", 1 << 13}, {"initial_rays", 512}, {"grid_update_interval", 32},
-                        {"grid_warmup_steps", 64}, {"grid_fraction", 0.125}};
+  const Json config = test::cpu_test_nerf_config(1u << 13);
   nerf::NerfTrainer trainer(config, std::move(train), DeviceKind::cpu, 7);
   for (int i = 0; i < steps; ++i) trainer.step();
   return nerf::evaluate(trainer, test).psnr_white;

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "support/cli.h"
+#include "support/nerf_model.h"
 #include "support/paths.h"
 #include "support/procedural_scene.h"
 #include "tessera/nerf/evaluate.h"
@@ -22,12 +23,7 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
   test::write_procedural_scene(dir, 30, 4, 64);
   nerf::Dataset train = nerf::load_dataset(dir.string(), {.split = "train"});
   const nerf::Dataset test = nerf::load_dataset(dir.string(), {.split = "test"});
-  Json config = nerf::default_nerf_config();
-  config["encoding"]["n_levels"] = 8;
-  config["encoding"]["log2_hashmap_size"] = 15;
-  config["encoding"]["per_level_scale"] = 1.5;
-  config["training"] = {{"target_samples", 1 << 14}, {"initial_rays", 512}, {"grid_update_interval", 32},
-                        {"grid_warmup_steps", 64}, {"grid_fraction", 0.125}};
+  const Json config = test::cpu_test_nerf_config();
   nerf::NerfTrainer trainer(config, std::move(train), DeviceKind::cpu, 7);
   const auto start = std::chrono::steady_clock::now();
   const int steps = std::getenv("TESSERA_NERF_TEST_STEPS") ? std::atoi(std::getenv("TESSERA_NERF_TEST_STEPS")) : 800;

@@ -11,10 +11,23 @@
 #include <vector>
 
 #include "tessera/nerf/model.h"
+#include "tessera/nerf/trainer.h"
 #include "tessera/nn/model_trainer.h"
 #include "tessera/nn/module.h"
 
 namespace tessera::test {
+
+// The NeRF trainer's config at the size CPU training tests use: 8 grid levels of 2^15
+// entries, `target_samples` samples per step (2^14 by default), a quick grid schedule.
+inline Json cpu_test_nerf_config(uint32_t target_samples = 1u << 14) {
+  Json config = nerf::default_nerf_config();
+  config["encoding"]["n_levels"] = 8;
+  config["encoding"]["log2_hashmap_size"] = 15;
+  config["encoding"]["per_level_scale"] = 1.5;
+  config["training"] = {{"target_samples", target_samples}, {"initial_rays", 512}, {"grid_update_interval", 32},
+                        {"grid_warmup_steps", 64}, {"grid_fraction", 0.125}};
+  return config;
+}
 
 // with_grid: a hash grid on x (table parameters); otherwise a Frequency encoding (smooth
 // in x, for input-gradient checks).

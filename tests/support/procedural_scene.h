@@ -26,6 +26,24 @@ inline std::vector<SceneSphere> procedural_spheres() {
           {{-0.5, -0.6, 0.4}, {0.2, 0.35, 0.9}, 0.4}};
 }
 
+// The nearest sphere the ray o + t d (d of unit length) hits in front of o, and its t; null
+// when it hits none.
+inline const SceneSphere* nearest_sphere(const std::vector<SceneSphere>& spheres, const std::array<double, 3>& o,
+                                         const std::array<double, 3>& d, double& best) {
+  best = 1e30;
+  const SceneSphere* hit = nullptr;
+  for (const auto& s : spheres) {
+    const std::array<double, 3> oc{o[0] - s.centre[0], o[1] - s.centre[1], o[2] - s.centre[2]};
+    const double b = oc[0] * d[0] + oc[1] * d[1] + oc[2] * d[2];
+    const double c = oc[0] * oc[0] + oc[1] * oc[1] + oc[2] * oc[2] - s.radius * s.radius;
+    const double disc = b * b - c;
+    if (disc < 0) continue;
+    const double t = -b - std::sqrt(disc);
+    if (t > 0 && t < best) best = t, hit = &s;
+  }
+  return hit;
+}
+
 // Camera-to-world (NeRF/OpenGL convention: columns right, up, back; then the position) of a
 // camera at `eye` looking at the origin.
 inline std::array<std::array<double, 4>, 4> look_at_origin(std::array<double, 3> eye) {
@@ -57,17 +75,8 @@ inline std::vector<uint8_t> render_spheres(const std::array<std::array<double, 4
       const double dn = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
       for (double& v : d) v /= dn;
       const std::array<double, 3> o{c2w[0][3], c2w[1][3], c2w[2][3]};
-      double best = 1e30;
-      const SceneSphere* hit = nullptr;
-      for (const auto& s : spheres) {
-        const std::array<double, 3> oc{o[0] - s.centre[0], o[1] - s.centre[1], o[2] - s.centre[2]};
-        const double b = oc[0] * d[0] + oc[1] * d[1] + oc[2] * d[2];
-        const double c = oc[0] * oc[0] + oc[1] * oc[1] + oc[2] * oc[2] - s.radius * s.radius;
-        const double disc = b * b - c;
-        if (disc < 0) continue;
-        const double t = -b - std::sqrt(disc);
-        if (t > 0 && t < best) best = t, hit = &s;
-      }
+      double best;
+      const SceneSphere* hit = nearest_sphere(spheres, o, d, best);
       if (!hit) continue;
       std::array<double, 3> n;
       for (int k = 0; k < 3; ++k) n[k] = (o[k] + best * d[k] - hit->centre[k]) / hit->radius;

@@ -73,22 +73,13 @@ inline std::vector<uint8_t> render_textured(const TexturedView& v) {
                               m[2][0] * c[0] + m[2][1] * c[1] + m[2][2] * c[2]};
       const double dn = std::sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
       for (double& e : d) e /= dn;
-      double best = 1e30;
+      double best;
       std::array<double, 3> normal{0, 0, 1}, albedo{0, 0, 0};
-      for (const auto& s : spheres) {
-        const std::array<double, 3> oc{o[0] - s.centre[0], o[1] - s.centre[1], o[2] - s.centre[2]};
-        const double b = oc[0] * d[0] + oc[1] * d[1] + oc[2] * d[2];
-        const double cc = oc[0] * oc[0] + oc[1] * oc[1] + oc[2] * oc[2] - s.radius * s.radius;
-        const double disc = b * b - cc;
-        if (disc < 0) continue;
-        const double t = -b - std::sqrt(disc);
-        if (t > 0 && t < best) {
-          best = t;
-          std::array<double, 3> p;
-          for (int k = 0; k < 3; ++k) p[k] = o[k] + t * d[k], normal[k] = (p[k] - s.centre[k]) / s.radius;
-          const double n = value_noise({p[0] * 14 + 11, p[1] * 14 + 7, p[2] * 14 + 3});
-          for (int k = 0; k < 3; ++k) albedo[k] = std::min(1.0, s.colour[k] * (0.1 + 1.5 * n * n));
-        }
+      if (const SceneSphere* s = nearest_sphere(spheres, o, d, best)) {
+        std::array<double, 3> p;
+        for (int k = 0; k < 3; ++k) p[k] = o[k] + best * d[k], normal[k] = (p[k] - s->centre[k]) / s->radius;
+        const double n = value_noise({p[0] * 14 + 11, p[1] * 14 + 7, p[2] * 14 + 3});
+        for (int k = 0; k < 3; ++k) albedo[k] = std::min(1.0, s->colour[k] * (0.1 + 1.5 * n * n));
       }
       if (std::fabs(d[2]) > 1e-12) {
         const double t = (kFloorZ - o[2]) / d[2];
