@@ -76,31 +76,39 @@ void run_step(const std::vector<std::string>& argv, const std::string& log, cons
   TESSERA_CHECK(status == 0, "nerf prepare: {} failed (exit status {}); its output is in {}", step, status, log);
 }
 
-double video_duration(const std::string& video) {
+struct VideoInfo {
+  double seconds = 0, fps = 0;
+};
+
+// The video's length and frame rate, from ffprobe ("30000/1001" style rates).
+VideoInfo video_info(const std::string& video) {
   int status = 0;
-  const std::string out = run_captured({"ffprobe", "-v", "error", "-show_entries", "format=duration", "-of",
+  const std::string out = run_captured({"ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                                        "stream=r_frame_rate:format=duration", "-of",
                                         "default=noprint_wrappers=1:nokey=1", video},
                                        status);
-  double d = 0;
-  try {
-    d = std::stod(out);
-  } catch (const std::exception&) {
-    d = 0;
+  VideoInfo info;
+  std::smatch m;
+  if (std::regex_search(out, m, std::regex("(\\d+)/(\\d+)\\s+([0-9.]+)"))) {
+    const double num = std::stod(m[1]), den = std::stod(m[2]);
+    info.fps = den > 0 ? num / den : 0;
+    info.seconds = std::stod(m[3]);
   }
-  TESSERA_CHECK(status == 0 && std::isfinite(d) && d > 0,
+  TESSERA_CHECK(status == 0 && std::isfinite(info.seconds) && info.seconds > 0 && info.fps > 0,
                 "nerf prepare: '{}' is not a video ffprobe can read (it said: {})", video, out.substr(0, 200));
-  return d;
+  return info;
 }
 
 // The frames of a video into `images`, at --fps or evenly to --frames (default 150).
 size_t extract_frames(const PrepareOptions& o, const fs::path& images, const std::string& log) {
   require_tool("ffmpeg", "ffmpeg", "reading a video");
   require_tool("ffprobe", "ffmpeg", "reading a video");
-  const double duration = video_duration(o.input);
-  const double start = o.start, end = o.end > 0 ? std::min(o.end, duration) : duration;
+  const VideoInfo video = video_info(o.input);
+  const double start = o.start, end = o.end > 0 ? std::min(o.end, video.seconds) : video.seconds;
   TESSERA_CHECK(start < end, "nerf prepare: --start {} s is not before the end {} s of the video ({} s long)", start,
-                end, duration);
-  const double fps = o.fps > 0 ? o.fps : double(o.frames ? o.frames : 150) / (end - start);
+                end, video.seconds);
+  // Never above the video's own rate: repeated frames have no baseline between them.
+  const double fps = std::min(video.fps, o.fps > 0 ? o.fps : double(o.frames ? o.frames : 150) / (end - start));
   std::vector<std::string> argv = {"ffmpeg", "-nostdin", "-y", "-loglevel", "error"};
   if (start > 0) argv.insert(argv.end(), {"-ss", fmt::format("{}", start)});
   argv.insert(argv.end(), {"-i", o.input, "-t", fmt::format("{}", end - start), "-vf", fmt::format("fps={}", fps),

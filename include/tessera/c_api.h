@@ -173,9 +173,10 @@ TESSERA_C_EXPORT tessera_status tessera_trainer_save(tessera_trainer* trainer, c
 TESSERA_C_EXPORT tessera_status tessera_trainer_load(tessera_trainer* trainer, const char* path);
 
 /* --- NeRF: train a scene, evaluate, render, save / resume, extract a mesh ----------
- * scene: a folder (transforms_<split>.json or transforms.json) or a transforms file, as
- * `tessera nerf train` takes it; holdout: with a single transforms.json, every holdout-th
- * frame is the test split (0: none). config_json: null for the defaults (`nerf train`'s). */
+ * scene: a folder (transforms_<split>.json, transforms.json, a COLMAP sparse model, LLFF's
+ * poses_bounds.npy) or a transforms file, as `tessera nerf train` takes it; holdout: for a
+ * scene without split files, every holdout-th frame (of those whose image exists) is the test
+ * split (0: none; `nerf train` uses 8). config_json: null for the defaults (`nerf train`'s). */
 typedef struct tessera_nerf_info {
   uint64_t steps;
   double train_seconds;

@@ -20,7 +20,9 @@ __all__ = ["Nerf"]
 
 
 class Nerf:
-    """A NeRF of one scene (a folder or transforms file, as `tessera nerf train` takes it)."""
+    """A NeRF of one scene (a folder or transforms file, a COLMAP model or an LLFF folder, as
+    `tessera nerf train` takes it; `holdout=8` holds back every 8th image of a scene without
+    split files for evaluate())."""
 
     def __init__(self, scene, config=None, device="cpu", seed=1337, holdout=0, _handle=None):
         if _handle is not None:
