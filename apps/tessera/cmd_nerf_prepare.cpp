@@ -43,7 +43,60 @@ bool has_extension(const fs::path& p, std::initializer_list<const char*> extensi
   return false;
 }
 
-bool is_image_file(const fs::path& p) { return has_extension(p, {".jpg", ".jpeg", ".png"}); }
+// A photo (not a dynamic_mask_*.png: masks sit beside their images and are not views).
+bool is_image_file(const fs::path& p) {
+  return has_extension(p, {".jpg", ".jpeg", ".png"}) && p.filename().string().rfind("dynamic_mask_", 0) != 0;
+}
+
+// OUT/.tessera_prepare names the folders `nerf prepare` made there (images/ unless the
+// photos were already in it, colmap/), so --overwrite only ever removes what it made itself.
+constexpr const char* kMarker = ".tessera_prepare";
+
+bool made_by_prepare(const fs::path& out, const std::string& folder) {
+  std::error_code ec;
+  if (!fs::is_regular_file(out / kMarker, ec)) return false;
+  try {
+    const Json made = load_json_file((out / kMarker).string());
+    for (const Json& f : made.at("made"))
+      if (f == folder) return true;
+  } catch (const std::exception&) {
+  }
+  return false;
+}
+
+void record_made(const fs::path& out, const std::vector<std::string>& folders) {
+  write_file_atomic((out / kMarker).string(), Json{{"made", folders}}.dump() + "\n");
+}
+
+// Whether `inner` is `outer` or inside it (after resolving links and "..").
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  std::error_code ec;
+  const std::string a = fs::weakly_canonical(inner, ec).string(), b = fs::weakly_canonical(outer, ec).string();
+  return a == b || (a.size() > b.size() && a.compare(0, b.size(), b) == 0 && a[b.size()] == '/');
+}
+
+// What OUT already holds: a file tessera writes needs --overwrite; a folder it would replace
+// must be empty, or be its own (the marker) with --overwrite.
+void check_output(const PrepareOptions& o, const fs::path& out, const fs::path& images, const fs::path& work,
+                  bool in_place) {
+  std::error_code ec;
+  TESSERA_CHECK(in_place || (!is_within(o.input, images) && !is_within(o.input, work)),
+                "nerf prepare: the input '{}' is inside '{}' or '{}', which prepare replaces; move it or choose another "
+                "--out",
+                o.input, images.string(), work.string());
+  for (const fs::path& f : {out / "transforms.json", out / "sparse_pc.ply"})
+    TESSERA_CHECK(o.overwrite || !fs::exists(f, ec), "nerf prepare: '{}' already holds {}; --overwrite replaces it",
+                  o.out_dir, f.filename().string());
+  for (const fs::path& d : {in_place ? fs::path() : images, work}) {
+    if (d.empty() || !fs::exists(d, ec) || (fs::is_directory(d, ec) && fs::is_empty(d, ec))) continue;
+    TESSERA_CHECK(made_by_prepare(out, d.filename().string()),
+                  "nerf prepare: '{}' holds files tessera did not put there; choose another --out (it never deletes "
+                  "them)",
+                  d.string());
+    TESSERA_CHECK(o.overwrite, "nerf prepare: '{}' already holds {}/ from an earlier run; --overwrite replaces it",
+                  o.out_dir, d.filename().string());
+  }
+}
 
 void require_tool(const char* program, const char* package, const char* what) {
   TESSERA_CHECK(on_path(program), "nerf prepare: '{}' is not installed; {} needs it (Debian/Ubuntu: apt install {})",
@@ -234,16 +287,14 @@ void run_prepare(const PrepareOptions& o) {
   const int version = colmap_version();
 
   const fs::path out(o.out_dir), images = out / "images", work = out / "colmap";
-  // Photos already in OUT/images are used where they are (never deleted); anything else
-  // tessera would replace in OUT needs --overwrite.
+  // Photos already in OUT/images are used where they are (never modified).
   const bool in_place = !video && fs::exists(images, ec) && fs::equivalent(o.input, images, ec);
-  for (const fs::path& p : {out / "transforms.json", in_place ? fs::path() : images, work})
-    TESSERA_CHECK(o.overwrite || p.empty() || !fs::exists(p, ec) || (fs::is_directory(p, ec) && fs::is_empty(p, ec)),
-                  "nerf prepare: '{}' already holds {}; --overwrite replaces it", o.out_dir, p.filename().string());
+  check_output(o, out, images, work, in_place);
   if (!in_place) fs::remove_all(images, ec);
   fs::remove_all(work, ec);
   fs::create_directories(images);
   fs::create_directories(work);
+  record_made(out, in_place ? std::vector<std::string>{"colmap"} : std::vector<std::string>{"images", "colmap"});
   const std::string log = (work / "colmap.log").string();
   Json report{{"input", o.input}, {"colmap_version", fmt::format("{}.{}", version / 100, version % 100)}};
   Json& times = report["stage_seconds"] = Json::object();

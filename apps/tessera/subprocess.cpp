@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "tessera/core/error.h"
@@ -75,7 +77,7 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
 
 std::string run_captured(const std::vector<std::string>& argv, int& status, size_t max_bytes) {
   char name[] = "/tmp/tessera_run_XXXXXX";
-  const int fd = mkstemp(name);
+  const int fd = mkostemp(name, O_CLOEXEC);  // not inherited by the tools it runs
   TESSERA_CHECK(fd >= 0, "cannot make a temporary file: {}", std::strerror(errno));
   unlink(name);
   try {

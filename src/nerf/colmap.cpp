@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <unordered_set>
 
 #include "tessera/core/binary_file.h"
 #include "tessera/core/error.h"
@@ -128,38 +129,38 @@ std::vector<ColmapPoint> points_binary(std::string_view bytes, const std::string
 }
 
 // ---- text ----
+// Parsed line by line without a copy of the line list, so a file of millions of (blank)
+// lines costs no memory beyond what it describes.
 
-// The lines of a text file that are not comments; blank ones kept where `keep_blank`
-// (images.txt's points line may be empty).
-std::vector<std::string_view> data_lines(std::string_view text, bool keep_blank) {
-  std::vector<std::string_view> lines;
-  size_t pos = 0;
+// Calls fn(line, line_number) for every line that is not a comment; blank ones only where
+// `keep_blank` (images.txt's points line may be empty).
+template <typename Fn>
+void for_each_data_line(std::string_view text, bool keep_blank, Fn fn) {
+  size_t pos = 0, number = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(pos, end - pos);
-    pos = end + 1;
+    pos = end + 1, ++number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const size_t first = line.find_first_not_of(" \t");
     if (first != std::string_view::npos && line[first] == '#') continue;
     if (first == std::string_view::npos && !keep_blank) continue;
-    lines.push_back(line);
+    fn(line, number);
   }
-  return lines;
 }
 
-std::vector<std::string_view> fields(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t pos = 0;
-  while (true) {
-    pos = line.find_first_not_of(" \t", pos);
-    if (pos == std::string_view::npos) break;
+// The whitespace-separated fields of a line: the first `max` into `out`; returns how many
+// there are in all.
+size_t split_fields(std::string_view line, std::string_view* out, size_t max) {
+  size_t n = 0, pos = 0;
+  while ((pos = line.find_first_not_of(" \t", pos)) != std::string_view::npos) {
     size_t end = line.find_first_of(" \t", pos);
     if (end == std::string_view::npos) end = line.size();
-    out.push_back(line.substr(pos, end - pos));
-    pos = end;
+    if (n < max) out[n] = line.substr(pos, end - pos);
+    ++n, pos = end;
   }
-  return out;
+  return n;
 }
 
 template <typename T>
@@ -175,37 +176,41 @@ T parse_field(std::string_view s, const std::string& where, const char* what) {
 
 std::vector<ColmapCamera> cameras_text(std::string_view text, const std::string& name) {
   std::vector<ColmapCamera> cameras;
-  const auto lines = data_lines(text, false);
-  TESSERA_CHECK(lines.size() <= kMaxCameras, "COLMAP cameras file '{}' has more than {} cameras", name, kMaxCameras);
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string where = fmt::format("COLMAP cameras file '{}' line {}", name, i + 1);
-    const auto f = fields(lines[i]);
-    TESSERA_CHECK(f.size() >= 4, "{}: expected CAMERA_ID MODEL WIDTH HEIGHT PARAMS...", where);
+  for_each_data_line(text, false, [&](std::string_view line, size_t number) {
+    const std::string where = fmt::format("COLMAP cameras file '{}' line {}", name, number);
+    TESSERA_CHECK(cameras.size() < kMaxCameras, "{}: more than {} cameras", where, kMaxCameras);
+    std::string_view f[20];
+    const size_t n = split_fields(line, f, 20);
+    TESSERA_CHECK(n >= 4, "{}: expected CAMERA_ID MODEL WIDTH HEIGHT PARAMS...", where);
     ColmapCamera c;
     c.id = parse_field<uint32_t>(f[0], where, "CAMERA_ID");
     const ModelInfo* m = model_by_name(f[1]);
     TESSERA_CHECK(m, "{}: unknown camera model '{}'", where, std::string(f[1].substr(0, 40)));
     c.model = m->name;
     c.width = parse_field<uint64_t>(f[2], where, "WIDTH"), c.height = parse_field<uint64_t>(f[3], where, "HEIGHT");
-    TESSERA_CHECK(f.size() == 4 + m->n_params, "{}: a {} camera has {} parameters, the line has {}", where, m->name,
-                  m->n_params, f.size() - 4);
-    for (size_t k = 4; k < f.size(); ++k) c.params.push_back(parse_field<double>(f[k], where, "a parameter"));
+    TESSERA_CHECK(n == 4 + m->n_params, "{}: a {} camera has {} parameters, the line has {}", where, m->name,
+                  m->n_params, n - 4);
+    for (size_t k = 4; k < n; ++k) c.params.push_back(parse_field<double>(f[k], where, "a parameter"));
     check_camera(c, where);
     cameras.push_back(std::move(c));
-  }
+  });
   return cameras;
 }
 
 std::vector<ColmapImage> images_text(std::string_view text, const std::string& name) {
   std::vector<ColmapImage> images;
-  auto lines = data_lines(text, true);
-  // Trailing blank lines (a file's last newline, an image without points at the very end).
-  while (!lines.empty() && fields(lines.back()).empty() && lines.size() % 2 == 1) lines.pop_back();
-  TESSERA_CHECK(lines.size() / 2 <= kMaxImages, "COLMAP images file '{}' has more than {} images", name, kMaxImages);
-  for (size_t i = 0; i < lines.size(); i += 2) {
-    const std::string where = fmt::format("COLMAP images file '{}' image line {}", name, i + 1);
-    const auto f = fields(lines[i]);
-    TESSERA_CHECK(f.size() == 10, "{}: expected IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME", where);
+  bool points_line_next = false;  // each image's line is followed by its 2-D points' line
+  for_each_data_line(text, true, [&](std::string_view line, size_t number) {
+    std::string_view f[10];
+    const size_t n = split_fields(line, f, 10);
+    if (points_line_next) {  // x, y, point3D id triples: not needed
+      points_line_next = false;
+      return;
+    }
+    if (n == 0) return;  // blank lines between images (a file's last newline)
+    const std::string where = fmt::format("COLMAP images file '{}' line {}", name, number);
+    TESSERA_CHECK(images.size() < kMaxImages, "{}: more than {} images", where, kMaxImages);
+    TESSERA_CHECK(n == 10, "{}: expected IMAGE_ID QW QX QY QZ TX TY TZ CAMERA_ID NAME", where);
     ColmapImage im;
     im.id = parse_field<uint32_t>(f[0], where, "IMAGE_ID");
     for (int k = 0; k < 4; ++k) im.qvec[k] = parse_field<double>(f[1 + k], where, "a quaternion component");
@@ -214,27 +219,28 @@ std::vector<ColmapImage> images_text(std::string_view text, const std::string& n
     im.name = std::string(f[9]);
     check_image(im, where);
     images.push_back(std::move(im));
-  }
+    points_line_next = true;
+  });
   return images;
 }
 
 std::vector<ColmapPoint> points_text(std::string_view text, const std::string& name) {
   std::vector<ColmapPoint> points;
-  const auto lines = data_lines(text, false);
-  TESSERA_CHECK(lines.size() <= kMaxPoints, "COLMAP points3D file '{}' has more than {} points", name, kMaxPoints);
-  points.reserve(lines.size());
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const auto f = fields(lines[i]);
-    if (f.size() < 8 || f.size() % 2 != 0) {
-      TESSERA_CHECK(false, "COLMAP points3D file '{}' line {}: expected POINT3D_ID X Y Z R G B ERROR TRACK...", name, i + 1);
+  for_each_data_line(text, false, [&](std::string_view line, size_t number) {
+    std::string_view f[8];
+    const size_t n = split_fields(line, f, 8);
+    if (n < 8 || n % 2 != 0 || points.size() >= kMaxPoints) {
+      const std::string where = fmt::format("COLMAP points3D file '{}' line {}", name, number);
+      TESSERA_CHECK(points.size() < kMaxPoints, "{}: more than {} points", where, kMaxPoints);
+      TESSERA_CHECK(false, "{}: expected POINT3D_ID X Y Z R G B ERROR TRACK[] (pairs)", where);
     }
-    const std::string where = "COLMAP points3D file '" + name + "'";  // per line only on error: cheap
+    const std::string where = "COLMAP points3D file '" + name + "'";
     ColmapPoint p;
     for (int k = 0; k < 3; ++k) p.xyz[k] = parse_field<double>(f[1 + k], where, "a coordinate");
     for (int k = 0; k < 3; ++k) p.rgb[k] = parse_field<uint8_t>(f[4 + k], where, "a colour");
     p.error = parse_field<double>(f[7], where, "an error");
     points.push_back(p);
-  }
+  });
   return points;
 }
 
@@ -263,12 +269,11 @@ ColmapModel parse_colmap_model(std::string_view cameras, std::string_view images
     m.images = images_text(images, name + "/images.txt");
     m.points = points_text(points, name + "/points3D.txt");
   }
-  for (const ColmapImage& im : m.images) {
-    bool found = false;
-    for (const ColmapCamera& c : m.cameras) found = found || c.id == im.camera_id;
-    TESSERA_CHECK(found, "COLMAP model '{}': image '{}' names camera {}, which is not in its cameras file", name,
-                  im.name, im.camera_id);
-  }
+  std::unordered_set<uint32_t> camera_ids;
+  for (const ColmapCamera& c : m.cameras) camera_ids.insert(c.id);
+  for (const ColmapImage& im : m.images)
+    TESSERA_CHECK(camera_ids.count(im.camera_id), "COLMAP model '{}': image '{}' names camera {}, which is not in its "
+                  "cameras file", name, im.name, im.camera_id);
   return m;
 }
 
@@ -283,8 +288,9 @@ ColmapModel read_colmap_model(const std::string& folder) {
     TESSERA_CHECK(is_file(p), "COLMAP sparse model '{}' has {}{} but no {}", folder, "cameras", ext, p.filename().string());
     return read_input_file(p.string(), "COLMAP model file", max_bytes);
   };
-  const std::string cameras = read("cameras", uintmax_t(1) << 30), images = read("images", uintmax_t(1) << 32),
-                    points = read("points3D", uintmax_t(1) << 34);
+  // Read whole (the memory is the file's size): caps far above real reconstructions.
+  const std::string cameras = read("cameras", uintmax_t(1) << 26), images = read("images", uintmax_t(1) << 31),
+                    points = read("points3D", uintmax_t(1) << 32);
   return parse_colmap_model(cameras, images, points, binary, folder);
 }
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 
@@ -45,7 +46,7 @@ constexpr NamedLens kCameraModels[] = {
 
 // The lens keys of `j`: nerfstudio's "camera_model" and instant-ngp's "is_fisheye".
 void read_lens(const Json& j, const std::string& where, TransformsFrame& f) {
-  bool named = false;
+  bool& named = f.lens_named;
   if (j.contains("camera_model")) {
     const Json& v = j.at("camera_model");
     TESSERA_CHECK(v.is_string(), "{}: \"camera_model\" must be a string", where);
@@ -57,6 +58,8 @@ void read_lens(const Json& j, const std::string& where, TransformsFrame& f) {
     for (const NamedLens& m : kCameraModels) known += std::string(known.empty() ? "" : ", ") + m.name;
     TESSERA_CHECK(found, "{}: camera_model \"{}\" is not supported (tessera trains {})", where, name, known);
     f.camera.lens = found->lens;
+    TESSERA_CHECK(!named || found->lens == f.camera.lens, "{}: \"camera_model\" {} contradicts the file's lens", where,
+                  name);
     f.rational_radial = name == "FULL_OPENCV";
     named = true;
   }
@@ -261,7 +264,9 @@ Transforms read_llff(const std::string& scene, const std::string& npy) {
   for (const auto& e : fs::directory_iterator(images)) {
     std::string ext = e.path().extension().string();
     for (char& c : ext) c = char(std::tolower(static_cast<unsigned char>(c)));
-    if (e.is_regular_file() && (ext == ".png" || ext == ".jpg" || ext == ".jpeg")) names.push_back(e.path().filename().string());
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && (ext == ".png" || ext == ".jpg" || ext == ".jpeg") && name.rfind("dynamic_mask_", 0) != 0)
+      names.push_back(name);
   }
   std::sort(names.begin(), names.end());
   ColmapConversion options;
@@ -397,6 +402,8 @@ Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
                   "(fl_x, w, h in each frame)",
                   paths[i], img.width, img.height, ref_w, ref_h);
     finish_camera(f, uint32_t(img.width), uint32_t(img.height));
+    if (d.frames.empty() || std::memcmp(&d.frames.back().camera, &f.camera, sizeof(CameraModel)) != 0)
+      check_lens_covers_image(f.camera, paths[i]);
     FrameView v;
     std::copy(&f.c2w[0][0], &f.c2w[0][0] + 12, &v.c2w[0][0]);
     v.camera = f.camera;

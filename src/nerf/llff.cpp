@@ -1,5 +1,6 @@
 // LLFF scenes (poses_bounds.npy) as transforms: the .npy array parsed with every size
 // checked, the poses handed to the COLMAP conversion so both orient scenes alike.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <regex>
@@ -87,10 +88,15 @@ ConvertedScene llff_to_transforms(std::string_view npy_bytes, const std::vector<
     double rot[3][3];  // world-to-camera = (c2w with y, z flipped)^T
     for (int r = 0; r < 3; ++r)
       for (int c = 0; c < 3; ++c) rot[c][r] = c2w[r][c] * (c == 0 ? 1 : -1);
-    double det = 0;
+    double det = 0, off = 0;  // a rotation: R R^T = I and determinant +1
     for (int c = 0; c < 3; ++c)
       det += rot[0][c] * (rot[1][(c + 1) % 3] * rot[2][(c + 2) % 3] - rot[1][(c + 2) % 3] * rot[2][(c + 1) % 3]);
-    TESSERA_CHECK(std::fabs(det - 1) < 1e-3, "'{}' row {}: the rotation is not a rotation (determinant {})", name, i, det);
+    for (int r = 0; r < 3; ++r)
+      for (int c = 0; c < 3; ++c)
+        off = std::max(off, std::fabs(rot[r][0] * rot[c][0] + rot[r][1] * rot[c][1] + rot[r][2] * rot[c][2] - (r == c)));
+    TESSERA_CHECK(std::fabs(det - 1) < 1e-3 && off < 1e-3,
+                  "'{}' row {}: the camera's axes are not a rotation (determinant {}, R R^T off I by {})", name, i, det,
+                  off);
     ColmapImage im;
     im.id = uint32_t(i + 1), im.camera_id = 1, im.name = image_names[i];
     // Rotation matrix to quaternion (w, x, y, z), the branch by the largest diagonal term.

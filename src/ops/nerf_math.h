@@ -112,6 +112,10 @@ TESSERA_HD bool project_to_pixel(const CameraModel& c, Vec3 q, float& u, float& 
     if (!(q.z > 0.0f)) return false;
     const float x = q.x / q.z, y = q.y / q.z;
     if (std::fabs(x * c.fl_x) > 2.0f * float(c.width) || std::fabs(y * c.fl_y) > 2.0f * float(c.height)) return false;
+    // Past where the image radius r R(r^2) stops growing, the polynomial folds back in.
+    float dr;
+    const float r2 = x * x + y * y, radial = radial_factor(c, r2, dr);
+    if (!(radial > 0.0f) || !(radial + 2.0f * r2 * dr > 0.0f)) return false;
     distort(c, x, y, xd, yd);
   }
   u = xd * c.fl_x + c.cx, v = yd * c.fl_y + c.cy;

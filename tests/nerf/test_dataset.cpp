@@ -183,6 +183,9 @@ TEST(NerfDataset, LensKeysSelectTheLensOrAreClearErrors) {
   EXPECT_NE(error({{"is_fisheye", true}, {"p1", 0.01}}).find("k1-k4 only"), std::string::npos);
   EXPECT_NE(error({{"is_fisheye", false}, {"camera_model", "OPENCV_FISHEYE"}}).find("contradicts"), std::string::npos);
   EXPECT_NE(error({{"is_fisheye", 1}}).find("true or false"), std::string::npos);
+  // A calibration whose polynomial folds back inside the image (strong barrel at the corners).
+  EXPECT_NE(error({{"k1", -0.5}}).find("folds back"), std::string::npos);
+  EXPECT_EQ(load({{"k1", -0.1}}).k1, -0.1f);
 }
 
 TEST(NerfDataset, DynamicMasksMarkPixelsThatNeverTrain) {

@@ -205,6 +205,18 @@ TEST(NerfPrepare, AVideoIsPosedAndItsBlurryFrameDropped) {
   const auto again = test::run_cli("nerf prepare " + video + " --out " + (dir / "scene").string());
   EXPECT_NE(again.code, 0);
   EXPECT_NE(again.output.find("--overwrite"), std::string::npos) << again.output;
+  // Never destructive: an input inside the folders prepare replaces, or an OUT/images it did
+  // not make, is refused before anything is touched.
+  fs::copy_file(video, dir / "scene" / "images" / "walk.mp4");
+  const auto inside = test::run_cli("nerf prepare " + (dir / "scene" / "images" / "walk.mp4").string() + " --out " +
+                                    (dir / "scene").string() + " --overwrite");
+  EXPECT_NE(inside.output.find("is inside"), std::string::npos) << inside.output;
+  EXPECT_TRUE(fs::exists(dir / "scene" / "images" / "walk.mp4"));
+  fs::create_directories(dir / "mine" / "images");
+  fs::copy_file(dir / "frames" / "f_000.png", dir / "mine" / "images" / "keep.png");
+  const auto foreign = test::run_cli("nerf prepare " + video + " --out " + (dir / "mine").string() + " --overwrite");
+  EXPECT_NE(foreign.output.find("did not put there"), std::string::npos) << foreign.output;
+  EXPECT_TRUE(fs::exists(dir / "mine" / "images" / "keep.png"));
   const auto missing = test::run_cli("nerf prepare " + (dir / "nothing.mp4").string() + " --out " + (dir / "x").string());
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.output.find("neither a video file nor a folder"), std::string::npos) << missing.output;

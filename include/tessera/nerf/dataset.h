@@ -28,6 +28,7 @@ struct TransformsFrame {
   bool size_given = false;  // w and h in the JSON (the frame's or the file's)
   bool per_frame_intrinsics = false;
   bool rational_radial = false;  // camera_model FULL_OPENCV: k4-k6 are OpenCV's rational terms
+  bool lens_named = false;       // camera_model given (a contradicting is_fisheye is an error)
   float camera_angle_x = 0, camera_angle_y = 0;  // when the focal length comes from an angle
 };
 
