@@ -12,6 +12,7 @@
 #include "support/paths.h"
 #include "support/textured_scene.h"
 #include "tessera/core/config.h"
+#include "tessera/core/device.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/trainer.h"
 
@@ -19,6 +20,9 @@ namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
+// These run on the CPU backend and the CLI's host code alike in every build: CI's CPU-only
+// build runs them, its CUDA build skips the copy (minutes of CI time).
+constexpr const char* kCpuBuildOnly = "CPU-only work: runs in the CPU-only build (build-cpu)";
 using Pose = std::array<std::array<double, 4>, 4>;
 using Vec = std::array<double, 3>;
 
@@ -91,6 +95,7 @@ double rotation_error_degrees(const Pose& truth, const Json& m, const Similarity
 }
 
 TEST(NerfPrepare, RecoversTheCamerasOfATexturedSceneAndTrains) {
+  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
   if (!test::command_exists("colmap")) GTEST_SKIP() << "colmap is not installed (scripts/bootstrap.sh installs it)";
   const auto dir = test::fresh_dir("tessera_nerf_prepare");
   const int n = 30, width = 320, height = 240;
@@ -173,6 +178,7 @@ std::vector<uint8_t> blurred(std::vector<uint8_t> rgba, int w, int h) {
 // A phone-style video (a walk around the scene, one frame shaken to a blur) through the
 // whole pipeline: frames, the blurry one dropped, sequential matching, every frame posed.
 TEST(NerfPrepare, AVideoIsPosedAndItsBlurryFrameDropped) {
+  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
   if (!test::command_exists("colmap") || !test::command_exists("ffmpeg"))
     GTEST_SKIP() << "colmap or ffmpeg is not installed (scripts/bootstrap.sh installs them)";
   const auto dir = test::fresh_dir("tessera_nerf_prepare_video");
@@ -235,6 +241,7 @@ double train_and_evaluate(const fs::path& scene, int steps) {
 // A 150-degree equidistant fisheye capture: read as the fisheye it is, it trains; read as a
 // pinhole (what an unknown "is_fisheye" used to do), the views disagree and it does not.
 TEST(NerfPrepare, AFisheyeCaptureTrainsOnlyAsAFisheye) {
+  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
   const auto dir = test::fresh_dir("tessera_nerf_fisheye");
   const int size = 80;
   const double focal = 0.5 * size / (75 * M_PI / 180);  // the image's edge 75 degrees off the axis
