@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "plot.h"
+#include "subprocess.h"
 #include "tessera/core/backend.h"
 #include "tessera/core/device.h"
 #include "tessera/core/error.h"
@@ -330,24 +331,20 @@ nerf::CameraModel render_camera(nerf::NerfTrainer& trainer, const NerfRenderOpti
 
 // The folder's frame_%04d.png as an H.264 MP4 through ffmpeg (written beside, then renamed).
 void encode_video(const NerfRenderOptions& o, const std::string& video) {
-  if (std::system("command -v ffmpeg > /dev/null 2>&1") != 0) {
+  if (!on_path("ffmpeg")) {
     fmt::print("nerf render: ffmpeg is not installed, so no video was made (the PNG frames are written); "
                "install it (Debian/Ubuntu: apt install ffmpeg) and run again for {}\n", video);
     return;
   }
   const std::string partial = video + ".partial.mp4";
-  auto quote = [](const std::string& p) {  // for the shell: single quotes, embedded ones escaped
-    std::string q = "'";
-    for (char c : p) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
-  const std::string command =
-      fmt::format("ffmpeg -y -loglevel error -framerate {} -i {} -c:v libx264 -pix_fmt yuv420p "
-                  "-vf 'pad=ceil(iw/2)*2:ceil(ih/2)*2' -movflags +faststart {} < /dev/null",
-                  o.fps, quote((std::filesystem::path(o.out_dir) / "frame_%04d.png").string()), quote(partial));
-  const int rc = std::system(command.c_str());
-  TESSERA_CHECK(rc == 0, "nerf render: ffmpeg failed (exit status {}) making {}; the PNG frames are in {}", rc, video,
-                o.out_dir);
+  int status = 0;
+  const std::string said = run_captured(
+      {"ffmpeg", "-nostdin", "-y", "-loglevel", "error", "-framerate", fmt::format("{}", o.fps), "-i",
+       (std::filesystem::path(o.out_dir) / "frame_%04d.png").string(), "-c:v", "libx264", "-pix_fmt", "yuv420p", "-vf",
+       "pad=ceil(iw/2)*2:ceil(ih/2)*2", "-movflags", "+faststart", partial},
+      status);
+  TESSERA_CHECK(status == 0, "nerf render: ffmpeg failed (exit status {}) making {}: {}; the PNG frames are in {}",
+                status, video, said.substr(0, 300), o.out_dir);
   std::filesystem::rename(partial, video);
 }
 
