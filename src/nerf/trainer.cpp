@@ -14,6 +14,7 @@
 #include "tessera/nn/optimizer.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/matrix.h"
+#include "nerf/frame_training.h"
 #include "ops/nerf_math.h"
 
 namespace tessera::nerf {
@@ -71,7 +72,9 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "linear_colors",
-                    "snap_to_pixel_centers", "srgb_compositing"});
+                    "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
+                    "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
+                    "camera_update_interval"});
   NerfTrainingOptions o;
   if (device.kind == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
@@ -85,6 +88,13 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   o.linear_colors = json_get<bool>(c, "linear_colors", o.linear_colors);
   o.snap_to_pixel_centers = json_get<bool>(c, "snap_to_pixel_centers", o.snap_to_pixel_centers);
   o.srgb_compositing = json_get<bool>(c, "srgb_compositing", o.srgb_compositing);
+  o.optimize_exposure = json_get<bool>(c, "optimize_exposure", o.optimize_exposure);
+  o.exposure_learning_rate = json_get<float>(c, "exposure_learning_rate", o.exposure_learning_rate);
+  o.exposure_l2_reg = json_get<float>(c, "exposure_l2_reg", o.exposure_l2_reg);
+  o.optimize_extrinsics = json_get<bool>(c, "optimize_extrinsics", o.optimize_extrinsics);
+  o.extrinsic_learning_rate = json_get<float>(c, "extrinsic_learning_rate", o.extrinsic_learning_rate);
+  o.extrinsic_l2_reg = json_get<float>(c, "extrinsic_l2_reg", o.extrinsic_l2_reg);
+  o.camera_update_interval = json_get<uint32_t>(c, "camera_update_interval", o.camera_update_interval);
   TESSERA_CHECK(o.target_samples >= 256 && o.target_samples <= (1u << 24),
                 "NeRF training: target_samples {} out of range; valid: 256 to 2^24", o.target_samples);
   TESSERA_CHECK(o.initial_rays >= 1 && o.initial_rays <= o.target_samples,
@@ -93,6 +103,10 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   TESSERA_CHECK(o.grid_decay > 0 && o.grid_decay <= 1, "NeRF training: grid_decay must be in (0, 1]");
   TESSERA_CHECK(o.grid_fraction > 0 && o.grid_fraction <= 1 && o.warmup_fraction > 0 && o.warmup_fraction <= 1,
                 "NeRF training: grid_fraction and warmup_fraction must be in (0, 1]");
+  for (float rate : {o.exposure_learning_rate, o.extrinsic_learning_rate})
+    TESSERA_CHECK(std::isfinite(rate) && rate > 0 && rate <= 1, "NeRF training: learning rates must be in (0, 1]");
+  TESSERA_CHECK(o.exposure_l2_reg >= 0 && o.extrinsic_l2_reg >= 0, "NeRF training: L2 regularization must be >= 0");
+  TESSERA_CHECK(o.camera_update_interval >= 1, "NeRF training: camera_update_interval must be at least 1");
   return o;
 }
 
@@ -126,6 +140,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
 
   frames_ = Buffer<FrameView>(device, train_.frames.size());
   frames_.copy_from_host(train_.frames);
+  frame_training_ = std::make_unique<FrameTraining>(options_, train_.frames, device);
   images_ = Buffer<uint8_t>(device, train_.rgba.size());
   images_.copy_from_host(train_.rgba);
   if (!train_.mask.empty()) {
@@ -147,6 +162,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   compact_samples_ = Buffer<float>(device, 0), compact_dt_ = Buffer<float>(device, 0);
   compact_scratch_ = Buffer<uint32_t>(device, 0);
   loss_partials_ = Buffer<float>(device, 0);
+  dL_dsamples_ = Buffer<float>(device, 0);
   grid_cells_ = Buffer<uint32_t>(device, 0);
   grid_values_ = Buffer<float>(device, 0);
   n_rays_ = options_.initial_rays;
@@ -262,21 +278,40 @@ void NerfTrainer::step() {
   // rendering, loss and dL/d(output)), then backward and the optimizer.
   const uint32_t c = samples_compacted_;
   loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(stream(), n_rays));
+  // Pose corrections learn from dL/d(position, direction) of every trained sample.
+  nn::View dL_dsamples;
+  if (frame_training_->trains_poses()) {
+    dL_dsamples_.ensure(size_t(c) * ops::kNerfInputWidth);
+    dL_dsamples = dL_dsamples_.matrix(c, ops::kNerfInputWidth);
+  }
   model_->training_step_async(
       compact_samples_.matrix(c, ops::kNerfInputWidth),
       [&](nn::ConstView outputs, nn::View dL_doutputs, const TensorView& state) {
         mark(times_.model_forward);
-        const ops::NerfImages images{images_.data(), options_.linear_colors, options_.srgb_compositing,
-                                     train_.mask.empty() ? nullptr : mask_.data()};
+        const ops::NerfImages images{images_.data(),
+                                     options_.linear_colors,
+                                     options_.srgb_compositing,
+                                     train_.mask.empty() ? nullptr : mask_.data(),
+                                     frame_training_->exposure(),
+                                     frame_training_->exposure_gradient()};
         ops::call<ops::NerfCompositeTrain>(stream(), scene(), images, rays_.view(), n_rays, outputs,
                                            compact_dt_.view(0, c), loss_, sel.seed, dL_doutputs,
                                            loss_partials_.view(), state);
         mark(times_.rendering);
-      });
+      },
+      dL_dsamples);
+  if (!dL_dsamples.empty())
+    ops::call<ops::NerfFrameGradients>(stream(), scene(), rays_.view(), n_rays,
+                                       compact_samples_.matrix(c, ops::kNerfInputWidth), dL_dsamples,
+                                       frame_training_->pose_gradient());
+  frame_training_->after_step(stream(), frames_);
   mark(times_.backward_and_optimizer);
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }
+
+std::vector<float> NerfTrainer::learned_exposure() const { return frame_training_->exposure_values(); }
+std::vector<FrameView> NerfTrainer::learned_cameras() const { return frame_training_->corrected_frames(); }
 
 void NerfTrainer::restore_progress(const Progress& p) {
   step_ = p.steps;

@@ -80,7 +80,7 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
   });
 }
 
-void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) {
+void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss, View dL_dinput) {
   const size_t batch = input.rows();
   const uint32_t out = model_->output_width();
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
@@ -89,7 +89,7 @@ void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss) 
   const View y = output_.matrix(batch, out), dL_dy = dL_doutput_.matrix(batch, out);
   auto ctx = model_->forward(input, y);
   loss(y, dL_dy, state_.view());
-  model_->backward(*ctx, input, dL_dy, View(), GradientMode::overwrite);
+  model_->backward(*ctx, input, dL_dy, dL_dinput, GradientMode::overwrite);
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.

@@ -58,8 +58,39 @@ TESSERA_HD Vec3 training_background(uint32_t seed, uint32_t i) {
   return {random_uniform(seed, i, 10, 1), random_uniform(seed, i, 11, 1), random_uniform(seed, i, 12, 1)};
 }
 
+// Adds v to *p: atomically on CUDA (rays of many threads add to one frame's gradient), in
+// order on the CPU reference's single thread.
+TESSERA_HD void accumulate(float* p, float v) {
+#ifdef __CUDA_ARCH__
+  atomicAdd(p, v);
+#else
+  *p += v;
+#endif
+}
+
+// The colour a training pixel should have (NerfImages says how it is composited and which
+// colour space): its sRGB byte s, alpha, the ray's background bg (linear), exposure scale
+// `scale` on its linear colour. dtarget_dscale gets d(target)/d(scale).
+TESSERA_HD float training_target(const NerfImages& images, float s, float alpha, float bg, float scale,
+                                 float& dtarget_dscale) {
+  const float lin = srgb_to_linear(s) * scale;
+  if (images.linear_colours) {
+    dtarget_dscale = srgb_to_linear(s) * alpha;
+    return lin * alpha + bg * (1.0f - alpha);
+  }
+  if (images.srgb_compositing) {  // the exposed colour in sRGB, composited over bg in sRGB
+    const float e = scale == 1.0f ? s : linear_to_srgb(lin);
+    dtarget_dscale = alpha * linear_to_srgb_derivative(lin) * srgb_to_linear(s);
+    return e * alpha + bg * (1.0f - alpha);
+  }
+  const float y = lin * alpha + srgb_to_linear(bg) * (1.0f - alpha);
+  dtarget_dscale = linear_to_srgb_derivative(y) * srgb_to_linear(s) * alpha;
+  return linear_to_srgb(y);
+}
+
 // Loss of training ray i (summed over its 3 channels) and dL/d(raw) of its samples, for the
-// mean over `norm` = 1 / (3 n_rays); sets r.n_used.
+// mean over `norm` = 1 / (3 n_rays); sets r.n_used. With learned exposure, adds the ray's
+// dL/d(exposure) to its frame's.
 TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& images, NerfRay& r, uint32_t i,
                                      const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
                                      float norm, float* dL_doutputs) {
@@ -74,19 +105,46 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   const uint32_t used = composite_ray(raw, steps, r.n_samples, bg, colour, T);
   r.n_used = used;
   for (int k = 0; k < 3; ++k) {
-    // The pixel over the background (NerfImages says how), in the model's colour space; sRGB
-    // colours see the random background as sRGB, so a transparent pixel's target is bg.
-    const float s = float(px[k]) * (1.0f / 255.0f);
+    // The pixel over the background, in the model's colour space; sRGB colours see the random
+    // background as sRGB, so a transparent pixel's target is bg.
+    const float scale = images.exposure ? std::exp2(images.exposure[3 * r.frame + k]) : 1.0f;
+    float dtarget_dscale;
     const float target =
-        images.linear_colours     ? srgb_to_linear(s) * alpha + bg[k] * (1.0f - alpha)
-        : images.srgb_compositing ? s * alpha + bg[k] * (1.0f - alpha)
-                                  : linear_to_srgb(srgb_to_linear(s) * alpha + srgb_to_linear(bg[k]) * (1.0f - alpha));
+        training_target(images, float(px[k]) * (1.0f / 255.0f), alpha, bg[k], scale, dtarget_dscale);
     sum += loss_value(loss, colour[k], target);
     dL_dC[k] = masked ? 0.0f : norm * loss_gradient(loss, colour[k], target);
+    // Every loss here depends on prediction - target alone, so dL/dtarget = -dL/dC.
+    if (images.exposure_gradient && r.n_samples && !masked)
+      accumulate(images.exposure_gradient + 3 * r.frame + k, -dL_dC[k] * dtarget_dscale * scale * kLn2);
   }
   composite_ray_backward(raw, steps, r.n_samples, used, colour, dL_dC,
                          dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth);
   return r.n_samples && !masked ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
+}
+
+// Ray r's part of its frame's pose gradient (NerfFrameGradients): each sample at p = o + t d
+// moves with the origin o and turns with the direction d about o, so
+// dL/do = sum dL/dp and dL/d(angle-axis) = sum (p - o) x dL/dp + d x dL/dd.
+TESSERA_HD void frame_pose_gradient_ray(const NerfScene& scene, const NerfRay& r, const float* samples,
+                                        const float* dL_dsamples, float* pose_gradient) {
+  if (r.n_samples == 0) return;
+  const FrameView& f = scene.frames[r.frame];
+  const Vec3 o{f.c2w[0][3], f.c2w[1][3], f.c2w[2][3]};
+  const Vec3 extent = scene.aabb.max - scene.aabb.min;
+  float g_pos[3] = {0, 0, 0}, g_rot[3] = {0, 0, 0};
+  for (uint32_t j = 0; j < r.n_samples; ++j) {
+    const float* s = samples + size_t(r.first_sample + j) * kNerfInputWidth;
+    const float* g = dL_dsamples + size_t(r.first_sample + j) * kNerfInputWidth;
+    // Rows hold the position mapped to the unit box and the direction mapped to [0, 1].
+    const Vec3 p = scene.aabb.min + Vec3{s[0] * extent.x, s[1] * extent.y, s[2] * extent.z} - o;
+    const Vec3 dp{g[0] / extent.x, g[1] / extent.y, g[2] / extent.z};
+    const Vec3 d{2.0f * s[3] - 1.0f, 2.0f * s[4] - 1.0f, 2.0f * s[5] - 1.0f};
+    const Vec3 dd = 0.5f * Vec3{g[3], g[4], g[5]};
+    const Vec3 a = cross(p, dp), b = cross(d, dd);
+    for (int k = 0; k < 3; ++k) g_pos[k] += dp[k], g_rot[k] += a[k] + b[k];
+  }
+  float* out = pose_gradient + 6 * size_t(r.frame);
+  for (int k = 0; k < 3; ++k) accumulate(out + k, g_pos[k]), accumulate(out + 3 + k, g_rot[k]);
 }
 
 // Grid refresh sample i: a cell (uniform, or for i >= n_uniform one found occupied in a few

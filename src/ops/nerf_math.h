@@ -274,6 +274,10 @@ TESSERA_HD float srgb_to_linear(float s) {
 TESSERA_HD float linear_to_srgb(float l) {
   return l <= 0.0031308f ? 12.92f * l : 1.055f * std::pow(l, 1.0f / 2.4f) - 0.055f;
 }
+TESSERA_HD float linear_to_srgb_derivative(float l) {
+  return l <= 0.0031308f ? 12.92f : (1.055f / 2.4f) * std::pow(l, 1.0f / 2.4f - 1.0f);
+}
+constexpr float kLn2 = 0.69314718f;
 
 // ---- marching one ray (shared by every backend) ----
 

@@ -133,6 +133,19 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
   if (!dL_doutputs.empty()) check_view(dL_doutputs, "nerf composite: dL_doutputs", DType::f32, outputs.numel());
 }
 
+void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
+                                     const TensorView& samples, const TensorView& dL_dsamples,
+                                     const TensorView& pose_gradient) {
+  check_view(rays, "nerf_frame_gradients: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
+  for (const TensorView* v : {&samples, &dL_dsamples})
+    TESSERA_CHECK(v->rank == 2 && v->cols() == kNerfInputWidth && v->contiguous() && v->dtype == DType::f32,
+                  "nerf_frame_gradients: samples and dL_dsamples must be contiguous fp32 [rows, {}] matrices",
+                  kNerfInputWidth);
+  TESSERA_CHECK(dL_dsamples.rows() == samples.rows(), "nerf_frame_gradients: {} gradient rows for {} samples",
+                dL_dsamples.rows(), samples.rows());
+  check_view(pose_gradient, "nerf_frame_gradients: pose_gradient", DType::f32, size_t(scene.n_frames) * 6);
+}
+
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
                               const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
                               const TensorView& compact_dt, const TensorView& count) {

@@ -145,9 +145,11 @@ struct CompositeInputs {
   }
 };
 
-// [total, gradient (total x 4), loss, n_used per ray]
+// [total, gradient (total x 4), loss, n_used per ray, exposure gradient (2 frames x 3)]
 // With `masked`, every other pixel is masked (dynamic_mask_*.png): its rays must train nothing.
-std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind, bool masked = false) {
+// With `exposure`, the frames have learned exposures and their gradient is part of the result.
+std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind, bool masked = false,
+                                        bool exposure = false) {
   const CompositeInputs in(seed);
   std::vector<uint8_t> mask(in.rgba.size() / 4);
   for (size_t p = 0; p < mask.size(); ++p) mask[p] = uint8_t((p * 7919 + seed) % 2 ? 255 : 0);
@@ -164,8 +166,12 @@ std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind
   const ops::TrainState fresh;
   state.copy_from_host(&fresh, 1);
   const bool linear = kind == LossKind::L2;  // both colour spaces
-  ops::call<ops::NerfCompositeTrain>(s, on.scene,
-                                     ops::NerfImages{rgba.data(), linear, false, masked ? mask_on.data() : nullptr},
+  Buffer<float> exposures = upload(b, std::vector<float>{0.4f, -0.3f, 0.1f, -0.4f, 0.3f, -0.1f});
+  Buffer<float> exposure_gradient(b.device(), 6);
+  exposure_gradient.zero();
+  ops::NerfImages images{rgba.data(), linear, false, masked ? mask_on.data() : nullptr};
+  if (exposure) images.exposure = exposures.data(), images.exposure_gradient = exposure_gradient.data();
+  ops::call<ops::NerfCompositeTrain>(s, on.scene, images,
                                      rays.view(), in.n_rays, raw.matrix(in.total, 4), dt.view(),
                                      LossParams{kind, 0.1f}, 17u, grad.matrix(in.total, 4), partials.view(),
                                      state.view());
@@ -179,6 +185,7 @@ std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind
   append(out, g);
   out.push_back(state.to_host()[0].last_loss);
   for (const ops::NerfRay& r : rays.to_host()) out.push_back(r.n_used);
+  append(out, exposure_gradient.to_host());
   return out;
 }
 
@@ -198,9 +205,37 @@ std::string compare_composite_train(const std::vector<double>& got, const std::v
   if (!(std::fabs(loss_got - loss_want) <= 1e-5 * loss_want)) return fmt::format("loss {} against {}", loss_got, loss_want);
   // Where each ray stopped: the same but where its transmittance lands within rounding of
   // the threshold.
+  // Atomics add the exposure gradient in any order: measured ~1e-7 apart.
+  const size_t n_exposure = 6, first_exposure = want.size() - n_exposure;
+  const bool with_exposure = std::any_of(want.begin() + first_exposure, want.end(), [](double v) { return v != 0; });
+  const double exposure_err = with_exposure ? rel_l2_range(got, want, first_exposure, n_exposure)
+                                            : (std::equal(got.begin() + first_exposure, got.end(),
+                                                          want.begin() + first_exposure) ? 0.0 : 1.0);
+  if (!(exposure_err < 1e-5)) return fmt::format("exposure gradient error {:.2e}", exposure_err);
   size_t differ = 0;
-  for (size_t i = 2 + n_grad; i < want.size(); ++i) differ += got[i] != want[i];
+  for (size_t i = 2 + n_grad; i < first_exposure; ++i) differ += got[i] != want[i];
   return differ <= 2 ? "" : fmt::format("{} rays stop elsewhere", differ);
+}
+
+// The pose gradient of 2 frames from random samples and input gradients [2 x 6].
+std::vector<double> run_frame_gradients(Backend& b, uint64_t seed) {
+  const CompositeInputs in(seed);
+  std::mt19937_64 gen(seed + 1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> dL_dsamples(in.samples.size());
+  for (auto& v : dL_dsamples) v = u(gen);
+  ops::NerfScene host;
+  host.n_frames = 2;
+  host.aabb = {{-0.5f, 0, 0}, {1.5f, 1, 2}};
+  const SceneOn on(b, host, in.frames, {0});
+  Buffer<ops::NerfRay> rays = upload(b, in.rays);
+  Buffer<float> samples = upload(b, in.samples), grad = upload(b, dL_dsamples), pose(b.device(), 12);
+  pose.zero();
+  ops::call<ops::NerfFrameGradients>(b.default_stream(), on.scene, rays.view(), in.n_rays,
+                                     samples.matrix(in.total, 6), grad.matrix(in.total, 6), pose.view());
+  std::vector<double> out;
+  append(out, pose.to_host());
+  return out;
 }
 
 std::vector<double> run_composite_render(Backend& b, uint64_t seed) {
@@ -357,6 +392,15 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
                    has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
                    [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::Huber, true); },
                    compare_composite_train});
+  cases.push_back({"nerf_composite_train", "Huber_srgb_exposure", 1e-5,
+                   has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
+                   [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::Huber, false, true); },
+                   compare_composite_train});
+  cases.push_back({"nerf_composite_train", "L2_linear_exposure", 1e-5,
+                   has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
+                   [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::L2, false, true); },
+                   compare_composite_train});
+  cases.push_back({"nerf_frame_gradients", "5000_rays", 1e-4, has_op<ops::NerfFrameGradients>(), run_frame_gradients});
   // Measured: ~1e-7.
   cases.push_back({"nerf_composite_render", "5000_rays", 1e-5, has_op<ops::NerfCompositeRender>(),
                    run_composite_render});

@@ -18,6 +18,8 @@
 
 namespace tessera::nerf {
 
+class FrameTraining;
+
 // The "training" section of a NeRF config (instant-ngp's defaults).
 struct NerfTrainingOptions {
   // Compacted samples trained per step (2^14 on the CPU); the rays per step adapt to it.
@@ -40,6 +42,17 @@ struct NerfTrainingOptions {
   // over instant-ngp's (on black, linear). Lego, H200, 120 s: +0.3 dB on white, -0.55 dB
   // on black.
   bool srgb_compositing = false;
+  // Per-frame parameters trained beside the model (instant-ngp's camera training; off by
+  // default): a log2 exposure per frame and channel (the frames' mean stays 0, which is the
+  // exposure renderings of new views show), and a correction of each frame's position and
+  // rotation. Each has its own Adam (learning rate, L2 regularization); their gradients
+  // gather over camera_update_interval steps between updates. The extrinsics' rate falls by
+  // 0.33 every 128 updates (instant-ngp's schedule).
+  bool optimize_exposure = false;
+  float exposure_learning_rate = 1e-2f, exposure_l2_reg = 0.0f;
+  bool optimize_extrinsics = false;
+  float extrinsic_learning_rate = 1e-3f, extrinsic_l2_reg = 1e-4f;
+  uint32_t camera_update_interval = 16;
 };
 
 // The default config: instant-ngp's NeRF model and loss; its optimizer at twice the learning
@@ -116,6 +129,12 @@ class NerfTrainer {
   void restore_progress(const Progress& p);
   uint64_t seed() const { return seed_arg_; }
 
+  // What training learned beside the model (NerfTrainingOptions' optimize_*): each training
+  // frame's log2 exposure per channel ([frames x 3], mean 0; zeros when not trained), and the
+  // training cameras with their learned pose corrections (as loaded when not trained).
+  std::vector<float> learned_exposure() const;
+  std::vector<FrameView> learned_cameras() const;
+
   const Dataset& dataset() const { return train_; }
   const Json& config() const { return config_; }
   Device device() const { return device_; }
@@ -138,14 +157,15 @@ class NerfTrainer {
   uint32_t seed_;
   std::unique_ptr<nn::ModelTrainer> model_;
   nn::Module* density_ = nullptr;  // the model's position -> [density, features] part
-  Buffer<FrameView> frames_;
+  Buffer<FrameView> frames_;  // the training cameras as the rays see them (pose corrections applied)
+  std::unique_ptr<FrameTraining> frame_training_;
   Buffer<uint8_t> images_;
   Buffer<uint8_t> mask_;  // empty without masks
   Buffer<float> grid_density_, grid_scratch_, grid_values_;
   Buffer<uint8_t> grid_bitfield_;
   Buffer<ops::NerfRay> rays_;
   Buffer<float> samples_, dt_, outputs_, loss_partials_;
-  Buffer<float> compact_samples_, compact_dt_;
+  Buffer<float> compact_samples_, compact_dt_, dL_dsamples_;
   Buffer<uint32_t> counters_, grid_cells_, compact_scratch_;
   uint64_t step_ = 0;
   bool profiling_ = false;

@@ -42,8 +42,10 @@ class ModelTrainer {
   // then a loss per ray): after the forward pass, `loss` fills dL/d(output) [batch, model
   // output] on the device and writes the step's loss to the state's last_loss (a view of
   // the TrainState's bytes); then backward, settle and the optimizer step follow as above.
+  // With dL_dinput ([batch, model input]), the backward also writes dL/d(input) there (of the
+  // loss as `loss` wrote it, before any loss scaling).
   using OutputLoss = std::function<void(ConstView output, View dL_doutput, const TensorView& state)>;
-  void training_step_async(ConstView input, const OutputLoss& loss);
+  void training_step_async(ConstView input, const OutputLoss& loss, View dL_dinput = View());
   void inference(ConstView input, View output) { model_->inference(input, output); }
   // The stream the model, the loss, the settle and the optimizer run on (Module::set_stream;
   // default: the device's default stream). Reads (last_loss, train_state) go through it.

@@ -76,6 +76,18 @@ struct NerfCompositeRender {
                   const TensorView& dt, nerf::Vec3 background, const TensorView& rgba);
 };
 
+// Gradients of the per-frame pose corrections trained beside the model (instant-ngp's
+// extrinsics training): for each ray of a compacted batch (rays as NerfCompactSamples left
+// them), the model's input gradient of its samples (dL_dsamples fp32 [rows, 6], beside
+// samples [rows, 6]) carried back to the ray's origin and direction, and added to its frame's
+// pose_gradient (fp32 [n_frames, 6]: d/d(position offset), then d/d(rotation as angle-axis
+// about the camera's centre, applied on the world side)).
+struct NerfFrameGradients {
+  static constexpr const char* name = "nerf_frame_gradients";
+  using Fn = void(Stream&, const NerfScene& scene, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
+                  const TensorView& dL_dsamples, const TensorView& pose_gradient);
+};
+
 // ---- occupancy grid: density[n_cascades * kGridCells] (an optical thickness: density x
 // kMinStep), its bitfield, and the samples that refresh it ----
 
@@ -119,6 +131,9 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
                               const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
                               const TensorView& compact_dt, const TensorView& count);
+void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
+                                     const TensorView& samples, const TensorView& dL_dsamples,
+                                     const TensorView& pose_gradient);
 // Returns the number of samples (raw_density's rows).
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                                       const TensorView& density, const TensorView& scratch,

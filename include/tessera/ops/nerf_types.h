@@ -16,6 +16,7 @@ TESSERA_HD Vec3 operator+(Vec3 a, Vec3 b) { return {a.x + b.x, a.y + b.y, a.z + 
 TESSERA_HD Vec3 operator-(Vec3 a, Vec3 b) { return {a.x - b.x, a.y - b.y, a.z - b.z}; }
 TESSERA_HD Vec3 operator*(float s, Vec3 a) { return {s * a.x, s * a.y, s * a.z}; }
 TESSERA_HD float dot(Vec3 a, Vec3 b) { return a.x * b.x + a.y * b.y + a.z * b.z; }
+TESSERA_HD Vec3 cross(Vec3 a, Vec3 b) { return {a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x}; }
 TESSERA_HD Vec3 normalized(Vec3 a) {
   const float n = std::sqrt(dot(a, a));
   return n > 0 ? (1.0f / n) * a : Vec3{0, 0, 1};
@@ -110,6 +111,12 @@ struct NerfImages {
   bool linear_colours = false;
   bool srgb_compositing = false;
   const uint8_t* mask = nullptr;  // one byte per pixel, indexed as rgba / 4; null: nothing masked
+  // Learned per-frame exposure (instant-ngp's): log2 of a scale per channel, [n_frames x 3].
+  // The pixel's linear colour is scaled by 2^exposure before it is compared, so the model
+  // learns the scene as the frames' mean exposure sees it. null: none.
+  const float* exposure = nullptr;
+  // Where dL/d(exposure) of the step's mean loss is added, [n_frames x 3]; null: not wanted.
+  float* exposure_gradient = nullptr;
 };
 
 }  // namespace tessera::ops

@@ -18,6 +18,11 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
   state->last_loss = float(loss_sum * norm);
 }
 
+void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
+                          const float* dL_dsamples, float* pose_gradient) {
+  for (uint32_t i = 0; i < n_rays; ++i) frame_pose_gradient_ray(scene, rays[i], samples, dL_dsamples, pose_gradient);
+}
+
 namespace {
 // Copies the rows of the samples ray r uses (its first n_used) and their steps to
 // `first_compact` onward (CUDA copies a block's rows with all its threads instead).

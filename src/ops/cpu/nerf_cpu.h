@@ -14,6 +14,8 @@ void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* ou
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
                           const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count);
+void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
+                          const float* dL_dsamples, float* pose_gradient);
 void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
                        uint32_t* cells, float* positions);
 void nerf_mark_untrained(const NerfScene& scene, float* density);

@@ -156,6 +156,8 @@ void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_oc
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,
                       uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield, Stream* stream);
 void nerf_mark_untrained(const NerfScene& scene, float* density, Stream* stream);
+void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
+                          const float* dL_dsamples, float* pose_gradient, Stream* stream);
 
 // ---- optimizers (tessera/ops/optimizers.h) ----
 // params_fp16 (optional): fp16 copy refreshed in the same pass, for the tensor-core kernels.

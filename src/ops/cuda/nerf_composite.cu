@@ -43,6 +43,13 @@ __global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfR
   }
 }
 
+__global__ void frame_gradients_kernel(NerfScene scene, const NerfRay* __restrict__ rays, uint32_t n_rays,
+                                       const float* __restrict__ samples, const float* __restrict__ dL_dsamples,
+                                       float* __restrict__ pose_gradient) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n_rays) frame_pose_gradient_ray(scene, rays[i], samples, dL_dsamples, pose_gradient);
+}
+
 __global__ void loss_sum_kernel(const float* __restrict__ partials, uint32_t count, float norm, TrainState* state) {
   __shared__ double sums[256];
   double s = 0.0;
@@ -192,6 +199,14 @@ void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* ou
   composite_render_kernel<<<detail::blocks_for(n_rays, kThreads), kThreads, 0, detail::native_stream(stream)>>>(
       rays, n_rays, outputs, dt, background, rgba);
   TESSERA_CUDA_CHECK_LAUNCH("composite_render_kernel");
+}
+
+void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
+                          const float* dL_dsamples, float* pose_gradient, Stream* stream) {
+  if (n_rays == 0) return;
+  frame_gradients_kernel<<<detail::blocks_for(n_rays, kThreads), kThreads, 0, detail::native_stream(stream)>>>(
+      scene, rays, n_rays, samples, dL_dsamples, pose_gradient);
+  TESSERA_CUDA_CHECK_LAUNCH("frame_gradients_kernel");
 }
 
 }  // namespace tessera::ops::cuda

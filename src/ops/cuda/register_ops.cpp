@@ -440,6 +440,12 @@ void register_ops(Backend& b) {
     check_view(positions, "nerf_grid_samples: positions", DType::f32, (size_t(n_uniform) + n_occupied) * 6);
     nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells.data<uint32_t>(), positions.data<float>(), &s);
   });
+  b.add_op<NerfFrameGradients>([](Stream& s, const NerfScene& scene, V rays, uint32_t n_rays, V samples,
+                                  V dL_dsamples, V pose_gradient) {
+    check_nerf_frame_gradient_views(scene, rays, n_rays, samples, dL_dsamples, pose_gradient);
+    nerf_frame_gradients(scene, rays.data<const NerfRay>(), n_rays, samples.data<const float>(),
+                         dL_dsamples.data<const float>(), pose_gradient.data<float>(), &s);
+  });
   b.add_op<NerfMarkUntrained>([](Stream& s, const NerfScene& scene, V density) {
     check_view(density, "nerf_mark_untrained: density", DType::f32, size_t(scene.n_cascades) * nerf::kGridCells);
     nerf_mark_untrained(scene, density.data<float>(), &s);

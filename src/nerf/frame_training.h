@@ -1,0 +1,61 @@
+#pragma once
+// Per-frame parameters trained beside the NeRF model (instant-ngp's camera training): each
+// training frame's exposure and a correction of its pose. During a step the rays add their
+// gradients into device arrays (NerfImages::exposure_gradient, NerfFrameGradients); every
+// `camera_update_interval` steps those few floats per frame come to the host for an Adam
+// step, and the new exposures and corrected cameras go back to the device. The update is
+// host code, so the CPU reference and CUDA run the same one.
+#include <vector>
+
+#include "tessera/core/buffer.h"
+#include "tessera/nerf/trainer.h"
+#include "tessera/ops/optimizers.h"
+
+namespace tessera::nerf {
+
+class FrameTraining {
+ public:
+  // frames: the dataset's cameras as loaded (the corrections apply on top of them).
+  FrameTraining(const NerfTrainingOptions& options, std::vector<FrameView> frames, Device device);
+
+  bool trains_exposure() const { return options_.optimize_exposure; }
+  bool trains_poses() const { return options_.optimize_extrinsics; }
+  // Device arrays of this step: exposures and their gradient ([n_frames x 3]; null when
+  // exposure is not trained), pose gradients ([n_frames x 6]; empty when poses are not).
+  const float* exposure() const { return trains_exposure() ? exposure_.data() : nullptr; }
+  float* exposure_gradient() { return trains_exposure() ? exposure_gradient_.data() : nullptr; }
+  TensorView pose_gradient() { return trains_poses() ? pose_gradient_.matrix(n_frames_, 6) : TensorView(); }
+
+  // After each step: every camera_update_interval steps, the Adam step of every trained
+  // group (skipped for a group whose gradient is not finite), the exposures renormalized to
+  // mean 0, the corrected cameras written to `frames` (the device copy the rays read), and
+  // the gradients zeroed.
+  void after_step(Stream& stream, Buffer<FrameView>& frames);
+
+  // Learned values (host copies): log2 exposure per channel [n_frames x 3]; each frame's
+  // camera with its pose correction applied.
+  const std::vector<float>& exposure_values() const { return exposure_host_; }
+  std::vector<FrameView> corrected_frames() const;
+  // Restores learned values (a snapshot's); sizes must match the frames.
+  void set_values(Stream& stream, Buffer<FrameView>& frames, const std::vector<float>& exposure,
+                  const std::vector<float>& pose_offsets);
+  const std::vector<float>& pose_offsets() const { return pose_host_; }  // [n_frames x 6]
+
+ private:
+  struct HostAdam {
+    std::vector<float> m, v;
+    uint32_t steps = 0;
+    // Skips (returns false) when a gradient is not finite.
+    bool step(const ops::AdamHyper& h, std::vector<float>& params, const std::vector<float>& gradient);
+  };
+  void upload(Stream& stream, Buffer<FrameView>& frames);
+
+  NerfTrainingOptions options_;
+  std::vector<FrameView> base_;
+  uint32_t n_frames_ = 0, steps_since_update_ = 0, updates_ = 0;
+  std::vector<float> exposure_host_, pose_host_;  // pose: position offset (3), rotation as angle-axis (3)
+  HostAdam exposure_adam_, pose_adam_;
+  Buffer<float> exposure_, exposure_gradient_, pose_gradient_;
+};
+
+}  // namespace tessera::nerf

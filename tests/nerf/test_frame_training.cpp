@@ -1,0 +1,198 @@
+// Per-frame parameters trained beside the NeRF model, on the CPU: exposures recovered from
+// photos taken at different exposures, and pose corrections that move deliberately perturbed
+// cameras back towards their true poses. The scene is the textured one the tests ray cast
+// themselves, so every truth is known.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "support/nerf_model.h"
+#include "support/paths.h"
+#include "support/textured_scene.h"
+#include "tessera/core/config.h"
+#include "tessera/core/device.h"
+#include "tessera/core/image_io.h"
+#include "tessera/nerf/evaluate.h"
+#include "tessera/nerf/trainer.h"
+#include "ops/nerf_math.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* kCpuBuildOnly = "CPU-only work: runs in the CPU-only build (build-cpu)";
+using Pose = std::array<std::array<double, 4>, 4>;
+
+constexpr int kViews = 24, kSize = 64;
+
+// A test view is every 6th; the rest train.
+bool is_test_view(int i) { return i % 6 == 3; }
+
+// Writes transforms_train.json / transforms_test.json over views rendered from `truth` (the
+// images) and described with `described` (the poses the files give), each training image
+// exposed by 2^exposure[i] in linear light.
+void write_scene(const fs::path& dir, const std::vector<Pose>& truth, const std::vector<Pose>& described,
+                 const std::vector<double>& exposure) {
+  const double focal = 1.1 * kSize;
+  for (const char* split : {"train", "test"}) {
+    Json frames = Json::array();
+    for (int i = 0; i < kViews; ++i) {
+      if (is_test_view(i) != (std::string(split) == "test")) continue;
+      std::vector<uint8_t> rgba = test::render_textured({truth[i], kSize, kSize, focal, false});
+      for (size_t p = 0; p < rgba.size(); ++p)
+        if (p % 4 != 3) {
+          const float lin = ops::nerf::srgb_to_linear(float(rgba[p]) / 255.0f) * float(std::exp2(exposure[i]));
+          rgba[p] = uint8_t(std::lround(255.0f * std::clamp(ops::nerf::linear_to_srgb(lin), 0.0f, 1.0f)));
+        }
+      const std::string name = fmt::format("{}_{:02d}.png", split, i);
+      write_png((dir / name).string(), kSize, kSize, 4, rgba);
+      Json m = Json::array();
+      for (const auto& row : described[i]) m.push_back(Json(row));
+      frames.push_back({{"file_path", name}, {"transform_matrix", m}});
+    }
+    const Json t = {{"fl_x", focal}, {"fl_y", focal}, {"aabb_scale", 2}, {"frames", frames}};
+    write_file_atomic((dir / fmt::format("transforms_{}.json", split)).string(), t.dump(1));
+  }
+}
+
+std::unique_ptr<nerf::NerfTrainer> train(const fs::path& dir, const Json& training, int steps) {
+  Json config = test::cpu_test_nerf_config(1u << 13);
+  for (auto it = training.begin(); it != training.end(); ++it) config["training"][it.key()] = it.value();
+  auto trainer = std::make_unique<nerf::NerfTrainer>(config, nerf::load_dataset(dir.string(), {.split = "train"}),
+                                                     DeviceKind::cpu, 7);
+  for (int i = 0; i < steps; ++i) trainer->step();
+  return trainer;
+}
+
+// Exposures differ by up to a stop either way between the training photos; the held-back
+// views are at the training photos' mean exposure (0), which is the exposure a model with
+// learned exposures renders.
+TEST(NerfFrameTraining, LearnsEachPhotosExposure) {
+  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
+  const auto dir = test::fresh_dir("tessera_nerf_exposure");
+  const std::vector<Pose> cameras = test::ring_cameras(kViews, 3.0);
+  std::vector<double> exposure(kViews, 0.0);
+  std::vector<int> train_index;  // view of each training frame, in order
+  for (int i = 0; i < kViews; ++i)
+    if (!is_test_view(i)) train_index.push_back(i);
+  for (size_t f = 0; f < train_index.size(); ++f)  // mean 0 over the training photos
+    exposure[train_index[f]] = std::sin(2.4 * double(f) + 0.3);
+  double mean = 0;
+  for (int i : train_index) mean += exposure[i] / double(train_index.size());
+  for (int i : train_index) exposure[i] -= mean;
+  write_scene(dir, cameras, cameras, exposure);
+  const nerf::Dataset test_views = nerf::load_dataset(dir.string(), {.split = "test"});
+
+  const auto fixed = train(dir, Json::object(), 400);
+  const double psnr_fixed = nerf::evaluate(*fixed, test_views).psnr_white;
+  const auto learned =
+      train(dir, {{"optimize_exposure", true}, {"exposure_learning_rate", 0.05}, {"camera_update_interval", 2}}, 400);
+  const double psnr_learned = nerf::evaluate(*learned, test_views).psnr_white;
+  const std::vector<float> e = learned->learned_exposure();
+  ASSERT_EQ(e.size(), train_index.size() * 3);
+  double worst = 0, mean_error = 0, spread = 0;
+  for (size_t f = 0; f < train_index.size(); ++f)
+    for (int k = 0; k < 3; ++k) {
+      // The photo is scaled by 2^e to match the model: e undoes the photo's exposure.
+      const double error = std::fabs(double(e[f * 3 + k]) + exposure[train_index[f]]);
+      worst = std::max(worst, error), mean_error += error / double(e.size());
+      spread = std::max(spread, std::fabs(exposure[train_index[f]]));
+    }
+  std::printf("exposure: error %.3f stops on average, %.3f at worst (exposures up to %.2f); held-back views %.2f dB "
+              "learned, %.2f fixed\n",
+              mean_error, worst, spread, psnr_learned, psnr_fixed);
+  EXPECT_TRUE(fixed->learned_exposure() == std::vector<float>(e.size(), 0.0f)) << "exposure trained while off";
+  // Measured (CPU backend, deterministic): 0.078 stops on average, 0.197 at worst (a brightened
+  // photo's clipped highlights pull its estimate down); 20.23 dB against 18.66 fixed.
+  EXPECT_LT(mean_error, 0.1);
+  EXPECT_LT(worst, 0.3);
+  EXPECT_GT(psnr_learned, psnr_fixed + 1.0);
+}
+
+// pose rotated by `degrees` about `axis` (through its centre) and its centre moved by `shift`.
+Pose perturbed(Pose pose, std::array<double, 3> axis, double degrees, std::array<double, 3> shift) {
+  const double n = std::sqrt(axis[0] * axis[0] + axis[1] * axis[1] + axis[2] * axis[2]);
+  for (double& a : axis) a /= n;
+  const double t = degrees * M_PI / 180, c = std::cos(t), s = std::sin(t);
+  double r[3][3];
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) r[i][j] = (i == j ? c : 0.0) + (1 - c) * axis[i] * axis[j];
+  r[0][1] -= s * axis[2], r[1][0] += s * axis[2], r[0][2] += s * axis[1];
+  r[2][0] -= s * axis[1], r[1][2] -= s * axis[0], r[2][1] += s * axis[0];
+  Pose out = pose;
+  for (int i = 0; i < 3; ++i) {
+    for (int j = 0; j < 3; ++j) out[i][j] = r[i][0] * pose[0][j] + r[i][1] * pose[1][j] + r[i][2] * pose[2][j];
+    out[i][3] = pose[i][3] + shift[i];
+  }
+  return out;
+}
+
+// Every third training camera is described 3 degrees and 0.09 units (3% of its distance) off
+// its true pose; pose refinement brings them back while the others hold the scene in place.
+TEST(NerfFrameTraining, PoseRefinementRecoversPerturbedCameras) {
+  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
+  const auto truth_dir = test::fresh_dir("tessera_nerf_pose_truth");
+  const auto dir = test::fresh_dir("tessera_nerf_pose");
+  const std::vector<Pose> cameras = test::ring_cameras(kViews, 3.0);
+  std::vector<Pose> described = cameras;
+  std::vector<bool> moved;  // per training frame
+  for (int i = 0, f = 0; i < kViews; ++i) {
+    if (is_test_view(i)) continue;
+    moved.push_back(f++ % 3 == 1);
+    if (moved.back())
+      described[i] = perturbed(cameras[i], {std::sin(1.7 * i), std::cos(2.3 * i), 0.5}, 3.0,
+                               {0.09 * std::cos(0.9 * i), 0.09 * std::sin(0.9 * i), 0.0});
+  }
+  const std::vector<double> no_exposure(kViews, 0.0);
+  write_scene(truth_dir, cameras, cameras, no_exposure);
+  write_scene(dir, cameras, described, no_exposure);
+  // The true and described cameras as the trainer sees them (ngp coordinates).
+  const std::vector<ops::nerf::FrameView> truth = nerf::load_dataset(truth_dir.string(), {.split = "train"}).frames;
+
+  const auto refined = train(dir, {{"optimize_extrinsics", true}}, 600);  // instant-ngp's rate and interval
+  const std::vector<ops::nerf::FrameView> before = refined->dataset().frames, after = refined->learned_cameras();
+  ASSERT_EQ(after.size(), truth.size());
+  // How far each camera's view of the scene is off: points filling the scene's box projected
+  // through the camera and through the true one (pixels, mean over the points). Rotation
+  // and sideways motion trade off against each other in a view; this measures both at once.
+  auto view_error = [&](size_t f, const ops::nerf::FrameView& v) {
+    double sum = 0;
+    int n = 0;
+    for (int k = 0; k < 27; ++k) {
+      const ops::nerf::Vec3 p{0.5f + 0.3f * float(k % 3 - 1), 0.5f + 0.3f * float(k / 3 % 3 - 1),
+                              0.5f + 0.3f * float(k / 9 - 1)};
+      float u[2], w[2];
+      int seen = 0;
+      for (const ops::nerf::FrameView* c : {&truth[f], &v}) {
+        const ops::nerf::Vec3 d{p.x - c->c2w[0][3], p.y - c->c2w[1][3], p.z - c->c2w[2][3]};
+        ops::nerf::Vec3 q;
+        q.x = c->c2w[0][0] * d.x + c->c2w[1][0] * d.y + c->c2w[2][0] * d.z;
+        q.y = c->c2w[0][1] * d.x + c->c2w[1][1] * d.y + c->c2w[2][1] * d.z;
+        q.z = c->c2w[0][2] * d.x + c->c2w[1][2] * d.y + c->c2w[2][2] * d.z;
+        seen += ops::nerf::project_to_pixel(c->camera, q, u[c == &v], w[c == &v]);
+      }
+      if (seen == 2) sum += std::hypot(u[0] - u[1], w[0] - w[1]), ++n;
+    }
+    return n ? sum / n : 1e9;
+  };
+  double moved_before = 0, moved_after = 0, still_worst = 0;
+  int n_moved = 0;
+  for (size_t f = 0; f < truth.size(); ++f) {
+    if (moved[f]) {
+      ++n_moved;
+      moved_before += view_error(f, before[f]), moved_after += view_error(f, after[f]);
+    } else {
+      still_worst = std::max(still_worst, view_error(f, after[f]));
+    }
+  }
+  moved_before /= n_moved, moved_after /= n_moved;
+  std::printf("perturbed cameras' views off by %.2f px before, %.2f px after; the others' at most %.2f px after\n",
+              moved_before, moved_after, still_worst);
+  // Measured (CPU backend, deterministic): 3.56 px before, 0.84 after, the others within 0.77.
+  EXPECT_LT(moved_after, 0.3 * moved_before);
+  EXPECT_LT(still_worst, 0.3 * moved_before);
+}
+
+}  // namespace
+}  // namespace tessera
