@@ -1,5 +1,6 @@
 #include "nerf/frame_training.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tessera/core/error.h"
@@ -50,8 +51,21 @@ FrameTraining::FrameTraining(const NerfTrainingOptions& options, std::vector<Fra
   exposure_ = Buffer<float>(device, trains_exposure() ? exposure_host_.size() : 0);
   exposure_gradient_ = Buffer<float>(device, exposure_.size());
   pose_gradient_ = Buffer<float>(device, trains_poses() ? pose_host_.size() : 0);
+  // Embeddings start equal (0): a frame's moves only as far as its photos differ.
+  embedding_host_.assign(size_t(n_frames_) * embedding_width(), 0.0f);
+  embeddings_ = Buffer<float>(device, embedding_host_.size());
+  embedding_gradient_ = Buffer<float>(device, embedding_host_.size());
   if (trains_exposure()) exposure_.copy_from_host(exposure_host_), exposure_gradient_.zero();
   if (trains_poses()) pose_gradient_.zero();
+  if (trains_embeddings()) embeddings_.copy_from_host(embedding_host_), embedding_gradient_.zero();
+}
+
+std::vector<float> FrameTraining::mean_embedding() const {
+  const uint32_t e = embedding_width();
+  std::vector<float> mean(e, 0.0f);
+  for (uint32_t f = 0; f < n_frames_; ++f)
+    for (uint32_t k = 0; k < e; ++k) mean[k] += embedding_host_[size_t(f) * e + k] / float(n_frames_);
+  return mean;
 }
 
 std::vector<FrameView> FrameTraining::corrected_frames() const {
@@ -73,6 +87,7 @@ std::vector<FrameView> FrameTraining::corrected_frames() const {
 
 void FrameTraining::upload(Stream& stream, Buffer<FrameView>& frames) {
   if (trains_exposure()) exposure_.copy_from_host(stream, exposure_host_);
+  if (trains_embeddings()) embeddings_.copy_from_host(stream, embedding_host_);
   if (trains_poses()) {
     const std::vector<FrameView> corrected = corrected_frames();
     frames.copy_from_host(stream, corrected);
@@ -80,7 +95,7 @@ void FrameTraining::upload(Stream& stream, Buffer<FrameView>& frames) {
 }
 
 void FrameTraining::after_step(Stream& stream, Buffer<FrameView>& frames) {
-  if (!trains_exposure() && !trains_poses()) return;
+  if (!trains_exposure() && !trains_poses() && !trains_embeddings()) return;
   if (++steps_since_update_ < options_.camera_update_interval) return;
   // Gradients of the mean loss over a step's rays, summed over the interval: times the frame
   // count over the steps, each frame's gradient is on the scale of one ray's.
@@ -109,17 +124,87 @@ void FrameTraining::after_step(Stream& stream, Buffer<FrameView>& frames) {
     pose_adam_.step(hyper(lr, options_.extrinsic_l2_reg), pose_host_, g);
     pose_gradient_.zero(stream);
   }
+  if (trains_embeddings()) {
+    std::vector<float> g = embedding_gradient_.to_host(stream);
+    for (float& x : g) x *= scale;
+    embedding_adam_.step(hyper(options_.appearance_learning_rate, 0.0f), embedding_host_, g);
+    embedding_gradient_.zero(stream);
+  }
   upload(stream, frames);
 }
 
 void FrameTraining::set_values(Stream& stream, Buffer<FrameView>& frames, const std::vector<float>& exposure,
-                               const std::vector<float>& pose_offsets) {
+                               const std::vector<float>& pose_offsets, const std::vector<float>& embeddings) {
   TESSERA_CHECK(exposure.empty() || exposure.size() == exposure_host_.size(),
                 "learned exposures: {} values for {} frames", exposure.size(), n_frames_);
   TESSERA_CHECK(pose_offsets.empty() || pose_offsets.size() == pose_host_.size(),
                 "learned pose corrections: {} values for {} frames", pose_offsets.size(), n_frames_);
+  TESSERA_CHECK(embeddings.empty() || embeddings.size() == embedding_host_.size(),
+                "learned appearance embeddings: {} values for {} frames of {}", embeddings.size(), n_frames_,
+                embedding_width());
+  for (const std::vector<float>* v : {&exposure, &pose_offsets, &embeddings})
+    for (float x : *v) TESSERA_CHECK(std::isfinite(x), "learned per-frame values: {} is not finite", x);
   if (!exposure.empty()) exposure_host_ = exposure;
   if (!pose_offsets.empty()) pose_host_ = pose_offsets;
+  if (!embeddings.empty()) embedding_host_ = embeddings;
+  upload(stream, frames);
+}
+
+std::vector<FrameTraining::Group> FrameTraining::groups() const {
+  auto& self = const_cast<FrameTraining&>(*this);  // the views are read or written as the caller is
+  return {{"exposure", trains_exposure(), &self.exposure_host_, &self.exposure_adam_, &self.exposure_gradient_},
+          {"pose", trains_poses(), &self.pose_host_, &self.pose_adam_, &self.pose_gradient_},
+          {"appearance", trains_embeddings(), &self.embedding_host_, &self.embedding_adam_, &self.embedding_gradient_}};
+}
+
+Json FrameTraining::export_state() const {
+  Json adam_steps = Json::object();
+  for (const Group& g : groups())
+    if (g.trained) adam_steps[g.name] = g.adam->steps;
+  return Json{{"steps_since_update", steps_since_update_}, {"updates", updates_}, {"adam_steps", adam_steps}};
+}
+
+void FrameTraining::export_arrays(Stream& stream, std::vector<NamedArray>& arrays) const {
+  for (const Group& g : groups()) {
+    if (!g.trained) continue;
+    const std::string prefix = std::string("frame_") + g.name;
+    const size_t n = g.values->size();
+    arrays.push_back({prefix + "_values", *g.values});
+    arrays.push_back({prefix + "_adam_m", g.adam->m.empty() ? std::vector<float>(n, 0.0f) : g.adam->m});
+    arrays.push_back({prefix + "_adam_v", g.adam->v.empty() ? std::vector<float>(n, 0.0f) : g.adam->v});
+    arrays.push_back({prefix + "_gradient", g.gradient->to_host(stream)});
+  }
+}
+
+void FrameTraining::import_state(Stream& stream, Buffer<FrameView>& frames, const Json& header,
+                                 std::vector<NamedArray>& arrays, const std::string& where) {
+  const auto take = [&](const std::string& name, size_t n, std::vector<float>& into) {
+    auto it = std::find_if(arrays.begin(), arrays.end(), [&](const NamedArray& a) { return a.name == name; });
+    if (it == arrays.end()) return false;
+    TESSERA_CHECK(it->values.size() == n, "{}: {} holds {} values; this scene's {} frames need {} (not the scene it "
+                  "was trained on?)", where, name, it->values.size(), n_frames_, n);
+    for (float x : it->values) TESSERA_CHECK(std::isfinite(x), "{}: {} holds a non-finite value", where, name);
+    into = std::move(it->values);
+    arrays.erase(it);
+    return true;
+  };
+  const Json adam_steps = header.is_object() && header.contains("adam_steps") ? header.at("adam_steps") : Json::object();
+  for (const Group& g : groups()) {
+    const std::string prefix = std::string("frame_") + g.name;
+    const size_t n = g.values->size();
+    std::vector<float> values, m, v, gradient;
+    const bool found = take(prefix + "_values", n, values);
+    take(prefix + "_adam_m", n, m), take(prefix + "_adam_v", n, v), take(prefix + "_gradient", n, gradient);
+    if (!g.trained || !found) continue;
+    *g.values = std::move(values);
+    if (m.size() == n && v.size() == n) g.adam->m = std::move(m), g.adam->v = std::move(v);
+    g.adam->steps = json_get<uint32_t>(adam_steps, g.name, 0);
+    if (gradient.size() == n) g.gradient->copy_from_host(stream, gradient);
+  }
+  if (header.is_object()) {
+    steps_since_update_ = json_get<uint32_t>(header, "steps_since_update", 0);
+    updates_ = json_get<uint32_t>(header, "updates", 0);
+  }
   upload(stream, frames);
 }
 

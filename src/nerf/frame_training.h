@@ -1,13 +1,16 @@
 #pragma once
 // Per-frame parameters trained beside the NeRF model (instant-ngp's camera training): each
-// training frame's exposure and a correction of its pose. During a step the rays add their
-// gradients into device arrays (NerfImages::exposure_gradient, NerfFrameGradients); every
+// training frame's exposure, a correction of its pose, and its appearance embedding. During a
+// step the rays add their gradients into device arrays (NerfImages::exposure_gradient,
+// NerfFrameGradients); every
 // `camera_update_interval` steps those few floats per frame come to the host for an Adam
 // step, and the new exposures and corrected cameras go back to the device. The update is
 // host code, so the CPU reference and CUDA run the same one.
 #include <vector>
 
+#include "tessera/core/binary_file.h"
 #include "tessera/core/buffer.h"
+#include "tessera/core/config.h"
 #include "tessera/nerf/trainer.h"
 #include "tessera/ops/optimizers.h"
 
@@ -20,11 +23,20 @@ class FrameTraining {
 
   bool trains_exposure() const { return options_.optimize_exposure; }
   bool trains_poses() const { return options_.optimize_extrinsics; }
+  uint32_t embedding_width() const { return options_.n_extra_learnable_dims; }
+  bool trains_embeddings() const { return embedding_width() > 0 && n_frames_ > 0; }
   // Device arrays of this step: exposures and their gradient ([n_frames x 3]; null when
   // exposure is not trained), pose gradients ([n_frames x 6]; empty when poses are not).
   const float* exposure() const { return trains_exposure() ? exposure_.data() : nullptr; }
   float* exposure_gradient() { return trains_exposure() ? exposure_gradient_.data() : nullptr; }
   TensorView pose_gradient() { return trains_poses() ? pose_gradient_.matrix(n_frames_, 6) : TensorView(); }
+  // Appearance embeddings [n_frames x E] and their gradient (empty without embeddings).
+  TensorView embeddings() const {
+    return trains_embeddings() ? embeddings_.matrix(n_frames_, embedding_width()) : TensorView();
+  }
+  TensorView embedding_gradient() {
+    return trains_embeddings() ? embedding_gradient_.matrix(n_frames_, embedding_width()) : TensorView();
+  }
 
   // After each step: every camera_update_interval steps, the Adam step of every trained
   // group (skipped for a group whose gradient is not finite), the exposures renormalized to
@@ -36,10 +48,23 @@ class FrameTraining {
   // camera with its pose correction applied.
   const std::vector<float>& exposure_values() const { return exposure_host_; }
   std::vector<FrameView> corrected_frames() const;
-  // Restores learned values (a snapshot's); sizes must match the frames.
+  const std::vector<float>& pose_offsets() const { return pose_host_; }      // [n_frames x 6]
+  const std::vector<float>& embedding_values() const { return embedding_host_; }  // [n_frames x E]
+  // The embedding renderings use: the frames' mean (E values; zeros without frames).
+  std::vector<float> mean_embedding() const;
+  // Restores learned values; an empty vector keeps that group as it is, others must match
+  // the frames.
   void set_values(Stream& stream, Buffer<FrameView>& frames, const std::vector<float>& exposure,
-                  const std::vector<float>& pose_offsets);
-  const std::vector<float>& pose_offsets() const { return pose_host_; }  // [n_frames x 6]
+                  const std::vector<float>& pose_offsets, const std::vector<float>& embeddings);
+
+  // The whole state of the trained groups, for snapshots that resume bit-exactly: a header
+  // (step counters) and arrays named "frame_<group>_<part>" (values, Adam moments, the
+  // gradients gathered since the last update). import_state takes those arrays out of
+  // `arrays`, checking every size; a group absent from the file starts fresh.
+  Json export_state() const;
+  void export_arrays(Stream& stream, std::vector<NamedArray>& arrays) const;
+  void import_state(Stream& stream, Buffer<FrameView>& frames, const Json& header, std::vector<NamedArray>& arrays,
+                    const std::string& where);
 
  private:
   struct HostAdam {
@@ -49,13 +74,22 @@ class FrameTraining {
     bool step(const ops::AdamHyper& h, std::vector<float>& params, const std::vector<float>& gradient);
   };
   void upload(Stream& stream, Buffer<FrameView>& frames);
+  struct Group {
+    const char* name;
+    bool trained;
+    std::vector<float>* values;
+    HostAdam* adam;
+    Buffer<float>* gradient;
+  };
+  std::vector<Group> groups() const;
 
   NerfTrainingOptions options_;
   std::vector<FrameView> base_;
   uint32_t n_frames_ = 0, steps_since_update_ = 0, updates_ = 0;
-  std::vector<float> exposure_host_, pose_host_;  // pose: position offset (3), rotation as angle-axis (3)
-  HostAdam exposure_adam_, pose_adam_;
-  Buffer<float> exposure_, exposure_gradient_, pose_gradient_;
+  // pose: position offset (3), rotation as angle-axis (3)
+  std::vector<float> exposure_host_, pose_host_, embedding_host_;
+  HostAdam exposure_adam_, pose_adam_, embedding_adam_;
+  Buffer<float> exposure_, exposure_gradient_, pose_gradient_, embeddings_, embedding_gradient_;
 };
 
 }  // namespace tessera::nerf

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tessera/core/error.h"
+#include "tessera/ops/nerf_types.h"
 
 namespace tessera::nerf {
 
@@ -21,13 +22,25 @@ Json with_outputs(Json network, uint32_t n) {
 }
 }  // namespace
 
+uint32_t appearance_embedding_width(const Json& c) {
+  if (!c.is_object() || !c.contains("training") || !c.at("training").is_object()) return 0;
+  const uint32_t n = json_get<uint32_t>(c.at("training"), "n_extra_learnable_dims", 0);
+  TESSERA_CHECK(n <= kMaxAppearanceDims, "NeRF config: n_extra_learnable_dims {} is more than {}", n,
+                kMaxAppearanceDims);
+  return n;
+}
+
 Json nerf_model_config(const Json& c) {
   const Json density{{"otype", "Sequential"},
                      {"modules", {section(c, "encoding"), with_outputs(section(c, "network"), kDensityOutputs)}}};
-  const Json first{{"otype", "Parallel"},
-                   {"branches",
-                    {{{"first_input", 0}, {"n_input_dims", 3}, {"module", density}},
-                     {{"first_input", 3}, {"n_input_dims", 3}, {"module", section(c, "dir_encoding")}}}}};
+  Json first{{"otype", "Parallel"},
+             {"branches",
+              {{{"first_input", 0}, {"n_input_dims", 3}, {"module", density}},
+               {{"first_input", 3}, {"n_input_dims", 3}, {"module", section(c, "dir_encoding")}}}}};
+  // The frame's appearance embedding passes to the colour network beside the direction.
+  if (const uint32_t n = appearance_embedding_width(c))
+    first["branches"].push_back(
+        {{"first_input", ops::kNerfInputWidth}, {"n_input_dims", n}, {"module", {{"otype", "Identity"}}}});
   // The colour network reads every column (features and the encoded direction); the raw
   // density (column 0) passes along.
   const Json second{{"otype", "Parallel"},
@@ -49,7 +62,8 @@ Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) {
 
 NerfModel make_nerf_model(const Json& nerf_config, Device device) {
   NerfModel m;
-  m.model = nn::create_module(nerf_model_config(nerf_config), 6, device);
+  m.model = nn::create_module(nerf_model_config(nerf_config),
+                              ops::kNerfInputWidth + appearance_embedding_width(nerf_config), device);
   m.density = m.model->child(0)->child(0);
   return m;
 }

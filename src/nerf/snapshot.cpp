@@ -17,6 +17,10 @@ constexpr uint32_t kVersion = 2, kOldestVersion = 1;
 constexpr uint64_t kMaxHeaderBytes = 1 << 20;
 constexpr uint64_t kMaxFileBytes = uint64_t(4) << 30;
 
+// The appearance embedding renderings use, beside the model's and the grid's arrays (and the
+// per-frame ones, "frame_*"; format version 2, absent in older files).
+constexpr const char* kAppearance = "appearance_embedding";
+
 Json camera_json(const CameraModel& c) {
   return Json{{"fl_x", c.fl_x}, {"fl_y", c.fl_y}, {"cx", c.cx}, {"cy", c.cy}, {"w", c.width}, {"h", c.height}};
 }
@@ -34,6 +38,10 @@ void save_snapshot(NerfTrainer& t, const std::string& path, const Json& run) {
   if (!d.frames.empty()) header["camera"] = camera_json(d.frames[0].camera);
   else if (d.camera_hint.width) header["camera"] = camera_json(d.camera_hint);
   state.arrays.push_back({"grid_density", t.grid_density()});
+  // What was learned per frame beside the model (to resume), and the appearance renderings
+  // use (to render without the frames).
+  header["frame_training"] = t.export_frame_state(state.arrays);
+  if (const std::vector<float> a = t.render_appearance(); !a.empty()) state.arrays.push_back({kAppearance, a});
   write_file_atomic(path, array_file_bytes(kMagic, kVersion, std::move(header), state.arrays));
 }
 
@@ -117,10 +125,26 @@ std::unique_ptr<NerfTrainer> load_version2(BinaryReader& in, const Json& header,
   TESSERA_CHECK(grid.size() == n_cells, "{}: {} grid densities for the {} cells of aabb_scale {}", where, grid.size(),
                 n_cells, scene.aabb_scale);
   check_grid(grid, where);
-  std::erase_if(arrays, [](const NamedArray& a) { return a.name == "grid_density"; });
+  std::vector<float> appearance;
+  for (NamedArray& a : arrays)
+    if (a.name == kAppearance) appearance = std::move(a.values);
+  std::erase_if(arrays, [](const NamedArray& a) { return a.name == "grid_density" || a.name == kAppearance; });
+  // A frameless scene (to render) has no frames for the per-frame values.
+  const bool frameless = scene.frames.empty();
+  if (frameless) std::erase_if(arrays, [](const NamedArray& a) { return a.name.starts_with("frame_"); });
   auto trainer = std::make_unique<NerfTrainer>(header.at("config"), std::move(scene), device,
                                                header.at("seed").get<uint64_t>());
+  if (!frameless)
+    trainer->import_frame_state(header.contains("frame_training") ? header.at("frame_training") : Json::object(),
+                                arrays, where);
   nn::import_training_state(trainer->model(), header.at("trainer"), arrays, where);
+  if (!appearance.empty()) {
+    try {
+      trainer->set_saved_appearance(appearance);
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", where, e.what()));
+    }
+  }
   const uint64_t steps = header.at("steps").get<uint64_t>();
   // Before its first update the grid is "all occupied" whatever the densities say.
   if (steps > 0) trainer->set_grid_density(grid);

@@ -74,7 +74,7 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "linear_colors",
                     "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
                     "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
-                    "camera_update_interval"});
+                    "camera_update_interval", "n_extra_learnable_dims", "appearance_learning_rate"});
   NerfTrainingOptions o;
   if (device.kind == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
@@ -95,6 +95,8 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   o.extrinsic_learning_rate = json_get<float>(c, "extrinsic_learning_rate", o.extrinsic_learning_rate);
   o.extrinsic_l2_reg = json_get<float>(c, "extrinsic_l2_reg", o.extrinsic_l2_reg);
   o.camera_update_interval = json_get<uint32_t>(c, "camera_update_interval", o.camera_update_interval);
+  o.n_extra_learnable_dims = json_get<uint32_t>(c, "n_extra_learnable_dims", o.n_extra_learnable_dims);
+  o.appearance_learning_rate = json_get<float>(c, "appearance_learning_rate", o.appearance_learning_rate);
   TESSERA_CHECK(o.target_samples >= 256 && o.target_samples <= (1u << 24),
                 "NeRF training: target_samples {} out of range; valid: 256 to 2^24", o.target_samples);
   TESSERA_CHECK(o.initial_rays >= 1 && o.initial_rays <= o.target_samples,
@@ -103,7 +105,7 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   TESSERA_CHECK(o.grid_decay > 0 && o.grid_decay <= 1, "NeRF training: grid_decay must be in (0, 1]");
   TESSERA_CHECK(o.grid_fraction > 0 && o.grid_fraction <= 1 && o.warmup_fraction > 0 && o.warmup_fraction <= 1,
                 "NeRF training: grid_fraction and warmup_fraction must be in (0, 1]");
-  for (float rate : {o.exposure_learning_rate, o.extrinsic_learning_rate})
+  for (float rate : {o.exposure_learning_rate, o.extrinsic_learning_rate, o.appearance_learning_rate})
     TESSERA_CHECK(std::isfinite(rate) && rate > 0 && rate <= 1, "NeRF training: learning rates must be in (0, 1]");
   TESSERA_CHECK(o.exposure_l2_reg >= 0 && o.extrinsic_l2_reg >= 0, "NeRF training: L2 regularization must be >= 0");
   TESSERA_CHECK(o.camera_update_interval >= 1, "NeRF training: camera_update_interval must be at least 1");
@@ -163,6 +165,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   compact_scratch_ = Buffer<uint32_t>(device, 0);
   loss_partials_ = Buffer<float>(device, 0);
   dL_dsamples_ = Buffer<float>(device, 0);
+  model_inputs_ = Buffer<float>(device, 0);
   grid_cells_ = Buffer<uint32_t>(device, 0);
   grid_values_ = Buffer<float>(device, 0);
   n_rays_ = options_.initial_rays;
@@ -278,14 +281,24 @@ void NerfTrainer::step() {
   // rendering, loss and dL/d(output)), then backward and the optimizer.
   const uint32_t c = samples_compacted_;
   loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(stream(), n_rays));
-  // Pose corrections learn from dL/d(position, direction) of every trained sample.
+  // With appearance embeddings, each sample's row continues with its frame's embedding.
+  FrameTraining& ft = *frame_training_;
+  const uint32_t width = model_input_width();
+  TensorView inputs = compact_samples_.matrix(c, ops::kNerfInputWidth);
+  if (width > ops::kNerfInputWidth) {
+    model_inputs_.ensure(size_t(c) * width);
+    inputs = model_inputs_.matrix(c, width);
+    ops::call<ops::NerfAppendEmbeddings>(stream(), rays_.view(), n_rays, compact_samples_.matrix(c, ops::kNerfInputWidth),
+                                         ft.embeddings(), inputs);
+  }
+  // Pose corrections and embeddings learn from dL/d(model input) of every trained sample.
   nn::View dL_dsamples;
-  if (frame_training_->trains_poses()) {
-    dL_dsamples_.ensure(size_t(c) * ops::kNerfInputWidth);
-    dL_dsamples = dL_dsamples_.matrix(c, ops::kNerfInputWidth);
+  if (ft.trains_poses() || ft.trains_embeddings()) {
+    dL_dsamples_.ensure(size_t(c) * width);
+    dL_dsamples = dL_dsamples_.matrix(c, width);
   }
   model_->training_step_async(
-      compact_samples_.matrix(c, ops::kNerfInputWidth),
+      inputs,
       [&](nn::ConstView outputs, nn::View dL_doutputs, const TensorView& state) {
         mark(times_.model_forward);
         const ops::NerfImages images{images_.data(),
@@ -301,17 +314,72 @@ void NerfTrainer::step() {
       },
       dL_dsamples);
   if (!dL_dsamples.empty())
-    ops::call<ops::NerfFrameGradients>(stream(), scene(), rays_.view(), n_rays,
-                                       compact_samples_.matrix(c, ops::kNerfInputWidth), dL_dsamples,
-                                       frame_training_->pose_gradient());
-  frame_training_->after_step(stream(), frames_);
+    ops::call<ops::NerfFrameGradients>(stream(), scene(), rays_.view(), n_rays, inputs, dL_dsamples,
+                                       ft.pose_gradient(), ft.embedding_gradient());
+  ft.after_step(stream(), frames_);
   mark(times_.backward_and_optimizer);
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }
 
-std::vector<float> NerfTrainer::learned_exposure() const { return frame_training_->exposure_values(); }
+NerfTrainer::FrameValues NerfTrainer::learned_frame_values() const {
+  const FrameTraining& f = *frame_training_;
+  return {f.exposure_values(), f.pose_offsets(), f.embedding_values()};
+}
+
+Json NerfTrainer::export_frame_state(std::vector<NamedArray>& arrays) {
+  frame_training_->export_arrays(stream(), arrays);
+  return frame_training_->export_state();
+}
+
+void NerfTrainer::import_frame_state(const Json& header, std::vector<NamedArray>& arrays, const std::string& where) {
+  frame_training_->import_state(stream(), frames_, header, arrays, where);
+}
+
 std::vector<FrameView> NerfTrainer::learned_cameras() const { return frame_training_->corrected_frames(); }
+
+uint32_t NerfTrainer::model_input_width() const { return model_->model().input_width(); }
+
+void NerfTrainer::set_render_appearance(int frame) {
+  TESSERA_CHECK(frame >= -1 && frame < int(train_.frames.size()),
+                "render appearance: frame {} is not one of the {} training frames (-1: their mean)", frame,
+                train_.frames.size());
+  render_appearance_frame_ = frame;
+}
+
+std::vector<float> NerfTrainer::render_appearance() const {
+  const uint32_t e = model_input_width() - ops::kNerfInputWidth;
+  if (e == 0) return {};
+  if (train_.frames.empty()) return saved_appearance_.empty() ? std::vector<float>(e, 0.0f) : saved_appearance_;
+  if (render_appearance_frame_ < 0) return frame_training_->mean_embedding();
+  const std::vector<float>& all = frame_training_->embedding_values();
+  return {all.begin() + size_t(render_appearance_frame_) * e, all.begin() + size_t(render_appearance_frame_ + 1) * e};
+}
+
+void NerfTrainer::set_saved_appearance(const std::vector<float>& embedding) {
+  TESSERA_CHECK(embedding.size() == model_input_width() - ops::kNerfInputWidth,
+                "appearance embedding: {} values for a model with {}", embedding.size(),
+                model_input_width() - ops::kNerfInputWidth);
+  for (float x : embedding) TESSERA_CHECK(std::isfinite(x), "appearance embedding: {} is not finite", x);
+  saved_appearance_ = embedding;
+}
+
+void NerfTrainer::upload_render_appearance() {
+  const std::vector<float> e = render_appearance();
+  render_embedding_ = Buffer<float>(device_, e.size());
+  render_embedding_.copy_from_host(stream(), e);
+}
+
+TensorView NerfTrainer::with_appearance(const TensorView& rays, uint32_t n_rays, const TensorView& samples) {
+  const uint32_t width = model_input_width();
+  if (width == ops::kNerfInputWidth) return samples;
+  model_inputs_.ensure(samples.rows() * width);
+  const TensorView inputs = model_inputs_.matrix(samples.rows(), width);
+  // Render rays all belong to frame 0 of a one-frame scene: row 0 of the embeddings.
+  ops::call<ops::NerfAppendEmbeddings>(stream(), rays, n_rays, samples,
+                                       render_embedding_.matrix(1, width - ops::kNerfInputWidth), inputs);
+  return inputs;
+}
 
 void NerfTrainer::restore_progress(const Progress& p) {
   step_ = p.steps;
@@ -372,6 +440,7 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
   dt_.ensure(max_samples);
   outputs_.ensure(size_t(max_samples) * ops::kNerfOutputWidth);
   Buffer<float> rgba(device_, size_t(chunk) * 4);
+  upload_render_appearance();
   for (uint32_t first = 0; first < n_pixels;) {
     const uint32_t count = std::min(chunk, n_pixels - first);
     ops::NerfRaySelection sel;
@@ -390,7 +459,8 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
     }
     const uint32_t n_samples = std::min(counts[0], max_samples);
     const TensorView outputs = outputs_.matrix(n_samples, ops::kNerfOutputWidth);
-    if (n_samples > 0) model_->inference(samples_.matrix(n_samples, ops::kNerfInputWidth), outputs);
+    if (n_samples > 0)
+      model_->inference(with_appearance(rays_.view(), count, samples_.matrix(n_samples, ops::kNerfInputWidth)), outputs);
     ops::call<ops::NerfCompositeRender>(stream(), rays_.view(), count, outputs, dt_.view(0, n_samples), background,
                                         rgba.view());
     rgba.copy_to_host(stream(), img.rgba.data() + size_t(first) * 4, size_t(count) * 4);
@@ -427,18 +497,21 @@ std::vector<float> NerfTrainer::colour_at(const std::vector<float>& positions, c
   const AveragedWeights averaged(*model_);
   const size_t n = positions.size() / 3;
   constexpr size_t kChunk = size_t(1) << 20;
-  std::vector<float> colour(n * 3), rows(std::min(n, kChunk) * ops::kNerfInputWidth),
-      raw(std::min(n, kChunk) * ops::kNerfOutputWidth);
+  const uint32_t width = model_input_width();
+  const std::vector<float> appearance = render_appearance();
+  std::vector<float> colour(n * 3), rows(std::min(n, kChunk) * width), raw(std::min(n, kChunk) * ops::kNerfOutputWidth);
   Buffer<float> input(device_, rows.size()), output(device_, raw.size());
   for (size_t first = 0; first < n; first += kChunk) {
     const size_t count = std::min(kChunk, n - first);
-    for (size_t i = 0; i < count; ++i)
+    for (size_t i = 0; i < count; ++i) {
       for (int k = 0; k < 3; ++k) {
-        rows[i * ops::kNerfInputWidth + k] = positions[(first + i) * 3 + k];
-        rows[i * ops::kNerfInputWidth + 3 + k] = 0.5f * (directions[(first + i) * 3 + k] + 1.0f);  // as marched
+        rows[i * width + k] = positions[(first + i) * 3 + k];
+        rows[i * width + 3 + k] = 0.5f * (directions[(first + i) * 3 + k] + 1.0f);  // as marched
       }
-    input.copy_from_host(stream(), rows.data(), count * ops::kNerfInputWidth);
-    model_->inference(input.matrix(count, ops::kNerfInputWidth), output.matrix(count, ops::kNerfOutputWidth));
+      std::copy(appearance.begin(), appearance.end(), rows.begin() + i * width + ops::kNerfInputWidth);
+    }
+    input.copy_from_host(stream(), rows.data(), count * width);
+    model_->inference(input.matrix(count, width), output.matrix(count, ops::kNerfOutputWidth));
     output.copy_to_host(stream(), raw.data(), count * ops::kNerfOutputWidth);
     for (size_t i = 0; i < count; ++i)
       for (int k = 0; k < 3; ++k) {

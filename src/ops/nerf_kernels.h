@@ -122,19 +122,31 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   return r.n_samples && !masked ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
 }
 
-// Ray r's part of its frame's pose gradient (NerfFrameGradients): each sample at p = o + t d
-// moves with the origin o and turns with the direction d about o, so
-// dL/do = sum dL/dp and dL/d(angle-axis) = sum (p - o) x dL/dp + d x dL/dd.
-TESSERA_HD void frame_pose_gradient_ray(const NerfScene& scene, const NerfRay& r, const float* samples,
-                                        const float* dL_dsamples, float* pose_gradient) {
+// Ray r's part of its frame's gradients (NerfFrameGradients); rows of `width` = 6 + E floats.
+// Pose: each sample at p = o + t d moves with the origin o and turns with the direction d
+// about o, so dL/do = sum dL/dp and dL/d(angle-axis) = sum (p - o) x dL/dp + d x dL/dd.
+// Embedding: the sum of its columns' gradients. Either output may be null.
+TESSERA_HD void frame_gradients_ray(const NerfScene& scene, const NerfRay& r, const float* samples,
+                                    const float* dL_dsamples, uint32_t width, float* pose_gradient,
+                                    float* embedding_gradient) {
   if (r.n_samples == 0) return;
+  const uint32_t n_embedding = width - kNerfInputWidth;
+  if (embedding_gradient) {
+    float* out = embedding_gradient + size_t(r.frame) * n_embedding;
+    for (uint32_t k = 0; k < n_embedding; ++k) {
+      float sum = 0.0f;
+      for (uint32_t j = 0; j < r.n_samples; ++j) sum += dL_dsamples[size_t(r.first_sample + j) * width + kNerfInputWidth + k];
+      accumulate(out + k, sum);
+    }
+  }
+  if (!pose_gradient) return;
   const FrameView& f = scene.frames[r.frame];
   const Vec3 o{f.c2w[0][3], f.c2w[1][3], f.c2w[2][3]};
   const Vec3 extent = scene.aabb.max - scene.aabb.min;
   float g_pos[3] = {0, 0, 0}, g_rot[3] = {0, 0, 0};
   for (uint32_t j = 0; j < r.n_samples; ++j) {
-    const float* s = samples + size_t(r.first_sample + j) * kNerfInputWidth;
-    const float* g = dL_dsamples + size_t(r.first_sample + j) * kNerfInputWidth;
+    const float* s = samples + size_t(r.first_sample + j) * width;
+    const float* g = dL_dsamples + size_t(r.first_sample + j) * width;
     // Rows hold the position mapped to the unit box and the direction mapped to [0, 1].
     const Vec3 p = scene.aabb.min + Vec3{s[0] * extent.x, s[1] * extent.y, s[2] * extent.z} - o;
     const Vec3 dp{g[0] / extent.x, g[1] / extent.y, g[2] / extent.z};
@@ -145,6 +157,20 @@ TESSERA_HD void frame_pose_gradient_ray(const NerfScene& scene, const NerfRay& r
   }
   float* out = pose_gradient + 6 * size_t(r.frame);
   for (int k = 0; k < 3; ++k) accumulate(out + k, g_pos[k]), accumulate(out + 3 + k, g_rot[k]);
+}
+
+// Ray r's model inputs (NerfAppendEmbeddings): its sample rows, then its frame's embedding
+// (zeros for a frame past the n_frames rows of `embeddings`).
+TESSERA_HD void append_embeddings_ray(const NerfRay& r, const float* samples, const float* embeddings,
+                                      uint32_t n_frames, uint32_t n_embedding, float* inputs) {
+  const uint32_t width = kNerfInputWidth + n_embedding;
+  for (uint32_t j = 0; j < r.n_samples; ++j) {
+    const size_t row = size_t(r.first_sample) + j;
+    float* out = inputs + row * width;
+    for (uint32_t k = 0; k < kNerfInputWidth; ++k) out[k] = samples[row * kNerfInputWidth + k];
+    for (uint32_t k = 0; k < n_embedding; ++k)
+      out[kNerfInputWidth + k] = r.frame < n_frames ? embeddings[size_t(r.frame) * n_embedding + k] : 0.0f;
+  }
 }
 
 // Grid refresh sample i: a cell (uniform, or for i >= n_uniform one found occupied in a few

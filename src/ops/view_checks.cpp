@@ -133,17 +133,43 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
   if (!dL_doutputs.empty()) check_view(dL_doutputs, "nerf composite: dL_doutputs", DType::f32, outputs.numel());
 }
 
+namespace {
+void check_sample_rows(const TensorView& v, const char* what) {
+  TESSERA_CHECK(v.rank == 2 && v.cols() >= kNerfInputWidth && v.contiguous() && v.dtype == DType::f32,
+                "{} must be a contiguous fp32 [rows, {} + embedding width] matrix", what, kNerfInputWidth);
+}
+}  // namespace
+
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,
-                                     const TensorView& pose_gradient) {
+                                     const TensorView& pose_gradient, const TensorView& embedding_gradient) {
   check_view(rays, "nerf_frame_gradients: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
-  for (const TensorView* v : {&samples, &dL_dsamples})
-    TESSERA_CHECK(v->rank == 2 && v->cols() == kNerfInputWidth && v->contiguous() && v->dtype == DType::f32,
-                  "nerf_frame_gradients: samples and dL_dsamples must be contiguous fp32 [rows, {}] matrices",
-                  kNerfInputWidth);
-  TESSERA_CHECK(dL_dsamples.rows() == samples.rows(), "nerf_frame_gradients: {} gradient rows for {} samples",
-                dL_dsamples.rows(), samples.rows());
-  check_view(pose_gradient, "nerf_frame_gradients: pose_gradient", DType::f32, size_t(scene.n_frames) * 6);
+  check_sample_rows(samples, "nerf_frame_gradients: samples");
+  check_sample_rows(dL_dsamples, "nerf_frame_gradients: dL_dsamples");
+  TESSERA_CHECK(dL_dsamples.rows() == samples.rows() && dL_dsamples.cols() == samples.cols(),
+                "nerf_frame_gradients: dL_dsamples [{}, {}] for samples [{}, {}]", dL_dsamples.rows(),
+                dL_dsamples.cols(), samples.rows(), samples.cols());
+  if (!pose_gradient.empty())
+    check_view(pose_gradient, "nerf_frame_gradients: pose_gradient", DType::f32, size_t(scene.n_frames) * 6);
+  if (!embedding_gradient.empty())
+    check_view(embedding_gradient, "nerf_frame_gradients: embedding_gradient", DType::f32,
+               size_t(scene.n_frames) * (samples.cols() - kNerfInputWidth));
+}
+
+uint32_t check_nerf_append_embeddings_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
+                                            const TensorView& embeddings, const TensorView& inputs) {
+  check_view(rays, "nerf_append_embeddings: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
+  TESSERA_CHECK(samples.rank == 2 && samples.cols() == kNerfInputWidth && samples.contiguous() &&
+                    samples.dtype == DType::f32,
+                "nerf_append_embeddings: samples must be a contiguous fp32 [rows, {}] matrix", kNerfInputWidth);
+  check_sample_rows(inputs, "nerf_append_embeddings: inputs");
+  const uint32_t e = uint32_t(inputs.cols() - kNerfInputWidth);
+  TESSERA_CHECK(inputs.rows() >= samples.rows(), "nerf_append_embeddings: {} input rows for {} samples",
+                inputs.rows(), samples.rows());
+  TESSERA_CHECK(embeddings.rank == 2 && embeddings.cols() == e && embeddings.contiguous() &&
+                    embeddings.dtype == DType::f32,
+                "nerf_append_embeddings: embeddings must be a contiguous fp32 [frames, {}] matrix", e);
+  return e;
 }
 
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,

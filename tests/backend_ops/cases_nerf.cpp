@@ -217,24 +217,43 @@ std::string compare_composite_train(const std::vector<double>& got, const std::v
   return differ <= 2 ? "" : fmt::format("{} rays stop elsewhere", differ);
 }
 
-// The pose gradient of 2 frames from random samples and input gradients [2 x 6].
+// Model inputs with a 4-wide appearance embedding: [pose gradient (2 frames x 6), embedding
+// gradient (2 x 4)] from random inputs and input gradients.
 std::vector<double> run_frame_gradients(Backend& b, uint64_t seed) {
   const CompositeInputs in(seed);
+  constexpr uint32_t kWidth = 10;
   std::mt19937_64 gen(seed + 1);
-  std::uniform_real_distribution<float> u(-1, 1);
-  std::vector<float> dL_dsamples(in.samples.size());
-  for (auto& v : dL_dsamples) v = u(gen);
+  std::uniform_real_distribution<float> u(-1, 1), unit(0, 1);
+  std::vector<float> inputs(size_t(in.total) * kWidth), dL_dinputs(inputs.size());
+  for (auto& v : inputs) v = unit(gen);
+  for (auto& v : dL_dinputs) v = u(gen);
   ops::NerfScene host;
   host.n_frames = 2;
   host.aabb = {{-0.5f, 0, 0}, {1.5f, 1, 2}};
   const SceneOn on(b, host, in.frames, {0});
   Buffer<ops::NerfRay> rays = upload(b, in.rays);
-  Buffer<float> samples = upload(b, in.samples), grad = upload(b, dL_dsamples), pose(b.device(), 12);
-  pose.zero();
+  Buffer<float> x = upload(b, inputs), grad = upload(b, dL_dinputs), pose(b.device(), 12), embedding(b.device(), 8);
+  pose.zero(), embedding.zero();
   ops::call<ops::NerfFrameGradients>(b.default_stream(), on.scene, rays.view(), in.n_rays,
-                                     samples.matrix(in.total, 6), grad.matrix(in.total, 6), pose.view());
+                                     x.matrix(in.total, kWidth), grad.matrix(in.total, kWidth), pose.view(),
+                                     embedding.view());
   std::vector<double> out;
   append(out, pose.to_host());
+  append(out, embedding.to_host());
+  return out;
+}
+
+// Every sample row with its ray's frame's 3-wide embedding appended: [inputs (total x 9)].
+std::vector<double> run_append_embeddings(Backend& b, uint64_t seed) {
+  const CompositeInputs in(seed);
+  Buffer<ops::NerfRay> rays = upload(b, in.rays);
+  Buffer<float> samples = upload(b, in.samples), inputs(b.device(), size_t(in.total) * 9);
+  Buffer<float> embeddings = upload(b, std::vector<float>{0.5f, -1, 2, 3, -4, 0.25f});
+  inputs.zero();
+  ops::call<ops::NerfAppendEmbeddings>(b.default_stream(), rays.view(), in.n_rays, samples.matrix(in.total, 6),
+                                       embeddings.matrix(2, 3), inputs.matrix(in.total, 9));
+  std::vector<double> out;
+  append(out, inputs.to_host());
   return out;
 }
 
@@ -400,7 +419,10 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
                    has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
                    [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::L2, false, true); },
                    compare_composite_train});
-  cases.push_back({"nerf_frame_gradients", "5000_rays", 1e-4, has_op<ops::NerfFrameGradients>(), run_frame_gradients});
+  cases.push_back({"nerf_frame_gradients", "pose_and_embedding", 1e-4, has_op<ops::NerfFrameGradients>(),
+                   run_frame_gradients});
+  cases.push_back({"nerf_append_embeddings", "3_wide", 0.0, has_op<ops::NerfAppendEmbeddings>(),
+                   run_append_embeddings});
   // Measured: ~1e-7.
   cases.push_back({"nerf_composite_render", "5000_rays", 1e-5, has_op<ops::NerfCompositeRender>(),
                    run_composite_render});

@@ -19,6 +19,7 @@ struct TexturedView {
   int width = 0, height = 0;
   double focal = 0;      // pixels; fisheye: pixels per radian off the axis
   bool fisheye = false;  // equidistant
+  std::array<double, 3> light{0.4, 0.5, 0.77};  // towards the light (unit)
 };
 
 inline double lattice_noise(int64_t x, int64_t y, int64_t z) {
@@ -51,7 +52,7 @@ constexpr double kFloorZ = -0.75, kFloorHalf = 1.4;
 // RGBA8 (sRGB colour) of one view.
 inline std::vector<uint8_t> render_textured(const TexturedView& v) {
   const auto spheres = procedural_spheres();
-  const std::array<double, 3> light{0.4, 0.5, 0.77};
+  const std::array<double, 3>& light = v.light;
   std::vector<uint8_t> rgba(size_t(v.width) * v.height * 4, 0);
   const auto& m = v.c2w;
   const std::array<double, 3> o{m[0][3], m[1][3], m[2][3]};

@@ -6,6 +6,7 @@
 //                               dir_encoding(d) }
 //                  -> Parallel{ rgb_network([16, dir]) -> 3 raw colours, Identity of column 0 }
 //   = [raw rgb (3), raw density (1)]
+// (with appearance embeddings, a third branch passes the embedding columns; see below).
 #include <cstdint>
 #include <memory>
 
@@ -18,8 +19,15 @@ namespace tessera::nerf {
 // The density network's outputs: the raw density and 15 features for the colour network.
 constexpr uint32_t kDensityOutputs = 16;
 
+// Appearance embeddings (instant-ngp's n_extra_learnable_dims, NeRF-W's appearance codes):
+// with E = the config's training.n_extra_learnable_dims > 0, the model's input is [x (3),
+// d (3), embedding (E)] and the colour network reads the embedding beside the encoded
+// direction, so each training frame can have its own lighting or white balance.
+constexpr uint32_t kMaxAppearanceDims = 64;
+uint32_t appearance_embedding_width(const Json& nerf_config);
+
 // The model as a module config, from a NeRF config's "encoding", "network", "dir_encoding"
-// and "rgb_network" sections (other sections are not read).
+// and "rgb_network" sections and training.n_extra_learnable_dims (nothing else is read).
 Json nerf_model_config(const Json& nerf_config);
 
 // A grid encoding config with instant-ngp's per_level_scale where it has none: the finest

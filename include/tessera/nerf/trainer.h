@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/core/binary_file.h"
 #include "tessera/core/buffer.h"
 #include "tessera/nerf/dataset.h"
 #include "tessera/nn/model_trainer.h"
@@ -43,7 +44,7 @@ struct NerfTrainingOptions {
   // on black.
   bool srgb_compositing = false;
   // Per-frame parameters trained beside the model (instant-ngp's camera training; off by
-  // default): a log2 exposure per frame and channel (the frames' mean stays 0, which is the
+  // default; nerf/frame_training.h): a log2 exposure per frame and channel (the frames' mean stays 0, which is the
   // exposure renderings of new views show), and a correction of each frame's position and
   // rotation. Each has its own Adam (learning rate, L2 regularization); their gradients
   // gather over camera_update_interval steps between updates. The extrinsics' rate falls by
@@ -52,6 +53,13 @@ struct NerfTrainingOptions {
   float exposure_learning_rate = 1e-2f, exposure_l2_reg = 0.0f;
   bool optimize_extrinsics = false;
   float extrinsic_learning_rate = 1e-3f, extrinsic_l2_reg = 1e-4f;
+  // Appearance embeddings (nerf/model.h): E learned values per frame, starting at 0, fed to
+  // the colour network. Renderings use the training frames' mean embedding (a view that was
+  // never photographed has none of its own), or a chosen frame's.
+  // (The rate is 10x below the model's: codes that move fast run ahead of the averaged weights
+  // renderings use; measured on the two-sun test, 1e-2 renders worse than no codes at all.)
+  uint32_t n_extra_learnable_dims = 0;
+  float appearance_learning_rate = 1e-3f;
   uint32_t camera_update_interval = 16;
 };
 
@@ -129,11 +137,30 @@ class NerfTrainer {
   void restore_progress(const Progress& p);
   uint64_t seed() const { return seed_arg_; }
 
-  // What training learned beside the model (NerfTrainingOptions' optimize_*): each training
-  // frame's log2 exposure per channel ([frames x 3], mean 0; zeros when not trained), and the
-  // training cameras with their learned pose corrections (as loaded when not trained).
-  std::vector<float> learned_exposure() const;
+  // What training learned beside the model, per training frame (NerfTrainingOptions'
+  // optimize_* and n_extra_learnable_dims): log2 exposure per channel ([frames x 3], mean 0;
+  // zeros when not trained), pose corrections ([frames x 6]: position offset, rotation as
+  // angle-axis), appearance embeddings ([frames x E]).
+  struct FrameValues {
+    std::vector<float> exposure, pose_offsets, embeddings;
+  };
+  FrameValues learned_frame_values() const;
+  // For snapshots: the whole state of that per-frame training (values, optimizer moments,
+  // pending gradients) as a header section and arrays named "frame_*"; importing takes those
+  // arrays out of `arrays`, checking them against this trainer's frames.
+  Json export_frame_state(std::vector<NamedArray>& arrays);
+  void import_frame_state(const Json& header, std::vector<NamedArray>& arrays, const std::string& where);
+  // The training cameras with their learned pose corrections (as loaded when not trained).
   std::vector<FrameView> learned_cameras() const;
+  // Which appearance renderings (render, colour_at, evaluations) use with appearance
+  // embeddings: -1 (default) the training frames' mean, the only choice a new view has;
+  // a training frame's index, that frame's own (to reproduce its photo).
+  void set_render_appearance(int frame);
+  std::vector<float> render_appearance() const;  // E values (empty without embeddings)
+  // Without frames (a loaded snapshot): the appearance renderings use (saved with the model).
+  void set_saved_appearance(const std::vector<float>& embedding);
+  // The model's input: 6 (position, direction), plus E with appearance embeddings.
+  uint32_t model_input_width() const;
 
   const Dataset& dataset() const { return train_; }
   const Json& config() const { return config_; }
@@ -147,6 +174,9 @@ class NerfTrainer {
  private:
   void update_grid();
   ops::NerfScene scene() const;
+  void upload_render_appearance();
+  // Render samples [n, 6] as model inputs: themselves, or with the render appearance appended.
+  TensorView with_appearance(const TensorView& rays, uint32_t n_rays, const TensorView& samples);
 
   Json config_;
   Dataset train_;
@@ -165,7 +195,9 @@ class NerfTrainer {
   Buffer<uint8_t> grid_bitfield_;
   Buffer<ops::NerfRay> rays_;
   Buffer<float> samples_, dt_, outputs_, loss_partials_;
-  Buffer<float> compact_samples_, compact_dt_, dL_dsamples_;
+  Buffer<float> compact_samples_, compact_dt_, dL_dsamples_, model_inputs_, render_embedding_;
+  int render_appearance_frame_ = -1;
+  std::vector<float> saved_appearance_;
   Buffer<uint32_t> counters_, grid_cells_, compact_scratch_;
   uint64_t step_ = 0;
   bool profiling_ = false;

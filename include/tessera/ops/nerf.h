@@ -76,16 +76,28 @@ struct NerfCompositeRender {
                   const TensorView& dt, nerf::Vec3 background, const TensorView& rgba);
 };
 
-// Gradients of the per-frame pose corrections trained beside the model (instant-ngp's
-// extrinsics training): for each ray of a compacted batch (rays as NerfCompactSamples left
-// them), the model's input gradient of its samples (dL_dsamples fp32 [rows, 6], beside
-// samples [rows, 6]) carried back to the ray's origin and direction, and added to its frame's
-// pose_gradient (fp32 [n_frames, 6]: d/d(position offset), then d/d(rotation as angle-axis
-// about the camera's centre, applied on the world side)).
+// Per-frame appearance embeddings (instant-ngp's n_extra_learnable_dims) as model input: for
+// each ray, the rows of its samples (fp32 [rows, 6]) are copied into `inputs` (fp32 [rows, 6 +
+// E]) followed by its frame's embedding (embeddings fp32 [frames, E], indexed by NerfRay::frame).
+struct NerfAppendEmbeddings {
+  static constexpr const char* name = "nerf_append_embeddings";
+  using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
+                  const TensorView& embeddings, const TensorView& inputs);
+};
+
+// Gradients of the per-frame parameters trained beside the model from the model's input
+// gradient, for each ray of a compacted batch (rays as NerfCompactSamples left them):
+// dL_dsamples and samples are fp32 [rows, 6 + E] (the model's inputs). Where pose_gradient
+// (fp32 [n_frames, 6]) is not empty, the position and direction gradients are carried back
+// to the ray's origin and direction and added to its frame's: d/d(position offset), then
+// d/d(rotation as angle-axis about the camera's centre, applied on the world side)
+// (instant-ngp's extrinsics training). Where embedding_gradient (fp32 [n_frames, E]) is not
+// empty, the embedding columns' gradients are added to the frame's.
 struct NerfFrameGradients {
   static constexpr const char* name = "nerf_frame_gradients";
   using Fn = void(Stream&, const NerfScene& scene, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
-                  const TensorView& dL_dsamples, const TensorView& pose_gradient);
+                  const TensorView& dL_dsamples, const TensorView& pose_gradient,
+                  const TensorView& embedding_gradient);
 };
 
 // ---- occupancy grid: density[n_cascades * kGridCells] (an optical thickness: density x
@@ -133,7 +145,10 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
                               const TensorView& compact_dt, const TensorView& count);
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,
-                                     const TensorView& pose_gradient);
+                                     const TensorView& pose_gradient, const TensorView& embedding_gradient);
+// Returns E, the embedding width.
+uint32_t check_nerf_append_embeddings_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
+                                            const TensorView& embeddings, const TensorView& inputs);
 // Returns the number of samples (raw_density's rows).
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                                       const TensorView& density, const TensorView& scratch,

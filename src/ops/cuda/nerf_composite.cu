@@ -45,9 +45,16 @@ __global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfR
 
 __global__ void frame_gradients_kernel(NerfScene scene, const NerfRay* __restrict__ rays, uint32_t n_rays,
                                        const float* __restrict__ samples, const float* __restrict__ dL_dsamples,
-                                       float* __restrict__ pose_gradient) {
+                                       uint32_t width, float* pose_gradient, float* embedding_gradient) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n_rays) frame_pose_gradient_ray(scene, rays[i], samples, dL_dsamples, pose_gradient);
+  if (i < n_rays) frame_gradients_ray(scene, rays[i], samples, dL_dsamples, width, pose_gradient, embedding_gradient);
+}
+
+__global__ void append_embeddings_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
+                                         const float* __restrict__ samples, const float* __restrict__ embeddings,
+                                         uint32_t n_frames, uint32_t n_embedding, float* __restrict__ inputs) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n_rays) append_embeddings_ray(rays[i], samples, embeddings, n_frames, n_embedding, inputs);
 }
 
 __global__ void loss_sum_kernel(const float* __restrict__ partials, uint32_t count, float norm, TrainState* state) {
@@ -202,11 +209,20 @@ void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* ou
 }
 
 void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
-                          const float* dL_dsamples, float* pose_gradient, Stream* stream) {
+                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* embedding_gradient,
+                          Stream* stream) {
   if (n_rays == 0) return;
   frame_gradients_kernel<<<detail::blocks_for(n_rays, kThreads), kThreads, 0, detail::native_stream(stream)>>>(
-      scene, rays, n_rays, samples, dL_dsamples, pose_gradient);
+      scene, rays, n_rays, samples, dL_dsamples, width, pose_gradient, embedding_gradient);
   TESSERA_CUDA_CHECK_LAUNCH("frame_gradients_kernel");
+}
+
+void nerf_append_embeddings(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* embeddings,
+                            uint32_t n_frames, uint32_t n_embedding, float* inputs, Stream* stream) {
+  if (n_rays == 0) return;
+  append_embeddings_kernel<<<detail::blocks_for(n_rays, kThreads), kThreads, 0, detail::native_stream(stream)>>>(
+      rays, n_rays, samples, embeddings, n_frames, n_embedding, inputs);
+  TESSERA_CUDA_CHECK_LAUNCH("append_embeddings_kernel");
 }
 
 }  // namespace tessera::ops::cuda
