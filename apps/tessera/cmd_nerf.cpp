@@ -22,6 +22,7 @@
 #include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/mesh.h"
+#include "tessera/nerf/model.h"
 #include "tessera/nerf/render.h"
 #include "tessera/nerf/snapshot.h"
 #include "tessera/nn/training_session.h"
@@ -39,6 +40,9 @@ struct NerfTrainOptions {
   uint32_t holdout = 0, eval_views = 0;
   uint64_t seed = 1337;
   bool no_progress = false, profile = false;
+  // Real-capture training (the config's "training" keys of the same names).
+  bool optimize_exposure = false, optimize_poses = false;
+  uint32_t appearance_dims = 0;
   // The web viewer (--serve [PORT]).
   uint16_t serve_port = 7007;
   std::string host = "127.0.0.1", token;
@@ -105,9 +109,17 @@ uint32_t scene_holdout(const std::string& scene, uint32_t holdout) {
 
 void run_train(const NerfTrainOptions& o) {
   const Device dev = choose_device(o.device);
-  TESSERA_CHECK(o.resume_path.empty() || o.config_path.empty(),
-                "nerf train: --resume continues with the snapshot's config; leave out --config");
-  const Json config = o.config_path.empty() ? nerf::default_nerf_config() : load_json_file(o.config_path);
+  const bool capture_flags = o.optimize_exposure || o.optimize_poses || o.appearance_dims;
+  TESSERA_CHECK(o.resume_path.empty() || (o.config_path.empty() && !capture_flags),
+                "nerf train: --resume continues with the snapshot's config; leave out --config, --optimize-exposure, "
+                "--optimize-poses and --appearance-dims");
+  Json config = o.config_path.empty() ? nerf::default_nerf_config() : load_json_file(o.config_path);
+  if (capture_flags) {
+    Json& training = config["training"];
+    if (o.optimize_exposure) training["optimize_exposure"] = true;
+    if (o.optimize_poses) training["optimize_extrinsics"] = true;
+    if (o.appearance_dims) training["n_extra_learnable_dims"] = o.appearance_dims;
+  }
   ensure_output_folder(o.out_dir);
   const std::string snapshot_path =
       o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tnerf").string() : o.snapshot_path;
@@ -464,6 +476,14 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tnerf)")
       ->check(writable_output_file());
   cmd->add_flag("--profile", o.profile, "report where the step time goes (synchronizes between phases)");
+  cmd->add_flag("--optimize-exposure", o.optimize_exposure,
+                "learn each photo's exposure (phone and auto-exposure captures); new views render at the mean");
+  cmd->add_flag("--optimize-poses", o.optimize_poses,
+                "refine each photo's camera position and rotation while training (structure-from-motion poses)");
+  cmd->add_option("--appearance-dims", o.appearance_dims,
+                  "a learned appearance code of N values per photo (changing light or white balance; 8 or 16 is "
+                  "typical); new views render with the mean code")
+      ->check(CLI::Range(0u, nerf::kMaxAppearanceDims));
   o.serve = cmd->add_option("--serve", o.serve_port,
                             "watch and steer training in a web browser: serve the viewer on this port (default "
                             "7007; 0 picks a free one); it keeps serving after training until Ctrl-C")

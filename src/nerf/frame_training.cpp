@@ -85,6 +85,25 @@ std::vector<FrameView> FrameTraining::corrected_frames() const {
   return frames;
 }
 
+void FrameTraining::remove_rig_motion() {
+  // Small corrections: the rig turned by w about its centre c and moved by t shows as
+  // rotation w on every camera and position offsets w x (o - c) + t.
+  double c[3] = {0, 0, 0}, w[3] = {0, 0, 0}, t[3] = {0, 0, 0};
+  for (uint32_t f = 0; f < n_frames_; ++f)
+    for (int k = 0; k < 3; ++k) c[k] += base_[f].c2w[k][3] / n_frames_, w[k] += pose_host_[f * 6 + 3 + k] / n_frames_;
+  for (uint32_t f = 0; f < n_frames_; ++f) {
+    const double r[3] = {base_[f].c2w[0][3] - c[0], base_[f].c2w[1][3] - c[1], base_[f].c2w[2][3] - c[2]};
+    const double turn[3] = {w[1] * r[2] - w[2] * r[1], w[2] * r[0] - w[0] * r[2], w[0] * r[1] - w[1] * r[0]};
+    for (int k = 0; k < 3; ++k) {
+      pose_host_[f * 6 + 3 + k] -= float(w[k]);
+      pose_host_[f * 6 + k] -= float(turn[k]);
+      t[k] += pose_host_[f * 6 + k] / n_frames_;
+    }
+  }
+  for (uint32_t f = 0; f < n_frames_; ++f)
+    for (int k = 0; k < 3; ++k) pose_host_[f * 6 + k] -= float(t[k]);
+}
+
 void FrameTraining::upload(Stream& stream, Buffer<FrameView>& frames) {
   if (trains_exposure()) exposure_.copy_from_host(stream, exposure_host_);
   if (trains_embeddings()) embeddings_.copy_from_host(stream, embedding_host_);
@@ -121,7 +140,7 @@ void FrameTraining::after_step(Stream& stream, Buffer<FrameView>& frames) {
     for (float& x : g) x *= scale;
     // instant-ngp's schedule: the rate falls by 0.33 every 128 updates.
     const float lr = options_.extrinsic_learning_rate * std::pow(0.33f, float(updates_ / 128));
-    pose_adam_.step(hyper(lr, options_.extrinsic_l2_reg), pose_host_, g);
+    if (pose_adam_.step(hyper(lr, options_.extrinsic_l2_reg), pose_host_, g)) remove_rig_motion();
     pose_gradient_.zero(stream);
   }
   if (trains_embeddings()) {

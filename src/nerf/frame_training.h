@@ -74,6 +74,11 @@ class FrameTraining {
     bool step(const ops::AdamHyper& h, std::vector<float>& params, const std::vector<float>& gradient);
   };
   void upload(Stream& stream, Buffer<FrameView>& frames);
+  // Only the cameras' poses relative to each other are learnable: a motion of the whole rig
+  // is a motion of the scene, which would leave every held-back camera (at its given pose)
+  // misaligned. Removes the mean rotation and the rig motion it implies, as the exposures'
+  // mean is removed.
+  void remove_rig_motion();
   struct Group {
     const char* name;
     bool trained;

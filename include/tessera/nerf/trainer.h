@@ -44,9 +44,10 @@ struct NerfTrainingOptions {
   // on black.
   bool srgb_compositing = false;
   // Per-frame parameters trained beside the model (instant-ngp's camera training; off by
-  // default; nerf/frame_training.h): a log2 exposure per frame and channel (the frames' mean stays 0, which is the
-  // exposure renderings of new views show), and a correction of each frame's position and
-  // rotation. Each has its own Adam (learning rate, L2 regularization); their gradients
+  // default; nerf/frame_training.h): a log2 exposure per frame and channel (the frames' mean
+  // stays 0, which is the exposure renderings of new views show), and a correction of each
+  // frame's position and rotation (the rig as a whole stays put, so held-back cameras stay
+  // aligned). Each has its own Adam (learning rate, L2 regularization); their gradients
   // gather over camera_update_interval steps between updates. The extrinsics' rate falls by
   // 0.33 every 128 updates (instant-ngp's schedule).
   bool optimize_exposure = false;
