@@ -257,6 +257,9 @@ TEST(BrowserViewer, TrainingPausedResumedAndStoppedFromThePage) {
                               120s))
       << server.output();
   ASSERT_TRUE(page.wait_until("window.tessera.evals.length > 0", 120s)) << "no test PSNR reached the page";
+  // The training cameras' frustums come as corner rays through each camera's lens.
+  EXPECT_EQ(page.eval("window.tessera.hello.cameras[0].corners.length").get<int>(), 4);
+  EXPECT_GT(page.eval("window.tessera.hello.cameras[0].corners[2][2]").get<double>(), 0.0);
 
   page.click("pause");
   ASSERT_TRUE(page.wait_until("window.tessera.lastStats.paused", 30s));

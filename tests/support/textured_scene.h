@@ -20,6 +20,9 @@ struct TexturedView {
   double focal = 0;      // pixels; fisheye: pixels per radian off the axis
   bool fisheye = false;  // equidistant
   std::array<double, 3> light{0.4, 0.5, 0.77};  // towards the light (unit)
+  // > 0: rays that miss the scene meet a textured backdrop, the inside of a sphere of this
+  // radius around the origin (distant hills and sky), instead of staying transparent.
+  double backdrop_radius = 0;
 };
 
 inline double lattice_noise(int64_t x, int64_t y, int64_t z) {
@@ -95,9 +98,21 @@ inline std::vector<uint8_t> render_textured(const TexturedView& v) {
           for (int k = 0; k < 3; ++k) albedo[k] = base[k] * (0.3 + 1.0 * n);
         }
       }
+      uint8_t* out = &rgba[(size_t(y) * v.width + x) * 4];
+      if (best >= 1e30 && v.backdrop_radius > 0) {  // |o + t d| = R, the far root
+        const double b = o[0] * d[0] + o[1] * d[1] + o[2] * d[2];
+        const double t = -b + std::sqrt(b * b - (o[0] * o[0] + o[1] * o[1] + o[2] * o[2]) +
+                                        v.backdrop_radius * v.backdrop_radius);
+        std::array<double, 3> p;
+        for (int k = 0; k < 3; ++k) p[k] = (o[k] + t * d[k]) / v.backdrop_radius;
+        const double n = value_noise({p[0] * 6 + 3, p[1] * 6 + 5, p[2] * 6 + 7});
+        const std::array<double, 3> sky{0.35 + 0.5 * n, 0.45 + 0.4 * n, 0.6 + 0.3 * (1 - n)};
+        for (int k = 0; k < 3; ++k) out[k] = uint8_t(std::lround(255.0 * std::clamp(sky[k], 0.0, 1.0)));
+        out[3] = 255;
+        continue;
+      }
       if (best >= 1e30) continue;
       const double lambert = std::max(0.0, normal[0] * light[0] + normal[1] * light[1] + normal[2] * light[2]);
-      uint8_t* out = &rgba[(size_t(y) * v.width + x) * 4];
       for (int k = 0; k < 3; ++k)
         out[k] = uint8_t(std::lround(255.0 * std::clamp(albedo[k] * (0.35 + 0.65 * lambert), 0.0, 1.0)));
       out[3] = 255;

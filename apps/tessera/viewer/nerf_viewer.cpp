@@ -11,6 +11,7 @@
 #include "tessera/core/image_io.h"
 #include "tessera/core/timer.h"
 #include "tessera/nerf/camera.h"
+#include "ops/nerf_math.h"
 #include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/snapshot.h"
@@ -59,12 +60,23 @@ Json NerfViewer::hello() const {
   for (size_t i = 0; i < frames.size(); ++i) {
     const auto& f = frames[i];
     up = up - nerf::Vec3{f.c2w[0][1], f.c2w[1][1], f.c2w[2][1]};  // the cameras' "down" column, negated
-    if (i % stride == 0)
+    if (i % stride == 0) {
+      // The rays through the image's corners, through the camera's lens (a fisheye's reach
+      // past 90 degrees), in camera coordinates: the frustum the page draws.
+      Json corners = Json::array();
+      const nerf::CameraModel& c = f.camera;
+      for (const auto& [u, v] : {std::pair{0.0f, 0.0f}, {float(c.width), 0.0f}, {float(c.width), float(c.height)},
+                                 {0.0f, float(c.height)}}) {
+        const nerf::Vec3 d = ops::nerf::pixel_direction(c, u, v);
+        corners.push_back({d.x, d.y, d.z});
+      }
       cameras.push_back({{"c2w", c2w_rows(f.c2w)},
-                         {"fl_x", f.camera.fl_x},
-                         {"fl_y", f.camera.fl_y},
-                         {"width", f.camera.width},
-                         {"height", f.camera.height}});
+                         {"corners", corners},
+                         {"fl_x", c.fl_x},
+                         {"fl_y", c.fl_y},
+                         {"width", c.width},
+                         {"height", c.height}});
+    }
   }
   up = frames.empty() || ops::nerf::dot(up, up) < 1e-6f ? nerf::Vec3{0, 1, 0} : ops::nerf::normalized(up);
   // The first training camera, or (a snapshot) the orbit's first camera with the stored intrinsics.
