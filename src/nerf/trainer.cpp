@@ -305,8 +305,8 @@ void NerfTrainer::step() {
                                      options_.linear_colors,
                                      options_.srgb_compositing,
                                      train_.mask.empty() ? nullptr : mask_.data(),
-                                     frame_training_->exposure(),
-                                     frame_training_->exposure_gradient()};
+                                     ft.exposure(),
+                                     ft.exposure_gradient()};
         ops::call<ops::NerfCompositeTrain>(stream(), scene(), images, rays_.view(), n_rays, outputs,
                                            compact_dt_.view(0, c), loss_, sel.seed, dL_doutputs,
                                            loss_partials_.view(), state);
