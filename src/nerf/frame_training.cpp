@@ -169,21 +169,20 @@ void FrameTraining::set_values(Stream& stream, Buffer<FrameView>& frames, const 
   upload(stream, frames);
 }
 
-std::vector<FrameTraining::Group> FrameTraining::groups() const {
-  auto& self = const_cast<FrameTraining&>(*this);  // the views are read or written as the caller is
-  return {{"exposure", trains_exposure(), &self.exposure_host_, &self.exposure_adam_, &self.exposure_gradient_},
-          {"pose", trains_poses(), &self.pose_host_, &self.pose_adam_, &self.pose_gradient_},
-          {"appearance", trains_embeddings(), &self.embedding_host_, &self.embedding_adam_, &self.embedding_gradient_}};
+std::vector<FrameTraining::Group> FrameTraining::groups() {
+  return {{"exposure", trains_exposure(), &exposure_host_, &exposure_adam_, &exposure_gradient_},
+          {"pose", trains_poses(), &pose_host_, &pose_adam_, &pose_gradient_},
+          {"appearance", trains_embeddings(), &embedding_host_, &embedding_adam_, &embedding_gradient_}};
 }
 
-Json FrameTraining::export_state() const {
+Json FrameTraining::export_state() {
   Json adam_steps = Json::object();
   for (const Group& g : groups())
     if (g.trained) adam_steps[g.name] = g.adam->steps;
   return Json{{"steps_since_update", steps_since_update_}, {"updates", updates_}, {"adam_steps", adam_steps}};
 }
 
-void FrameTraining::export_arrays(Stream& stream, std::vector<NamedArray>& arrays) const {
+void FrameTraining::export_arrays(Stream& stream, std::vector<NamedArray>& arrays) {
   for (const Group& g : groups()) {
     if (!g.trained) continue;
     const std::string prefix = std::string("frame_") + g.name;

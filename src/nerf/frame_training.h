@@ -61,8 +61,8 @@ class FrameTraining {
   // (step counters) and arrays named "frame_<group>_<part>" (values, Adam moments, the
   // gradients gathered since the last update). import_state takes those arrays out of
   // `arrays`, checking every size; a group absent from the file starts fresh.
-  Json export_state() const;
-  void export_arrays(Stream& stream, std::vector<NamedArray>& arrays) const;
+  Json export_state();
+  void export_arrays(Stream& stream, std::vector<NamedArray>& arrays);
   void import_state(Stream& stream, Buffer<FrameView>& frames, const Json& header, std::vector<NamedArray>& arrays,
                     const std::string& where);
 
@@ -86,7 +86,7 @@ class FrameTraining {
     HostAdam* adam;
     Buffer<float>* gradient;
   };
-  std::vector<Group> groups() const;
+  std::vector<Group> groups();
 
   NerfTrainingOptions options_;
   std::vector<FrameView> base_;

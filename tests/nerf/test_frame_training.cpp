@@ -65,8 +65,8 @@ Json write_frame(const fs::path& dir, const std::string& name, const test::Textu
   return {{"file_path", name}, {"transform_matrix", m}};
 }
 
-void write_split(const fs::path& dir, const std::string& split, const Json& frames) {
-  const Json t = {{"fl_x", kFocal}, {"fl_y", kFocal}, {"aabb_scale", 2}, {"frames", frames}};
+void write_split(const fs::path& dir, const std::string& split, const Json& frames, uint32_t aabb_scale = 2) {
+  const Json t = {{"fl_x", kFocal}, {"fl_y", kFocal}, {"aabb_scale", aabb_scale}, {"frames", frames}};
   write_file_atomic((dir / fmt::format("transforms_{}.json", split)).string(), t.dump(1));
 }
 
@@ -314,8 +314,7 @@ TEST(NerfFrameTraining, FarContentIsLearnedWhereTheSceneBoxReachesIt) {
           view.backdrop_radius = 8.0;  // 2.64 ngp units from the centre: inside aabb_scale 8's box (half 4)
           frames.push_back(write_frame(dir, fmt::format("{}_{:02d}.png", split, i), view, 0.0, cameras[i]));
         }
-      const Json t = {{"fl_x", kFocal}, {"fl_y", kFocal}, {"aabb_scale", aabb_scale}, {"frames", frames}};
-      write_file_atomic((dir / fmt::format("transforms_{}.json", split)).string(), t.dump(1));
+      write_split(dir, split, frames, aabb_scale);
     }
   };
   // Grid refreshes on an eighth of the cells from the start: 4 cascades are 8M cells.
