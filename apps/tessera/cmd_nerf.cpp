@@ -41,7 +41,7 @@ struct NerfTrainOptions {
   uint64_t seed = 1337;
   bool no_progress = false, profile = false;
   // Real-capture training (the config's "training" keys of the same names).
-  bool optimize_exposure = false, optimize_poses = false;
+  bool optimize_exposure = false, optimize_poses = false, optimize_focal = false;
   uint32_t appearance_dims = 0;
   // The web viewer (--serve [PORT]).
   uint16_t serve_port = 7007;
@@ -109,15 +109,16 @@ uint32_t scene_holdout(const std::string& scene, uint32_t holdout) {
 
 void run_train(const NerfTrainOptions& o) {
   const Device dev = choose_device(o.device);
-  const bool capture_flags = o.optimize_exposure || o.optimize_poses || o.appearance_dims;
+  const bool capture_flags = o.optimize_exposure || o.optimize_poses || o.optimize_focal || o.appearance_dims;
   TESSERA_CHECK(o.resume_path.empty() || (o.config_path.empty() && !capture_flags),
                 "nerf train: --resume continues with the snapshot's config; leave out --config, --optimize-exposure, "
-                "--optimize-poses and --appearance-dims");
+                "--optimize-poses, --optimize-focal and --appearance-dims");
   Json config = o.config_path.empty() ? nerf::default_nerf_config() : load_json_file(o.config_path);
   if (capture_flags) {
     Json& training = config["training"];
     if (o.optimize_exposure) training["optimize_exposure"] = true;
     if (o.optimize_poses) training["optimize_extrinsics"] = true;
+    if (o.optimize_focal) training["optimize_focal_length"] = true;
     if (o.appearance_dims) training["n_extra_learnable_dims"] = o.appearance_dims;
   }
   ensure_output_folder(o.out_dir);
@@ -243,6 +244,9 @@ void run_train(const NerfTrainOptions& o) {
   }
   const size_t memory = backend_for(dev).memory_used();
   if (memory) fmt::print("  device memory in use: {:.0f} MiB\n", double(memory) / (1 << 20));
+  const float focal_scale = trainer.learned_frame_values().focal_scale;
+  if (json_get<bool>(trainer.config().at("training"), "optimize_focal_length", false))
+    fmt::print("  learned focal-length scale: {:.5f} (the capture's focal lengths x this)\n", focal_scale);
   Json at = Json::array();
   for (const auto& e : evals) {
     at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"psnr_white_db", e.psnr_white},
@@ -263,6 +267,7 @@ void run_train(const NerfTrainOptions& o) {
                                       {"viewer_render_ms", view ? view->counters().render_ms : 0.0},
                                       {"load_seconds", load_seconds},
                                       {"samples_per_ray", trainer.samples_per_ray()},
+                                      {"focal_length_scale", focal_scale},
                                       {"skipped_steps", skipped},
                                       {"step_time_ms", profile},
                                       {"device_memory_bytes", memory},
@@ -480,6 +485,8 @@ void register_nerf(CLI::App& root) {
                 "learn each photo's exposure (phone and auto-exposure captures); new views render at the mean");
   cmd->add_flag("--optimize-poses", o.optimize_poses,
                 "refine each photo's camera position and rotation while training (structure-from-motion poses)");
+  cmd->add_flag("--optimize-focal", o.optimize_focal,
+                "refine the capture's focal length (one scale for every photo) while training");
   cmd->add_option("--appearance-dims", o.appearance_dims,
                   "a learned appearance code of N values per photo (changing light or white balance; 8 or 16 is "
                   "typical); new views render with the mean code")

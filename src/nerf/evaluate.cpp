@@ -65,9 +65,13 @@ EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions
   EvalResult r;
   const size_t n_views = o.max_views ? std::min<size_t>(o.max_views, test.frames.size()) : test.frames.size();
   if (!o.write_folder.empty()) std::filesystem::create_directories(o.write_folder);
+  // Held-back views come from the training photos' capture: its learned focal scale is theirs.
+  const float focal_scale = trainer.learned_frame_values().focal_scale;
   for (size_t v = 0; v < n_views; ++v) {
+    FrameView view = test.frames[v];
+    view.camera.fl_x *= focal_scale, view.camera.fl_y *= focal_scale;
     // Over black once: colour + opacity give the white composite too.
-    const RenderedImage img = trainer.render(test.frames[v], Vec3{0, 0, 0});
+    const RenderedImage img = trainer.render(view, Vec3{0, 0, 0});
     const uint8_t* ref = test.rgba.data() + test.frames[v].pixel_offset * 4;
     double se_white = 0, se_black = 0;
     const size_t n = size_t(img.width) * img.height;

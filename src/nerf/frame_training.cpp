@@ -51,12 +51,14 @@ FrameTraining::FrameTraining(const NerfTrainingOptions& options, std::vector<Fra
   exposure_ = Buffer<float>(device, trains_exposure() ? exposure_host_.size() : 0);
   exposure_gradient_ = Buffer<float>(device, exposure_.size());
   pose_gradient_ = Buffer<float>(device, trains_poses() ? pose_host_.size() : 0);
+  focal_gradient_ = Buffer<float>(device, trains_focal_length() ? n_frames_ : 0);
   // Embeddings start equal (0): a frame's moves only as far as its photos differ.
   embedding_host_.assign(size_t(n_frames_) * embedding_width(), 0.0f);
   embeddings_ = Buffer<float>(device, embedding_host_.size());
   embedding_gradient_ = Buffer<float>(device, embedding_host_.size());
   if (trains_exposure()) exposure_.copy_from_host(exposure_host_), exposure_gradient_.zero();
   if (trains_poses()) pose_gradient_.zero();
+  if (trains_focal_length()) focal_gradient_.zero();
   if (trains_embeddings()) embeddings_.copy_from_host(embedding_host_), embedding_gradient_.zero();
 }
 
@@ -70,6 +72,7 @@ std::vector<float> FrameTraining::mean_embedding() const {
 
 std::vector<FrameView> FrameTraining::corrected_frames() const {
   std::vector<FrameView> frames = base_;
+  for (FrameView& f : frames) f.camera.fl_x *= focal_scale(), f.camera.fl_y *= focal_scale();
   for (uint32_t f = 0; f < n_frames_; ++f) {
     const float* p = &pose_host_[size_t(f) * 6];
     float r[3][3];
@@ -107,14 +110,14 @@ void FrameTraining::remove_rig_motion() {
 void FrameTraining::upload(Stream& stream, Buffer<FrameView>& frames) {
   if (trains_exposure()) exposure_.copy_from_host(stream, exposure_host_);
   if (trains_embeddings()) embeddings_.copy_from_host(stream, embedding_host_);
-  if (trains_poses()) {
+  if (trains_poses() || trains_focal_length()) {
     const std::vector<FrameView> corrected = corrected_frames();
     frames.copy_from_host(stream, corrected);
   }
 }
 
 void FrameTraining::after_step(Stream& stream, Buffer<FrameView>& frames) {
-  if (!trains_exposure() && !trains_poses() && !trains_embeddings()) return;
+  if (!trains_exposure() && !trains_poses() && !trains_focal_length() && !trains_embeddings()) return;
   if (++steps_since_update_ < options_.camera_update_interval) return;
   // Gradients of the mean loss over a step's rays, summed over the interval: times the frame
   // count over the steps, each frame's gradient is on the scale of one ray's.
@@ -143,6 +146,15 @@ void FrameTraining::after_step(Stream& stream, Buffer<FrameView>& frames) {
     if (pose_adam_.step(hyper(lr, options_.extrinsic_l2_reg), pose_host_, g)) remove_rig_motion();
     pose_gradient_.zero(stream);
   }
+  if (trains_focal_length()) {
+    // One scale for every frame: the sum of the frames' gradients, on the scale of a frame's.
+    double sum = 0;
+    for (float x : focal_gradient_.to_host(stream)) sum += x;
+    const std::vector<float> g{float(sum * scale / n_frames_)};
+    const float lr = options_.focal_learning_rate * std::pow(0.33f, float(updates_ / 128));
+    focal_adam_.step(hyper(lr, 0.0f), focal_host_, g);
+    focal_gradient_.zero(stream);
+  }
   if (trains_embeddings()) {
     std::vector<float> g = embedding_gradient_.to_host(stream);
     for (float& x : g) x *= scale;
@@ -152,27 +164,13 @@ void FrameTraining::after_step(Stream& stream, Buffer<FrameView>& frames) {
   upload(stream, frames);
 }
 
-void FrameTraining::set_values(Stream& stream, Buffer<FrameView>& frames, const std::vector<float>& exposure,
-                               const std::vector<float>& pose_offsets, const std::vector<float>& embeddings) {
-  TESSERA_CHECK(exposure.empty() || exposure.size() == exposure_host_.size(),
-                "learned exposures: {} values for {} frames", exposure.size(), n_frames_);
-  TESSERA_CHECK(pose_offsets.empty() || pose_offsets.size() == pose_host_.size(),
-                "learned pose corrections: {} values for {} frames", pose_offsets.size(), n_frames_);
-  TESSERA_CHECK(embeddings.empty() || embeddings.size() == embedding_host_.size(),
-                "learned appearance embeddings: {} values for {} frames of {}", embeddings.size(), n_frames_,
-                embedding_width());
-  for (const std::vector<float>* v : {&exposure, &pose_offsets, &embeddings})
-    for (float x : *v) TESSERA_CHECK(std::isfinite(x), "learned per-frame values: {} is not finite", x);
-  if (!exposure.empty()) exposure_host_ = exposure;
-  if (!pose_offsets.empty()) pose_host_ = pose_offsets;
-  if (!embeddings.empty()) embedding_host_ = embeddings;
-  upload(stream, frames);
-}
-
 std::vector<FrameTraining::Group> FrameTraining::groups() {
-  return {{"exposure", trains_exposure(), &exposure_host_, &exposure_adam_, &exposure_gradient_},
-          {"pose", trains_poses(), &pose_host_, &pose_adam_, &pose_gradient_},
-          {"appearance", trains_embeddings(), &embedding_host_, &embedding_adam_, &embedding_gradient_}};
+  const size_t n = n_frames_;
+  return {{"exposure", trains_exposure(), &exposure_host_, &exposure_adam_, &exposure_gradient_, n * 3},
+          {"pose", trains_poses(), &pose_host_, &pose_adam_, &pose_gradient_, n * 6},
+          {"focal", trains_focal_length(), &focal_host_, &focal_adam_, &focal_gradient_, n},
+          {"appearance", trains_embeddings(), &embedding_host_, &embedding_adam_, &embedding_gradient_,
+           n * embedding_width()}};
 }
 
 Json FrameTraining::export_state() {
@@ -212,12 +210,13 @@ void FrameTraining::import_state(Stream& stream, Buffer<FrameView>& frames, cons
     const size_t n = g.values->size();
     std::vector<float> values, m, v, gradient;
     const bool found = take(prefix + "_values", n, values);
-    take(prefix + "_adam_m", n, m), take(prefix + "_adam_v", n, v), take(prefix + "_gradient", n, gradient);
+    take(prefix + "_adam_m", n, m), take(prefix + "_adam_v", n, v);
+    take(prefix + "_gradient", g.gradient_size, gradient);
     if (!g.trained || !found) continue;
     *g.values = std::move(values);
     if (m.size() == n && v.size() == n) g.adam->m = std::move(m), g.adam->v = std::move(v);
     g.adam->steps = json_get<uint32_t>(adam_steps, g.name, 0);
-    if (gradient.size() == n) g.gradient->copy_from_host(stream, gradient);
+    if (!gradient.empty()) g.gradient->copy_from_host(stream, gradient);
   }
   if (header.is_object()) {
     steps_since_update_ = json_get<uint32_t>(header, "steps_since_update", 0);

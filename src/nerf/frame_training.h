@@ -6,6 +6,7 @@
 // `camera_update_interval` steps those few floats per frame come to the host for an Adam
 // step, and the new exposures and corrected cameras go back to the device. The update is
 // host code, so the CPU reference and CUDA run the same one.
+#include <cmath>
 #include <vector>
 
 #include "tessera/core/binary_file.h"
@@ -23,6 +24,7 @@ class FrameTraining {
 
   bool trains_exposure() const { return options_.optimize_exposure; }
   bool trains_poses() const { return options_.optimize_extrinsics; }
+  bool trains_focal_length() const { return options_.optimize_focal_length && n_frames_ > 0; }
   uint32_t embedding_width() const { return options_.n_extra_learnable_dims; }
   bool trains_embeddings() const { return embedding_width() > 0 && n_frames_ > 0; }
   // Device arrays of this step: exposures and their gradient ([n_frames x 3]; null when
@@ -30,6 +32,9 @@ class FrameTraining {
   const float* exposure() const { return trains_exposure() ? exposure_.data() : nullptr; }
   float* exposure_gradient() { return trains_exposure() ? exposure_gradient_.data() : nullptr; }
   TensorView pose_gradient() { return trains_poses() ? pose_gradient_.matrix(n_frames_, 6) : TensorView(); }
+  // d/d(delta) of each frame's focal lengths scaled by e^delta [n_frames]; summed, it is the
+  // shared scale's (empty when focal length is not trained).
+  TensorView focal_gradient() { return trains_focal_length() ? focal_gradient_.view() : TensorView(); }
   // Appearance embeddings [n_frames x E] and their gradient (empty without embeddings).
   TensorView embeddings() const {
     return trains_embeddings() ? embeddings_.matrix(n_frames_, embedding_width()) : TensorView();
@@ -49,13 +54,10 @@ class FrameTraining {
   const std::vector<float>& exposure_values() const { return exposure_host_; }
   std::vector<FrameView> corrected_frames() const;
   const std::vector<float>& pose_offsets() const { return pose_host_; }      // [n_frames x 6]
+  float focal_scale() const { return std::exp(focal_host_[0]); }
   const std::vector<float>& embedding_values() const { return embedding_host_; }  // [n_frames x E]
   // The embedding renderings use: the frames' mean (E values; zeros without frames).
   std::vector<float> mean_embedding() const;
-  // Restores learned values; an empty vector keeps that group as it is, others must match
-  // the frames.
-  void set_values(Stream& stream, Buffer<FrameView>& frames, const std::vector<float>& exposure,
-                  const std::vector<float>& pose_offsets, const std::vector<float>& embeddings);
 
   // The whole state of the trained groups, for snapshots that resume bit-exactly: a header
   // (step counters) and arrays named "frame_<group>_<part>" (values, Adam moments, the
@@ -85,16 +87,17 @@ class FrameTraining {
     std::vector<float>* values;
     HostAdam* adam;
     Buffer<float>* gradient;
+    size_t gradient_size;  // a value per frame's part (the focal scale's is shared: one value, n_frames parts)
   };
   std::vector<Group> groups();
 
   NerfTrainingOptions options_;
   std::vector<FrameView> base_;
   uint32_t n_frames_ = 0, steps_since_update_ = 0, updates_ = 0;
-  // pose: position offset (3), rotation as angle-axis (3)
-  std::vector<float> exposure_host_, pose_host_, embedding_host_;
-  HostAdam exposure_adam_, pose_adam_, embedding_adam_;
-  Buffer<float> exposure_, exposure_gradient_, pose_gradient_, embeddings_, embedding_gradient_;
+  // pose: position offset (3), rotation as angle-axis (3); focal: delta (1, shared)
+  std::vector<float> exposure_host_, pose_host_, focal_host_{0.0f}, embedding_host_;
+  HostAdam exposure_adam_, pose_adam_, focal_adam_, embedding_adam_;
+  Buffer<float> exposure_, exposure_gradient_, pose_gradient_, focal_gradient_, embeddings_, embedding_gradient_;
 };
 
 }  // namespace tessera::nerf

@@ -74,7 +74,7 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "linear_colors",
                     "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
                     "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
-                    "camera_update_interval", "n_extra_learnable_dims", "appearance_learning_rate"});
+                    "optimize_focal_length", "focal_learning_rate", "camera_update_interval", "n_extra_learnable_dims", "appearance_learning_rate"});
   NerfTrainingOptions o;
   if (device.kind == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
@@ -94,6 +94,8 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   o.optimize_extrinsics = json_get<bool>(c, "optimize_extrinsics", o.optimize_extrinsics);
   o.extrinsic_learning_rate = json_get<float>(c, "extrinsic_learning_rate", o.extrinsic_learning_rate);
   o.extrinsic_l2_reg = json_get<float>(c, "extrinsic_l2_reg", o.extrinsic_l2_reg);
+  o.optimize_focal_length = json_get<bool>(c, "optimize_focal_length", o.optimize_focal_length);
+  o.focal_learning_rate = json_get<float>(c, "focal_learning_rate", o.focal_learning_rate);
   o.camera_update_interval = json_get<uint32_t>(c, "camera_update_interval", o.camera_update_interval);
   o.n_extra_learnable_dims = json_get<uint32_t>(c, "n_extra_learnable_dims", o.n_extra_learnable_dims);
   o.appearance_learning_rate = json_get<float>(c, "appearance_learning_rate", o.appearance_learning_rate);
@@ -105,7 +107,8 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   TESSERA_CHECK(o.grid_decay > 0 && o.grid_decay <= 1, "NeRF training: grid_decay must be in (0, 1]");
   TESSERA_CHECK(o.grid_fraction > 0 && o.grid_fraction <= 1 && o.warmup_fraction > 0 && o.warmup_fraction <= 1,
                 "NeRF training: grid_fraction and warmup_fraction must be in (0, 1]");
-  for (float rate : {o.exposure_learning_rate, o.extrinsic_learning_rate, o.appearance_learning_rate})
+  for (float rate : {o.exposure_learning_rate, o.extrinsic_learning_rate, o.focal_learning_rate,
+                     o.appearance_learning_rate})
     TESSERA_CHECK(std::isfinite(rate) && rate > 0 && rate <= 1, "NeRF training: learning rates must be in (0, 1]");
   TESSERA_CHECK(o.exposure_l2_reg >= 0 && o.extrinsic_l2_reg >= 0, "NeRF training: L2 regularization must be >= 0");
   TESSERA_CHECK(o.camera_update_interval >= 1, "NeRF training: camera_update_interval must be at least 1");
@@ -293,7 +296,7 @@ void NerfTrainer::step() {
   }
   // Pose corrections and embeddings learn from dL/d(model input) of every trained sample.
   nn::View dL_dsamples;
-  if (ft.trains_poses() || ft.trains_embeddings()) {
+  if (ft.trains_poses() || ft.trains_focal_length() || ft.trains_embeddings()) {
     dL_dsamples_.ensure(size_t(c) * width);
     dL_dsamples = dL_dsamples_.matrix(c, width);
   }
@@ -315,7 +318,7 @@ void NerfTrainer::step() {
       dL_dsamples);
   if (!dL_dsamples.empty())
     ops::call<ops::NerfFrameGradients>(stream(), scene(), rays_.view(), n_rays, inputs, dL_dsamples,
-                                       ft.pose_gradient(), ft.embedding_gradient());
+                                       ft.pose_gradient(), ft.focal_gradient(), ft.embedding_gradient());
   ft.after_step(stream(), frames_);
   mark(times_.backward_and_optimizer);
 }
@@ -324,7 +327,7 @@ float NerfTrainer::last_loss() { return model_->last_loss(); }
 
 NerfTrainer::FrameValues NerfTrainer::learned_frame_values() const {
   const FrameTraining& f = *frame_training_;
-  return {f.exposure_values(), f.pose_offsets(), f.embedding_values()};
+  return {f.exposure_values(), f.pose_offsets(), f.embedding_values(), f.focal_scale()};
 }
 
 Json NerfTrainer::export_frame_state(std::vector<NamedArray>& arrays) {

@@ -125,10 +125,12 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
 // Ray r's part of its frame's gradients (NerfFrameGradients); rows of `width` = 6 + E floats.
 // Pose: each sample at p = o + t d moves with the origin o and turns with the direction d
 // about o, so dL/do = sum dL/dp and dL/d(angle-axis) = sum (p - o) x dL/dp + d x dL/dd.
-// Embedding: the sum of its columns' gradients. Either output may be null.
+// Focal length: the samples keep their distances t while d turns, so dL/d(delta) =
+// (sum t dL/dp + dL/dd) . dd/d(delta). Embedding: the sum of its columns' gradients. Any
+// output may be null.
 TESSERA_HD void frame_gradients_ray(const NerfScene& scene, const NerfRay& r, const float* samples,
                                     const float* dL_dsamples, uint32_t width, float* pose_gradient,
-                                    float* embedding_gradient) {
+                                    float* focal_gradient, float* embedding_gradient) {
   if (r.n_samples == 0) return;
   const uint32_t n_embedding = width - kNerfInputWidth;
   if (embedding_gradient) {
@@ -139,11 +141,12 @@ TESSERA_HD void frame_gradients_ray(const NerfScene& scene, const NerfRay& r, co
       accumulate(out + k, sum);
     }
   }
-  if (!pose_gradient) return;
+  if (!pose_gradient && !focal_gradient) return;
   const FrameView& f = scene.frames[r.frame];
   const Vec3 o{f.c2w[0][3], f.c2w[1][3], f.c2w[2][3]};
   const Vec3 extent = scene.aabb.max - scene.aabb.min;
   float g_pos[3] = {0, 0, 0}, g_rot[3] = {0, 0, 0};
+  Vec3 g_dir{0, 0, 0}, dir{0, 0, 0};
   for (uint32_t j = 0; j < r.n_samples; ++j) {
     const float* s = samples + size_t(r.first_sample + j) * width;
     const float* g = dL_dsamples + size_t(r.first_sample + j) * width;
@@ -154,9 +157,14 @@ TESSERA_HD void frame_gradients_ray(const NerfScene& scene, const NerfRay& r, co
     const Vec3 dd = 0.5f * Vec3{g[3], g[4], g[5]};
     const Vec3 a = cross(p, dp), b = cross(d, dd);
     for (int k = 0; k < 3; ++k) g_pos[k] += dp[k], g_rot[k] += a[k] + b[k];
+    g_dir = g_dir + std::sqrt(dot(p, p)) * dp + dd;
+    dir = d;
   }
-  float* out = pose_gradient + 6 * size_t(r.frame);
-  for (int k = 0; k < 3; ++k) accumulate(out + k, g_pos[k]), accumulate(out + 3 + k, g_rot[k]);
+  if (pose_gradient) {
+    float* out = pose_gradient + 6 * size_t(r.frame);
+    for (int k = 0; k < 3; ++k) accumulate(out + k, g_pos[k]), accumulate(out + 3 + k, g_rot[k]);
+  }
+  if (focal_gradient) accumulate(focal_gradient + r.frame, dot(g_dir, direction_focal_derivative(f, normalized(dir))));
 }
 
 // Ray r's model inputs (NerfAppendEmbeddings): its sample rows, then its frame's embedding

@@ -40,6 +40,17 @@ TESSERA_HD bool has_distortion(const CameraModel& c) {
   return c.k1 != 0 || c.k2 != 0 || c.k3 != 0 || c.k4 != 0 || c.k5 != 0 || c.k6 != 0 || c.p1 != 0 || c.p2 != 0;
 }
 
+// Perspective lens: the Jacobian j = d(distort)/d(x, y) at (x, y); returns its determinant.
+TESSERA_HD float distortion_jacobian(const CameraModel& c, float x, float y, float j[2][2]) {
+  float dr;
+  const float r2 = x * x + y * y, radial = radial_factor(c, r2, dr);
+  j[0][0] = radial + 2.0f * x * x * dr + 2.0f * c.p1 * y + 6.0f * c.p2 * x;
+  j[0][1] = 2.0f * x * y * dr + 2.0f * c.p1 * x + 2.0f * c.p2 * y;
+  j[1][0] = 2.0f * x * y * dr + 2.0f * c.p2 * y + 2.0f * c.p1 * x;
+  j[1][1] = radial + 2.0f * y * y * dr + 2.0f * c.p2 * x + 6.0f * c.p1 * y;
+  return j[0][0] * j[1][1] - j[0][1] * j[1][0];
+}
+
 // Inverts distort() by Newton's method (the image's distorted coordinates -> the ray's).
 TESSERA_HD void undistort(const CameraModel& c, float xd, float yd, float& x, float& y) {
   x = xd, y = yd;
@@ -48,17 +59,11 @@ TESSERA_HD void undistort(const CameraModel& c, float xd, float yd, float& x, fl
     float fx, fy;
     distort(c, x, y, fx, fy);
     fx -= xd, fy -= yd;
-    // Jacobian of distort at (x, y).
-    float dr;
-    const float r2 = x * x + y * y, radial = radial_factor(c, r2, dr);
-    const float jxx = radial + 2.0f * x * x * dr + 2.0f * c.p1 * y + 6.0f * c.p2 * x;
-    const float jxy = 2.0f * x * y * dr + 2.0f * c.p1 * x + 2.0f * c.p2 * y;
-    const float jyx = 2.0f * x * y * dr + 2.0f * c.p2 * y + 2.0f * c.p1 * x;
-    const float jyy = radial + 2.0f * y * y * dr + 2.0f * c.p2 * x + 6.0f * c.p1 * y;
-    const float det = jxx * jyy - jxy * jyx;
+    float j[2][2];
+    const float det = distortion_jacobian(c, x, y, j);
     if (std::fabs(det) < 1e-12f) break;
-    x -= (jyy * fx - jxy * fy) / det;
-    y -= (jxx * fy - jyx * fx) / det;
+    x -= (j[1][1] * fx - j[0][1] * fy) / det;
+    y -= (j[0][0] * fy - j[1][0] * fx) / det;
   }
 }
 
@@ -133,6 +138,44 @@ TESSERA_HD Ray camera_ray(const FrameView& f, float u, float v) {
                f.c2w[1][0] * q.x + f.c2w[1][1] * q.y + f.c2w[1][2] * q.z,
                f.c2w[2][0] * q.x + f.c2w[2][1] * q.y + f.c2w[2][2] * q.z};
   return {{f.c2w[0][3], f.c2w[1][3], f.c2w[2][3]}, normalized(d)};
+}
+
+// d(dir)/d(delta) of the unit direction `dir` of one of f's rays when both focal lengths
+// scale by e^delta and its pixel stays put (the focal-length refinement's chain rule; world
+// coordinates). The pixel's normalized coordinates (x_d, y_d) = (u - c) / fl scale by
+// e^-delta; through the lens that moves the ray's angle off the axis.
+TESSERA_HD Vec3 direction_focal_derivative(const FrameView& f, Vec3 dir) {
+  const Vec3 q{f.c2w[0][0] * dir.x + f.c2w[1][0] * dir.y + f.c2w[2][0] * dir.z,  // camera coordinates
+               f.c2w[0][1] * dir.x + f.c2w[1][1] * dir.y + f.c2w[2][1] * dir.z,
+               f.c2w[0][2] * dir.x + f.c2w[1][2] * dir.y + f.c2w[2][2] * dir.z};
+  const CameraModel& c = f.camera;
+  Vec3 dq{0, 0, 0};
+  if (c.lens == Lens::fisheye) {
+    // q = (sin t phi, cos t) with image radius theta_d(t): d theta_d / d delta = -theta_d.
+    const float rho = std::sqrt(q.x * q.x + q.y * q.y);
+    if (rho < 1e-9f) return {0, 0, 0};
+    const float theta = std::atan2(rho, q.z);
+    float slope;
+    const float theta_d = fisheye_radius(c, theta, slope);
+    if (!(std::fabs(slope) > 1e-12f)) return {0, 0, 0};
+    const float dtheta = -theta_d / slope, ct = std::cos(theta);
+    dq = dtheta * Vec3{ct * q.x / rho, ct * q.y / rho, -rho};
+  } else {
+    // q ~ (x, y, 1) with distort(x, y) = (x_d, y_d): d(x, y)/d delta = -J^-1 (x_d, y_d).
+    if (!(q.z > 1e-9f)) return {0, 0, 0};
+    const float x = q.x / q.z, y = q.y / q.z;
+    float xd, yd, j[2][2];
+    distort(c, x, y, xd, yd);
+    const float det = distortion_jacobian(c, x, y, j);
+    if (!(std::fabs(det) > 1e-12f)) return {0, 0, 0};
+    const float dx = -(j[1][1] * xd - j[0][1] * yd) / det, dy = -(j[0][0] * yd - j[1][0] * xd) / det;
+    // q = v / |v| with v = (x, y, 1): dq = (dv - q (q . dv)) / |v|, and 1 / |v| = q.z.
+    const Vec3 dv{dx, dy, 0};
+    dq = q.z * (dv - dot(q, dv) * q);
+  }
+  return {f.c2w[0][0] * dq.x + f.c2w[0][1] * dq.y + f.c2w[0][2] * dq.z,
+          f.c2w[1][0] * dq.x + f.c2w[1][1] * dq.y + f.c2w[1][2] * dq.z,
+          f.c2w[2][0] * dq.x + f.c2w[2][1] * dq.y + f.c2w[2][2] * dq.z};
 }
 
 // Entry and exit distances of the ray through the box; tmin > tmax when it misses.

@@ -142,7 +142,8 @@ void check_sample_rows(const TensorView& v, const char* what) {
 
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,
-                                     const TensorView& pose_gradient, const TensorView& embedding_gradient) {
+                                     const TensorView& pose_gradient, const TensorView& focal_gradient,
+                                     const TensorView& embedding_gradient) {
   check_view(rays, "nerf_frame_gradients: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
   check_sample_rows(samples, "nerf_frame_gradients: samples");
   check_sample_rows(dL_dsamples, "nerf_frame_gradients: dL_dsamples");
@@ -151,6 +152,8 @@ void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& r
                 dL_dsamples.cols(), samples.rows(), samples.cols());
   if (!pose_gradient.empty())
     check_view(pose_gradient, "nerf_frame_gradients: pose_gradient", DType::f32, size_t(scene.n_frames) * 6);
+  if (!focal_gradient.empty())
+    check_view(focal_gradient, "nerf_frame_gradients: focal_gradient", DType::f32, scene.n_frames);
   if (!embedding_gradient.empty())
     check_view(embedding_gradient, "nerf_frame_gradients: embedding_gradient", DType::f32,
                size_t(scene.n_frames) * (samples.cols() - kNerfInputWidth));

@@ -217,8 +217,8 @@ std::string compare_composite_train(const std::vector<double>& got, const std::v
   return differ <= 2 ? "" : fmt::format("{} rays stop elsewhere", differ);
 }
 
-// Model inputs with a 4-wide appearance embedding: [pose gradient (2 frames x 6), embedding
-// gradient (2 x 4)] from random inputs and input gradients.
+// Model inputs with a 4-wide appearance embedding: [pose gradient (2 frames x 6), focal-length
+// gradient (2), embedding gradient (2 x 4)] from random inputs and input gradients.
 std::vector<double> run_frame_gradients(Backend& b, uint64_t seed) {
   const CompositeInputs in(seed);
   constexpr uint32_t kWidth = 10;
@@ -232,13 +232,15 @@ std::vector<double> run_frame_gradients(Backend& b, uint64_t seed) {
   host.aabb = {{-0.5f, 0, 0}, {1.5f, 1, 2}};
   const SceneOn on(b, host, in.frames, {0});
   Buffer<ops::NerfRay> rays = upload(b, in.rays);
-  Buffer<float> x = upload(b, inputs), grad = upload(b, dL_dinputs), pose(b.device(), 12), embedding(b.device(), 8);
-  pose.zero(), embedding.zero();
+  Buffer<float> x = upload(b, inputs), grad = upload(b, dL_dinputs), pose(b.device(), 12), focal(b.device(), 2),
+                embedding(b.device(), 8);
+  pose.zero(), focal.zero(), embedding.zero();
   ops::call<ops::NerfFrameGradients>(b.default_stream(), on.scene, rays.view(), in.n_rays,
                                      x.matrix(in.total, kWidth), grad.matrix(in.total, kWidth), pose.view(),
-                                     embedding.view());
+                                     focal.view(), embedding.view());
   std::vector<double> out;
   append(out, pose.to_host());
+  append(out, focal.to_host());
   append(out, embedding.to_host());
   return out;
 }
@@ -419,7 +421,7 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
                    has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
                    [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::L2, false, true); },
                    compare_composite_train});
-  cases.push_back({"nerf_frame_gradients", "pose_and_embedding", 1e-4, has_op<ops::NerfFrameGradients>(),
+  cases.push_back({"nerf_frame_gradients", "pose_focal_and_embedding", 1e-4, has_op<ops::NerfFrameGradients>(),
                    run_frame_gradients});
   // A copy: measured exact (the harness needs err < tolerance).
   cases.push_back({"nerf_append_embeddings", "3_wide", 1e-12, has_op<ops::NerfAppendEmbeddings>(),

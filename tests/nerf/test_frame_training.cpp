@@ -65,8 +65,9 @@ Json write_frame(const fs::path& dir, const std::string& name, const test::Textu
   return {{"file_path", name}, {"transform_matrix", m}};
 }
 
-void write_split(const fs::path& dir, const std::string& split, const Json& frames, uint32_t aabb_scale = 2) {
-  const Json t = {{"fl_x", kFocal}, {"fl_y", kFocal}, {"aabb_scale", aabb_scale}, {"frames", frames}};
+void write_split(const fs::path& dir, const std::string& split, const Json& frames, uint32_t aabb_scale = 2,
+                 double focal = kFocal) {
+  const Json t = {{"fl_x", focal}, {"fl_y", focal}, {"aabb_scale", aabb_scale}, {"frames", frames}};
   write_file_atomic((dir / fmt::format("transforms_{}.json", split)).string(), t.dump(1));
 }
 
@@ -229,6 +230,36 @@ TEST(NerfFrameTraining, PoseRefinementRecoversPerturbedCameras) {
   // Measured (CPU backend, deterministic): 3.46 px before, 0.93 after, the others within 0.48.
   EXPECT_LT(moved_after, 0.3 * moved_before);
   EXPECT_LT(still_worst, 0.3 * moved_before);
+}
+
+// The capture's focal length is described 5% too long (every photo's, train and test alike).
+// The cameras are close to the scene and the photos larger than the other tests', so that
+// the scene's depth differences make the error visible: from far away a longer focal length
+// is a smaller scene, and nothing tells the two apart. Focal-length refinement learns a
+// scale towards the true focal length.
+TEST(NerfFrameTraining, FocalLengthRefinementMovesTowardsTheTrueFocalLength) {
+  REQUIRE_DEVICE();
+  const auto dir = test::fresh_dir("tessera_nerf_focal");
+  const std::vector<Pose> cameras = test::ring_cameras(kViews, 2.0);
+  const int size = 2 * kSize;
+  const double focal = 1.1 * size, described = 1.05;
+  for (const std::string split : {"train", "test"}) {
+    Json frames = Json::array();
+    for (int i = 0; i < kViews; ++i)
+      if (is_test_view(i) == (split == "test"))
+        frames.push_back(write_frame(dir, fmt::format("{}_{:02d}.png", split, i), {cameras[i], size, size, focal, false},
+                                     0.0, cameras[i]));
+    write_split(dir, split, frames, 2, focal * described);
+  }
+  const auto refined = train(dir, {{"optimize_focal_length", true}, {"focal_learning_rate", 1e-2}}, 600);
+  const double error_before = described - 1, error_after = described * refined->learned_frame_values().focal_scale - 1;
+  std::printf("focal length: %.2f%% off as described, %.2f%% after refinement\n", 100 * error_before,
+              100 * error_after);
+  // Measured (CPU backend, deterministic): 5% -> 3.03%. A short training corrects part of the
+  // error (the fox on the H200: about half of a 3% error in 30 s; BENCHMARKS.md). The
+  // held-back views here score the same either way (20.85 dB refined, 20.95 not): the
+  // scene's scale absorbs what the focal length does not.
+  EXPECT_LT(std::fabs(error_after), 0.8 * error_before);
 }
 
 // Every training viewpoint is photographed twice, under two suns (a morning and a darker

@@ -164,7 +164,8 @@ TEST(NerfSnapshot, CameraTrainingResumesBitExactAndRendersWithItsAppearance) {
   const std::string scene = (dir / "scene").string();
   Json config = small_config();
   config["training"].update({{"optimize_exposure", true}, {"optimize_extrinsics", true},
-                             {"n_extra_learnable_dims", 8}, {"camera_update_interval", 4}});
+                             {"optimize_focal_length", true}, {"n_extra_learnable_dims", 8},
+                             {"camera_update_interval", 4}});
   nerf::NerfTrainer straight(config, nerf::load_dataset(scene), DeviceKind::cpu, 5);
   for (int i = 0; i < 20; ++i) straight.step();
   nerf::NerfTrainer first(config, nerf::load_dataset(scene), DeviceKind::cpu, 5);
@@ -177,6 +178,8 @@ TEST(NerfSnapshot, CameraTrainingResumesBitExactAndRendersWithItsAppearance) {
   EXPECT_EQ(a.exposure, b.exposure);
   EXPECT_EQ(a.pose_offsets, b.pose_offsets);
   EXPECT_EQ(a.embeddings, b.embeddings);
+  EXPECT_EQ(a.focal_scale, b.focal_scale);
+  EXPECT_NE(a.focal_scale, 1.0f) << "the focal length did not train";
   EXPECT_NE(a.embeddings, std::vector<float>(a.embeddings.size(), 0.0f)) << "the codes did not train";
   EXPECT_NE(a.exposure, std::vector<float>(a.exposure.size(), 0.0f)) << "the exposures did not train";
   EXPECT_EQ(nn::export_training_state(straight.model()).arrays[0].values,

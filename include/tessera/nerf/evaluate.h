@@ -29,6 +29,7 @@ struct EvalOptions {
   std::string write_folder;   // non-empty: the renderings (on white) as PNGs there
 };
 
+// The test views render with the trainer's learned focal scale (1 unless it trains one).
 EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions& options = {});
 
 // n cameras on a circle around the scene's centre (radius 1.32 = NeRF-synthetic's camera

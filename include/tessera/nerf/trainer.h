@@ -54,6 +54,11 @@ struct NerfTrainingOptions {
   float exposure_learning_rate = 1e-2f, exposure_l2_reg = 0.0f;
   bool optimize_extrinsics = false;
   float extrinsic_learning_rate = 1e-3f, extrinsic_l2_reg = 1e-4f;
+  // One scale e^delta on every frame's focal lengths (the photos share a lens whose focal
+  // length the capture got slightly wrong); its rate falls as the extrinsics' does. Held-back
+  // views of the same capture render with the learned scale too.
+  bool optimize_focal_length = false;
+  float focal_learning_rate = 1e-3f;
   // Appearance embeddings (nerf/model.h): E learned values per frame, starting at 0, fed to
   // the colour network. Renderings use the training frames' mean embedding (a view that was
   // never photographed has none of its own), or a chosen frame's.
@@ -144,6 +149,7 @@ class NerfTrainer {
   // angle-axis), appearance embeddings ([frames x E]).
   struct FrameValues {
     std::vector<float> exposure, pose_offsets, embeddings;
+    float focal_scale = 1;  // e^delta
   };
   FrameValues learned_frame_values() const;
   // For snapshots: the whole state of that per-frame training (values, optimizer moments,

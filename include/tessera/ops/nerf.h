@@ -91,13 +91,15 @@ struct NerfAppendEmbeddings {
 // (fp32 [n_frames, 6]) is not empty, the position and direction gradients are carried back
 // to the ray's origin and direction and added to its frame's: d/d(position offset), then
 // d/d(rotation as angle-axis about the camera's centre, applied on the world side)
-// (instant-ngp's extrinsics training). Where embedding_gradient (fp32 [n_frames, E]) is not
-// empty, the embedding columns' gradients are added to the frame's.
+// (instant-ngp's extrinsics training). Where focal_gradient (fp32 [n_frames]) is not empty,
+// d/d(delta) for the frame's focal lengths scaled by e^delta is added to the frame's. Where
+// embedding_gradient (fp32 [n_frames, E]) is not empty, the embedding columns' gradients are
+// added to the frame's.
 struct NerfFrameGradients {
   static constexpr const char* name = "nerf_frame_gradients";
   using Fn = void(Stream&, const NerfScene& scene, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
                   const TensorView& dL_dsamples, const TensorView& pose_gradient,
-                  const TensorView& embedding_gradient);
+                  const TensorView& focal_gradient, const TensorView& embedding_gradient);
 };
 
 // ---- occupancy grid: density[n_cascades * kGridCells] (an optical thickness: density x
@@ -145,7 +147,8 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
                               const TensorView& compact_dt, const TensorView& count);
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,
-                                     const TensorView& pose_gradient, const TensorView& embedding_gradient);
+                                     const TensorView& pose_gradient, const TensorView& focal_gradient,
+                                     const TensorView& embedding_gradient);
 // Returns E, the embedding width.
 uint32_t check_nerf_append_embeddings_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
                                             const TensorView& embeddings, const TensorView& inputs);

@@ -19,9 +19,10 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
 }
 
 void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
-                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* embedding_gradient) {
+                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* focal_gradient,
+                          float* embedding_gradient) {
   for (uint32_t i = 0; i < n_rays; ++i)
-    frame_gradients_ray(scene, rays[i], samples, dL_dsamples, width, pose_gradient, embedding_gradient);
+    frame_gradients_ray(scene, rays[i], samples, dL_dsamples, width, pose_gradient, focal_gradient, embedding_gradient);
 }
 
 void nerf_append_embeddings(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* embeddings,

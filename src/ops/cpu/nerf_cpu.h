@@ -15,7 +15,8 @@ void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_densi
                           const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count);
 void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
-                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* embedding_gradient);
+                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* focal_gradient,
+                          float* embedding_gradient);
 void nerf_append_embeddings(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* embeddings,
                             uint32_t n_frames, uint32_t n_embedding, float* inputs);
 void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,

@@ -225,11 +225,13 @@ void register_ops(Backend& b) {
     nerf_grid_samples(scene, n_uniform, n_occupied, seed, cells.data<uint32_t>(), positions.data<float>());
   });
   b.add_op<NerfFrameGradients>([](Stream&, const NerfScene& scene, V rays, uint32_t n_rays, V samples, V dL_dsamples,
-                                  V pose_gradient, V embedding_gradient) {
-    check_nerf_frame_gradient_views(scene, rays, n_rays, samples, dL_dsamples, pose_gradient, embedding_gradient);
+                                  V pose_gradient, V focal_gradient, V embedding_gradient) {
+    check_nerf_frame_gradient_views(scene, rays, n_rays, samples, dL_dsamples, pose_gradient, focal_gradient,
+                                    embedding_gradient);
     nerf_frame_gradients(scene, rays.data<const NerfRay>(), n_rays, samples.data<const float>(),
                          dL_dsamples.data<const float>(), uint32_t(samples.cols()),
                          pose_gradient.empty() ? nullptr : pose_gradient.data<float>(),
+                         focal_gradient.empty() ? nullptr : focal_gradient.data<float>(),
                          embedding_gradient.empty() ? nullptr : embedding_gradient.data<float>());
   });
   b.add_op<NerfAppendEmbeddings>([](Stream&, V rays, uint32_t n_rays, V samples, V embeddings, V inputs) {

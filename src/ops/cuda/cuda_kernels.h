@@ -157,8 +157,8 @@ void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* r
                       uint32_t n, float decay, float* density, float* scratch, uint8_t* bitfield, Stream* stream);
 void nerf_mark_untrained(const NerfScene& scene, float* density, Stream* stream);
 void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
-                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* embedding_gradient,
-                          Stream* stream);
+                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* focal_gradient,
+                          float* embedding_gradient, Stream* stream);
 void nerf_append_embeddings(const NerfRay* rays, uint32_t n_rays, const float* samples, const float* embeddings,
                             uint32_t n_frames, uint32_t n_embedding, float* inputs, Stream* stream);
 

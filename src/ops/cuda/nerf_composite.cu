@@ -45,9 +45,11 @@ __global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfR
 
 __global__ void frame_gradients_kernel(NerfScene scene, const NerfRay* __restrict__ rays, uint32_t n_rays,
                                        const float* __restrict__ samples, const float* __restrict__ dL_dsamples,
-                                       uint32_t width, float* pose_gradient, float* embedding_gradient) {
+                                       uint32_t width, float* pose_gradient, float* focal_gradient,
+                                       float* embedding_gradient) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n_rays) frame_gradients_ray(scene, rays[i], samples, dL_dsamples, width, pose_gradient, embedding_gradient);
+  if (i < n_rays)
+    frame_gradients_ray(scene, rays[i], samples, dL_dsamples, width, pose_gradient, focal_gradient, embedding_gradient);
 }
 
 __global__ void append_embeddings_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays,
@@ -209,11 +211,11 @@ void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* ou
 }
 
 void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
-                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* embedding_gradient,
-                          Stream* stream) {
+                          const float* dL_dsamples, uint32_t width, float* pose_gradient, float* focal_gradient,
+                          float* embedding_gradient, Stream* stream) {
   if (n_rays == 0) return;
   frame_gradients_kernel<<<detail::blocks_for(n_rays, kThreads), kThreads, 0, detail::native_stream(stream)>>>(
-      scene, rays, n_rays, samples, dL_dsamples, width, pose_gradient, embedding_gradient);
+      scene, rays, n_rays, samples, dL_dsamples, width, pose_gradient, focal_gradient, embedding_gradient);
   TESSERA_CUDA_CHECK_LAUNCH("frame_gradients_kernel");
 }
 
