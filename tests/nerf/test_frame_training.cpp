@@ -30,9 +30,7 @@ constexpr DeviceKind kDevice = DeviceKind::cuda;
 #define REQUIRE_DEVICE() REQUIRE_CUDA()
 #else
 constexpr DeviceKind kDevice = DeviceKind::cpu;
-// CPU work: CI's CPU-only build runs it, its CUDA build skips the copy (minutes of CI time).
-#define REQUIRE_DEVICE() \
-  if (built_with_cuda()) GTEST_SKIP() << "CPU-only work: runs in the CPU-only build (build-cpu)"
+#define REQUIRE_DEVICE() SKIP_IN_CUDA_BUILD()
 #endif
 using Pose = std::array<std::array<double, 4>, 4>;
 

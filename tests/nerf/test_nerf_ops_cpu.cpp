@@ -342,7 +342,9 @@ TEST(NerfOpsCpu, FrameGradientsMatchFiniteDifferences) {
     RayLoss loss;
     for (int j = 0; j < 9; ++j) loss.t.push_back(0.4 + 0.15 * j);
     for (int i = 0; i < 9 * 6; ++i) loss.w.push_back(3 * u(gen));
-    for (const auto [px, py] : {std::pair{52.5f, 11.5f}, std::pair{20.5f, 40.5f}, std::pair{33.5f, 30.5f}}) {
+    const std::pair<float, float> pixels[] = {{52.5f, 11.5f}, {20.5f, 40.5f}, {33.5f, 30.5f}};
+    for (const auto& pixel : pixels) {
+      const float px = pixel.first, py = pixel.second;  // (clang 15's lambdas cannot capture structured bindings)
       SCOPED_TRACE(testing::Message() << "pixel " << px << ", " << py);
       const std::vector<float> x = loss.rows(f, px, py);
       std::vector<float> dL(x.size());

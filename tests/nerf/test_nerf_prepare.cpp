@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "support/cli.h"
+#include "support/gpu.h"
 #include "support/nerf_model.h"
 #include "support/paths.h"
 #include "support/textured_scene.h"
@@ -20,9 +21,7 @@ namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
-// These run on the CPU backend and the CLI's host code alike in every build: CI's CPU-only
-// build runs them, its CUDA build skips the copy (minutes of CI time).
-constexpr const char* kCpuBuildOnly = "CPU-only work: runs in the CPU-only build (build-cpu)";
+// These run on the CPU backend and the CLI's host code alike in every build (SKIP_IN_CUDA_BUILD).
 using Pose = std::array<std::array<double, 4>, 4>;
 using Vec = std::array<double, 3>;
 
@@ -95,7 +94,7 @@ double rotation_error_degrees(const Pose& truth, const Json& m, const Similarity
 }
 
 TEST(NerfPrepare, RecoversTheCamerasOfATexturedSceneAndTrains) {
-  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
+  SKIP_IN_CUDA_BUILD();
   if (!test::command_exists("colmap")) GTEST_SKIP() << "colmap is not installed (scripts/bootstrap.sh installs it)";
   const auto dir = test::fresh_dir("tessera_nerf_prepare");
   const int n = 30, width = 320, height = 240;
@@ -178,7 +177,7 @@ std::vector<uint8_t> blurred(std::vector<uint8_t> rgba, int w, int h) {
 // A phone-style video (a walk around the scene, one frame shaken to a blur) through the
 // whole pipeline: frames, the blurry one dropped, sequential matching, every frame posed.
 TEST(NerfPrepare, AVideoIsPosedAndItsBlurryFrameDropped) {
-  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
+  SKIP_IN_CUDA_BUILD();
   if (!test::command_exists("colmap") || !test::command_exists("ffmpeg"))
     GTEST_SKIP() << "colmap or ffmpeg is not installed (scripts/bootstrap.sh installs them)";
   const auto dir = test::fresh_dir("tessera_nerf_prepare_video");
@@ -241,7 +240,7 @@ double train_and_evaluate(const fs::path& scene, int steps) {
 // A 150-degree equidistant fisheye capture: read as the fisheye it is, it trains; read as a
 // pinhole (what an unknown "is_fisheye" used to do), the views disagree and it does not.
 TEST(NerfPrepare, AFisheyeCaptureTrainsOnlyAsAFisheye) {
-  if (built_with_cuda()) GTEST_SKIP() << kCpuBuildOnly;
+  SKIP_IN_CUDA_BUILD();
   const auto dir = test::fresh_dir("tessera_nerf_fisheye");
   const int size = 80;
   const double focal = 0.5 * size / (75 * M_PI / 180);  // the image's edge 75 degrees off the axis

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "support/cli.h"
+#include "support/gpu.h"
 #include "support/nerf_model.h"
 #include "support/paths.h"
 #include "support/procedural_scene.h"
@@ -18,6 +19,7 @@ namespace tessera {
 namespace {
 
 TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
+  SKIP_IN_CUDA_BUILD();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_spheres";
   std::filesystem::remove_all(dir);
   test::write_procedural_scene(dir, 30, 4, 64);
