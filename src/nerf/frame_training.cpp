@@ -70,6 +70,11 @@ std::vector<float> FrameTraining::mean_embedding() const {
   return mean;
 }
 
+void FrameTraining::set_frameless_focal_scale(float scale) {
+  TESSERA_CHECK(n_frames_ == 0, "the focal-length scale of a trainer with frames comes from its training state");
+  focal_host_[0] = std::log(scale);
+}
+
 std::vector<FrameView> FrameTraining::corrected_frames() const {
   std::vector<FrameView> frames = base_;
   for (FrameView& f : frames) f.camera.fl_x *= focal_scale(), f.camera.fl_y *= focal_scale();

@@ -55,6 +55,8 @@ class FrameTraining {
   std::vector<FrameView> corrected_frames() const;
   const std::vector<float>& pose_offsets() const { return pose_host_; }      // [n_frames x 6]
   float focal_scale() const { return std::exp(focal_host_[0]); }
+  // A loaded snapshot's (no frames to correct): the scale evaluations apply.
+  void set_frameless_focal_scale(float scale);
   const std::vector<float>& embedding_values() const { return embedding_host_; }  // [n_frames x E]
   // The embedding renderings use: the frames' mean (E values; zeros without frames).
   std::vector<float> mean_embedding() const;

@@ -35,6 +35,7 @@ void save_snapshot(NerfTrainer& t, const std::string& path, const Json& run) {
               {"steps", progress.steps},      {"rays_per_step", progress.rays_per_step},
               {"seed", t.seed()},             {"trainer", std::move(state.header)},
               {"run", run}};
+  header["focal_scale"] = t.learned_frame_values().focal_scale;  // for evaluations of a render-only load
   if (!d.frames.empty()) header["camera"] = camera_json(d.frames[0].camera);
   else if (d.camera_hint.width) header["camera"] = camera_json(d.camera_hint);
   state.arrays.push_back({"grid_density", t.grid_density()});
@@ -138,12 +139,14 @@ std::unique_ptr<NerfTrainer> load_version2(BinaryReader& in, const Json& header,
     trainer->import_frame_state(header.contains("frame_training") ? header.at("frame_training") : Json::object(),
                                 arrays, where);
   nn::import_training_state(trainer->model(), header.at("trainer"), arrays, where);
-  if (!appearance.empty()) {
-    try {
-      trainer->set_saved_appearance(appearance);
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}: {}", where, e.what()));
+  try {
+    if (!appearance.empty()) trainer->set_saved_appearance(appearance);
+    if (frameless && header.contains("focal_scale")) {  // absent before 2026-11-25
+      TESSERA_CHECK(header.at("focal_scale").is_number(), "focal_scale is not a number");
+      trainer->set_saved_focal_scale(header.at("focal_scale").get<float>());
     }
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", where, e.what()));
   }
   const uint64_t steps = header.at("steps").get<uint64_t>();
   // Before its first update the grid is "all occupied" whatever the densities say.

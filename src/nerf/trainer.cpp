@@ -367,6 +367,11 @@ void NerfTrainer::set_saved_appearance(const std::vector<float>& embedding) {
   saved_appearance_ = embedding;
 }
 
+void NerfTrainer::set_saved_focal_scale(float scale) {
+  TESSERA_CHECK(std::isfinite(scale) && scale > 0, "focal-length scale {} is not a positive number", scale);
+  frame_training_->set_frameless_focal_scale(scale);
+}
+
 void NerfTrainer::upload_render_appearance() {
   const std::vector<float> e = render_appearance();
   render_embedding_ = Buffer<float>(device_, e.size());

@@ -217,23 +217,35 @@ std::string compare_composite_train(const std::vector<double>& got, const std::v
   return differ <= 2 ? "" : fmt::format("{} rays stop elsewhere", differ);
 }
 
-// Model inputs with a 4-wide appearance embedding: [pose gradient (2 frames x 6), focal-length
-// gradient (2), embedding gradient (2 x 4)] from random inputs and input gradients.
+// Model inputs with a 4-wide appearance embedding: [pose gradient (3 frames x 6), focal-length
+// gradient (3), embedding gradient (3 x 4)] from random positions and input gradients. The
+// frames are a pinhole, a full OpenCV lens and a fisheye; each sample's direction is its
+// ray's through that lens.
 std::vector<double> run_frame_gradients(Backend& b, uint64_t seed) {
   const CompositeInputs in(seed);
-  constexpr uint32_t kWidth = 10;
+  constexpr uint32_t kWidth = 10, kFrames = 3;
+  std::vector<FrameView> frames = cameras_around_box(1, kFrames, 16);
+  vary_lenses(frames);
+  std::vector<ops::NerfRay> ray_list = in.rays;
   std::mt19937_64 gen(seed + 1);
   std::uniform_real_distribution<float> u(-1, 1), unit(0, 1);
   std::vector<float> inputs(size_t(in.total) * kWidth), dL_dinputs(inputs.size());
   for (auto& v : inputs) v = unit(gen);
   for (auto& v : dL_dinputs) v = u(gen);
+  for (ops::NerfRay& r : ray_list) {
+    r.frame = r.pixel % kFrames;
+    const ops::nerf::Vec3 d = ops::nerf::camera_ray(frames[r.frame], float(r.pixel % 16) + 0.5f,
+                                                    float(r.pixel / 16) + 0.5f).dir;
+    for (uint32_t j = r.first_sample; j < r.first_sample + r.n_samples; ++j)
+      for (int k = 0; k < 3; ++k) inputs[size_t(j) * kWidth + 3 + k] = 0.5f * (d[k] + 1.0f);
+  }
   ops::NerfScene host;
-  host.n_frames = 2;
+  host.n_frames = kFrames;
   host.aabb = {{-0.5f, 0, 0}, {1.5f, 1, 2}};
-  const SceneOn on(b, host, in.frames, {0});
-  Buffer<ops::NerfRay> rays = upload(b, in.rays);
-  Buffer<float> x = upload(b, inputs), grad = upload(b, dL_dinputs), pose(b.device(), 12), focal(b.device(), 2),
-                embedding(b.device(), 8);
+  const SceneOn on(b, host, frames, {0});
+  Buffer<ops::NerfRay> rays = upload(b, ray_list);
+  Buffer<float> x = upload(b, inputs), grad = upload(b, dL_dinputs), pose(b.device(), kFrames * 6),
+                focal(b.device(), kFrames), embedding(b.device(), kFrames * 4);
   pose.zero(), focal.zero(), embedding.zero();
   ops::call<ops::NerfFrameGradients>(b.default_stream(), on.scene, rays.view(), in.n_rays,
                                      x.matrix(in.total, kWidth), grad.matrix(in.total, kWidth), pose.view(),

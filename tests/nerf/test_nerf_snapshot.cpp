@@ -188,6 +188,18 @@ TEST(NerfSnapshot, CameraTrainingResumesBitExactAndRendersWithItsAppearance) {
   const nerf::Dataset test = nerf::load_dataset(scene, {.split = "test"});
   auto viewer = nerf::load_snapshot(path, DeviceKind::cpu);
   EXPECT_EQ(viewer->render_appearance(), first.render_appearance());
+  // Its evaluations use the learned focal-length scale: as if the test cameras had it.
+  const float scale = first.learned_frame_values().focal_scale;
+  EXPECT_EQ(viewer->learned_frame_values().focal_scale, scale);
+  EXPECT_NE(scale, 1.0f);
+  nerf::Dataset scaled = test;
+  for (auto& f : scaled.frames) f.camera.fl_x *= scale, f.camera.fl_y *= scale;
+  auto unscaled_viewer = nerf::load_snapshot(path, DeviceKind::cpu);
+  unscaled_viewer->set_saved_focal_scale(1.0f);
+  EXPECT_EQ(nerf::evaluate(*viewer, test, {.max_views = 1}).psnr_white,
+            nerf::evaluate(*unscaled_viewer, scaled, {.max_views = 1}).psnr_white);
+  EXPECT_NE(nerf::evaluate(*viewer, test, {.max_views = 1}).psnr_white,
+            nerf::evaluate(*unscaled_viewer, test, {.max_views = 1}).psnr_white);
   EXPECT_EQ(viewer->render(test.frames[0], {0, 0, 0}).rgba, first.render(test.frames[0], {0, 0, 0}).rgba);
   // Another scene's frames do not fit the per-frame state.
   nerf::Dataset fewer = nerf::load_dataset(scene);

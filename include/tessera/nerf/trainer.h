@@ -166,6 +166,8 @@ class NerfTrainer {
   std::vector<float> render_appearance() const;  // E values (empty without embeddings)
   // Without frames (a loaded snapshot): the appearance renderings use (saved with the model).
   void set_saved_appearance(const std::vector<float>& embedding);
+  // Without frames: the learned focal-length scale its evaluations use (saved with the model).
+  void set_saved_focal_scale(float scale);
   // The model's input: 6 (position, direction), plus E with appearance embeddings.
   uint32_t model_input_width() const;
 
