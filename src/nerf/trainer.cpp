@@ -74,7 +74,8 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "linear_colors",
                     "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
                     "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
-                    "optimize_focal_length", "focal_learning_rate", "camera_update_interval", "n_extra_learnable_dims", "appearance_learning_rate"});
+                    "optimize_focal_length", "focal_learning_rate", "camera_update_interval",
+                    "n_extra_learnable_dims", "appearance_learning_rate"});
   NerfTrainingOptions o;
   if (device.kind == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
