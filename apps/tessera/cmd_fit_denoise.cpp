@@ -163,7 +163,8 @@ void run(const FitDenoiseOptions& o) {
   float loss = 0;
   double last_psnr = evaluate();
   nn::TrainingSession::Hooks hooks;
-  hooks.step = [&] {
+  hooks.step = [&](const nn::TrainingSession& s) {
+    trainer.optimizer().set_progress(s.fraction_done());
     // Random crops from the training rows, noise added; the target is the noise.
     for (uint32_t b = 0; b < o.batch; ++b) {
       const uint32_t y0 = rng.next_uint() % (train_h - o.crop + 1), x0 = rng.next_uint() % (W - o.crop + 1);

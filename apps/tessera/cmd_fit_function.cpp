@@ -87,7 +87,8 @@ void run(const FitFunctionOptions& o) {
   so.eval_every = o.eval_every;
   float loss = 0;
   nn::TrainingSession::Hooks hooks;
-  hooks.step = [&] {
+  hooks.step = [&](const nn::TrainingSession& s) {
+    trainer->optimizer().set_progress(s.fraction_done());
     for (uint32_t i = 0; i < o.batch; ++i) {
       xs[i] = rng.next_float();
       ys[i] = float(target_function(xs[i]));

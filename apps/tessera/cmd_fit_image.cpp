@@ -128,7 +128,8 @@ void run(const FitImageOptions& o) {
   float loss = 0;
   double last_psnr = resumed.evaluations.empty() ? 0 : json_get<double>(resumed.evaluations.back().metrics, "psnr_db", 0);
   nn::TrainingSession::Hooks hooks;
-  hooks.step = [&] {
+  hooks.step = [&](const nn::TrainingSession& s) {
+    trainer->optimizer().set_progress(s.fraction_done());
     const uint64_t sample_seed = seed * 0x9e3779b97f4a7c15ULL + trainer->steps();
     ops::call<ops::SampleImage>(dev, image.view(), img.width, img.height, sample_seed, xy.matrix(batch, 2),
                                 target.matrix(batch, 3));

@@ -33,7 +33,7 @@ namespace tessera::app {
 namespace {
 
 struct NerfTrainOptions {
-  std::string scene, config_path, device = "auto", out_dir = "nerf_out", json_path, eval_at = "5,15,30,60,120",
+  std::string scene, config_path, device = "auto", out_dir = "nerf_out", json_path, eval_at = "5,15,30,60,120,300",
                                   snapshot_path, resume_path;
   double seconds = 0;
   uint64_t steps = 0;
@@ -165,7 +165,10 @@ void run_train(const NerfTrainOptions& o) {
   double last_psnr = resumed.evaluations.empty() ? 0 : evaluation_of(resumed.evaluations.back()).psnr_white;
   double final_eval_seconds = 0;
   nn::TrainingSession::Hooks hooks;
-  hooks.step = [&] { trainer.step(); };
+  hooks.step = [&](const nn::TrainingSession& s) {
+    trainer.set_budget_progress(s.fraction_done());
+    trainer.step();
+  };
   hooks.read_loss = [&] { return trainer.last_loss(); };
   hooks.evaluate = [&](const nn::SessionEvaluation& at, nn::EvalReason why) {
     Stopwatch clock;

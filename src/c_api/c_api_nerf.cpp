@@ -131,7 +131,10 @@ tessera_status tessera_nerf_train(tessera_nerf* nerf, double seconds, uint64_t s
     options.loss_every = 16;
     bool stop = false;
     nn::TrainingSession::Hooks hooks;
-    hooks.step = [&] { t.step(); };
+    hooks.step = [&](const nn::TrainingSession& s) {
+      t.set_budget_progress(s.fraction_done());
+      t.step();
+    };
     hooks.read_loss = [&] { return t.last_loss(); };
     hooks.evaluate = [](const nn::SessionEvaluation&, nn::EvalReason) { return Json::object(); };
     const uint32_t every = callback_every ? callback_every : 16;

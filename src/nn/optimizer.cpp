@@ -1,5 +1,6 @@
 #include "tessera/nn/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "tessera/core/error.h"
@@ -89,6 +90,41 @@ Json ExponentialDecay::config() const {
   return c;
 }
 
+BudgetDecay::BudgetDecay(std::unique_ptr<Optimizer> nested, float decay_start, float final_factor)
+    : nested_(std::move(nested)), start_(decay_start), final_(final_factor) {
+  TESSERA_CHECK(std::isfinite(start_) && start_ >= 0 && start_ < 1,
+                "BudgetDecay: decay_start is a fraction of the budget in [0, 1) (got {})", start_);
+  TESSERA_CHECK(std::isfinite(final_) && final_ > 0 && final_ <= 1,
+                "BudgetDecay: final_factor must be in (0, 1] (got {}): the last rate is the base times it", final_);
+  base_lr_ = nested_->learning_rate();
+}
+
+void BudgetDecay::set_progress(double fraction) {
+  progress_ = std::clamp(fraction, 0.0, 1.0);
+  nested_->set_learning_rate(base_lr_ * factor());
+  nested_->set_progress(fraction);
+}
+
+float BudgetDecay::factor() const {
+  if (progress_ <= start_) return 1.0f;
+  return std::pow(final_, float((progress_ - start_) / (1.0 - start_)));
+}
+
+void BudgetDecay::step(const OptimizerTarget& t) {
+  nested_->set_learning_rate(base_lr_ * factor());
+  ++steps_;
+  nested_->step(t);
+}
+
+Json BudgetDecay::counters() const { return with_nested(steps_, *nested_); }
+void BudgetDecay::set_counters(const Json& c, const std::string& where) { set_with_nested(steps_, *nested_, c, where); }
+
+Json BudgetDecay::config() const {
+  Json nested = nested_->config();
+  nested["learning_rate"] = base_lr_;
+  return Json{{"otype", "BudgetDecay"}, {"decay_start", start_}, {"final_factor", final_}, {"nested", nested}};
+}
+
 Ema::Ema(std::unique_ptr<Optimizer> nested, float decay) : nested_(std::move(nested)), decay_(decay) {
   TESSERA_CHECK(decay_ >= 0.0f && decay_ < 1.0f, "Ema: decay must be in [0, 1), got {}", decay_);
 }
@@ -135,10 +171,10 @@ namespace {
 std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
   TESSERA_CHECK(depth <= 8, "optimizer configs nested deeper than 8");
   TESSERA_CHECK(c.is_object() && c.contains("otype"),
-                "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay, Ema");
+                "optimizer config needs an \"otype\"; valid choices: Adam, SGD, ExponentialDecay, BudgetDecay, Ema");
   // tiny-cuda-nn's own documentation spells the moving average "EMA", its code "Ema".
   const std::string otype =
-      canonical_name(json_get<std::string>(c, "otype", ""), {"Adam", "SGD", "ExponentialDecay", "Ema"});
+      canonical_name(json_get<std::string>(c, "otype", ""), {"Adam", "SGD", "ExponentialDecay", "BudgetDecay", "Ema"});
   if (otype == "Adam") {
     check_known_keys(c, "Adam config",
                      {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg", "non_matrix_learning_rate_factor",
@@ -183,6 +219,12 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
                                               json_get<uint32_t>(c, "decay_interval", 10000), decay_base,
                                               json_get<uint64_t>(c, "decay_end", ExponentialDecay::kNoEnd));
   }
+  if (otype == "BudgetDecay") {
+    check_known_keys(c, "BudgetDecay config", {"otype", "decay_start", "final_factor", "nested"});
+    TESSERA_CHECK(c.contains("nested"), "BudgetDecay needs a \"nested\" optimizer config");
+    return std::make_unique<BudgetDecay>(create_optimizer_at(c.at("nested"), depth + 1),
+                                         json_get<float>(c, "decay_start", 0.5f), json_get<float>(c, "final_factor", 0.03f));
+  }
   if (otype == "Ema") {
     // full_precision: tiny-cuda-nn may keep its average in fp16; tessera's is always fp32.
     check_known_keys(c, "Ema config", {"otype", "decay", "full_precision", "nested"});
@@ -190,7 +232,7 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
     TESSERA_CHECK(c.contains("nested"), "Ema needs a \"nested\" optimizer config");
     return std::make_unique<Ema>(create_optimizer_at(c.at("nested"), depth + 1), json_get<float>(c, "decay", 0.99f));
   }
-  throw Error(format_message("unknown optimizer otype '{}'; valid choices: Adam, SGD, ExponentialDecay, Ema", otype));
+  throw Error(format_message("unknown optimizer otype '{}'; valid choices: Adam, SGD, ExponentialDecay, BudgetDecay, Ema", otype));
 }
 }  // namespace
 

@@ -86,6 +86,13 @@ uint64_t TrainingSession::progress_done() const {
   return std::min(progress_total(), uint64_t(record_.train_seconds * 10));
 }
 
+double TrainingSession::fraction_done() const {
+  double f = 0;
+  if (options_.seconds > 0) f = record_.train_seconds / options_.seconds;
+  if (options_.steps > 0) f = std::max(f, double(record_.steps) / double(options_.steps));
+  return std::clamp(f, 0.0, 1.0);
+}
+
 void TrainingSession::evaluate(EvalReason why) {
   SessionEvaluation e{record_.steps, record_.train_seconds, loss_, Json::object()};
   e.metrics = hooks_.evaluate(e, why);
@@ -100,7 +107,7 @@ const RunRecord& TrainingSession::run() {
       continue;
     }
     double start = now();
-    hooks_.step();
+    hooks_.step(*this);
     const double end = now();
     last_step_seconds_ = end - start;
     record_.train_seconds += last_step_seconds_;

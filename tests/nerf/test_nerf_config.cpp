@@ -69,6 +69,22 @@ TEST(NerfConfig, InstantNgpBaseJsonBuildsTheDefaultModel) {
   EXPECT_EQ(t.config().at("encoding").at("per_level_scale").get<double>(), 1.5);
 }
 
+// The default schedule follows the budget the front end reports; instant-ngp's counts steps
+// and passes the budget over.
+TEST(NerfConfig, TheDefaultLearningRateFollowsTheBudget) {
+  nerf::NerfTrainer ours(nerf::default_nerf_config(), scene_box(1), DeviceKind::cpu);
+  nerf::NerfTrainer ngp(Json::parse(kInstantNgpBase), scene_box(1), DeviceKind::cpu);
+  const float base = ours.config().at("optimizer").at("nested").at("nested").at("learning_rate").get<float>();
+  ours.set_budget_progress(0.25);
+  ngp.set_budget_progress(0.25);
+  EXPECT_FLOAT_EQ(ours.model().optimizer().learning_rate(), base);
+  EXPECT_FLOAT_EQ(ngp.model().optimizer().learning_rate(), 1e-2f);
+  ours.set_budget_progress(1.0);
+  ngp.set_budget_progress(1.0);
+  EXPECT_NEAR(ours.model().optimizer().learning_rate(), base * 0.03f, base * 1e-5f);
+  EXPECT_FLOAT_EQ(ngp.model().optimizer().learning_rate(), 1e-2f);
+}
+
 TEST(NerfConfig, BadConfigsAreClearErrors) {
   Json typo = nerf::default_nerf_config();
   typo["rgb_netwrok"] = typo["rgb_network"];

@@ -246,5 +246,42 @@ TEST(TinyCudaNnCompat, AdamExtrasAndDecayEndRoundTrip) {
   }
 }
 
+// BudgetDecay: the base rate until decay_start of the budget, then exponentially down to
+// base * final_factor at its end; the progress reaches it through the wrapping Ema.
+TEST(TinyCudaNnCompat, BudgetDecayFollowsTheBudgetNotTheStepCount) {
+  auto opt = nn::create_optimizer(parse_json(R"({"otype": "Ema", "decay": 0.5, "nested": {"otype": "BudgetDecay",
+      "decay_start": 0.5, "final_factor": 0.01, "nested": {"otype": "SGD", "learning_rate": 2.0}}})"));
+  EXPECT_EQ(opt->config()["nested"]["otype"], "BudgetDecay");
+  EXPECT_FLOAT_EQ(opt->config()["nested"]["final_factor"].get<float>(), 0.01f);
+  EXPECT_FLOAT_EQ(opt->config()["nested"]["nested"]["learning_rate"].get<float>(), 2.0f);
+  Buffer<float> params(DeviceKind::cpu, 4), grads(DeviceKind::cpu, 4);
+  Buffer<ops::TrainState> state(DeviceKind::cpu, 1);
+  params.zero();
+  grads.zero();
+  state.copy_from_host({ops::TrainState{}});
+  const nn::OptimizerTarget target{DeviceKind::cpu, 4, params.view(), grads.view(), TensorView(), state.view()};
+  // progress -> rate: 2 up to half the budget, then 2 * 0.01^((p - 0.5) / 0.5); past the end it stays.
+  const std::pair<double, float> want[] = {{0.0, 2.0f}, {0.5, 2.0f}, {0.75, 0.2f}, {1.0, 0.02f}, {1.5, 0.02f}};
+  for (auto [progress, rate] : want) {
+    opt->set_progress(progress);
+    opt->step(target);
+    EXPECT_NEAR(opt->learning_rate(), rate, 1e-5f) << "progress " << progress;
+  }
+  EXPECT_EQ(opt->counters()["nested"]["steps"], 5);  // a counter for resume, like the others
+  // A round trip through config() builds the same schedule.
+  auto again = nn::create_optimizer(opt->config());
+  again->set_progress(0.75);
+  again->step(target);
+  EXPECT_NEAR(again->learning_rate(), 0.2f, 1e-5f);
+
+  for (const char* bad : {R"({"otype": "BudgetDecay", "decay_start": 1.0, "nested": {"otype": "Adam"}})",
+                          R"({"otype": "BudgetDecay", "final_factor": 0, "nested": {"otype": "Adam"}})"}) {
+    const std::string msg = error_of([&] { nn::create_optimizer(parse_json(bad)); });
+    EXPECT_NE(msg.find("BudgetDecay"), std::string::npos) << msg;
+  }
+  EXPECT_NE(error_of([] { nn::create_optimizer(parse_json(R"({"otype": "BudgetDecay"})")); }).find("nested"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -19,10 +19,14 @@ struct FakeRun {
   uint64_t steps = 0, loss_reads = 0;
   std::vector<std::pair<uint64_t, nn::EvalReason>> evaluations;
   uint64_t nan_at = 0;
+  std::vector<double> fractions;  // fraction_done as each step saw it
 
   nn::TrainingSession::Hooks hooks() {
     nn::TrainingSession::Hooks h;
-    h.step = [this] { ++steps, clock += step_seconds; };
+    h.step = [this](const nn::TrainingSession& s) {
+      fractions.push_back(s.fraction_done());
+      ++steps, clock += step_seconds;
+    };
     h.read_loss = [this] {
       ++loss_reads;
       return steps == nan_at ? NAN : 1.0f / float(steps);
@@ -72,6 +76,24 @@ TEST(TrainingSession, TimeBudgetAndMarksEvaluateOncePerStep) {
   EXPECT_EQ(run.evaluations[1], std::make_pair(uint64_t(4), nn::EvalReason::mark));  // 0.5 s
   EXPECT_EQ(run.evaluations[2], std::make_pair(uint64_t(8), nn::EvalReason::final));
   EXPECT_DOUBLE_EQ(r.evaluations[1].seconds, 0.5);
+}
+
+// Each step sees how much of the budget is spent (a schedule tied to the budget reads it):
+// the larger of the time and step fractions, from the start of the first run.
+TEST(TrainingSession, StepsSeeTheFractionOfTheBudgetSpent) {
+  FakeRun run;
+  nn::SessionOptions o = run.options();
+  o.seconds = 1.0, o.steps = 4;  // 4 steps of 0.125 s: the step budget runs out first
+  nn::TrainingSession(o, run.hooks()).run();
+  EXPECT_EQ(run.fractions, (std::vector<double>{0.0, 0.25, 0.5, 0.75}));
+
+  FakeRun timed;
+  o = timed.options();
+  o.seconds = 0.5;
+  nn::RunRecord resumed;
+  resumed.steps = 2, resumed.train_seconds = 0.25;  // half the time budget already spent
+  nn::TrainingSession(o, timed.hooks(), resumed).run();
+  EXPECT_EQ(timed.fractions, (std::vector<double>{0.5, 0.75}));
 }
 
 TEST(TrainingSession, ANonFiniteLossStopsTheRunNamingTheStep) {

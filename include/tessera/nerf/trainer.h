@@ -69,8 +69,8 @@ struct NerfTrainingOptions {
   uint32_t camera_update_interval = 16;
 };
 
-// The default config: instant-ngp's NeRF model and loss; its optimizer at twice the learning
-// rate, decaying from step 10000 (measured better on lego; see BENCHMARKS.md).
+// The default config: instant-ngp's NeRF model and loss; its Adam and Ema at twice the
+// learning rate, on a schedule that follows the training budget (BudgetDecay; set_budget_progress).
 Json default_nerf_config();
 
 struct RenderedImage {
@@ -91,6 +91,9 @@ class NerfTrainer {
 
   // One training step (queued; last_loss() waits for it).
   void step();
+  // How much of the training budget is spent (0 to 1), for a learning-rate schedule tied to
+  // it (BudgetDecay); the front end's TrainingSession knows it.
+  void set_budget_progress(double fraction) { model_->optimizer().set_progress(fraction); }
   float last_loss();
   uint32_t skipped_steps() { return model_->skipped_steps(); }
   uint64_t steps() const { return step_; }

@@ -1,7 +1,8 @@
 #pragma once
 // Optimizers with tiny-cuda-nn config names: "Adam", "SGD", "ExponentialDecay" (a
 // learning-rate schedule wrapping a "nested" optimizer) and "Ema" (a moving average of the
-// parameters, for inference, wrapping a "nested" optimizer). A step reads the model's
+// parameters, for inference, wrapping a "nested" optimizer); and tessera's "BudgetDecay", a
+// schedule that stretches with the training budget. A step reads the model's
 // gradients and TrainState: a step whose gradients were non-finite is skipped.
 #include <cstdint>
 #include <memory>
@@ -39,6 +40,9 @@ class Optimizer {
   // The averaged parameters inference should use (Ema), or empty: the live ones.
   virtual TensorView averaged_params() const { return {}; }
   uint64_t steps_taken() const { return steps_; }
+  // How much of the training budget (time or steps, TrainingSession::fraction_done) is spent,
+  // 0 to 1: BudgetDecay reads it; a wrapping optimizer passes it on.
+  virtual void set_progress(double fraction) { (void)fraction; }
 
   // Resume: what a snapshot keeps besides config(). Counters (the step counts that drive
   // schedules), nested optimizers' inside: {"steps": n, "nested": {...}}.
@@ -94,6 +98,7 @@ class ExponentialDecay final : public Optimizer {
   void step(const OptimizerTarget& target) override;
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
+  void set_progress(double fraction) override { nested_->set_progress(fraction); }
   Json config() const override;
   TensorView averaged_params() const override { return nested_->averaged_params(); }
   Json counters() const override;
@@ -106,6 +111,29 @@ class ExponentialDecay final : public Optimizer {
   float base_, base_lr_;
 };
 
+// lr = base until decay_start of the budget is spent, then falling exponentially to
+// base * final_factor at its end: a 5 s run anneals as a 5 minute one does, in proportion
+// (set_progress; without a budget the rate stays at base).
+class BudgetDecay final : public Optimizer {
+ public:
+  BudgetDecay(std::unique_ptr<Optimizer> nested, float decay_start, float final_factor);
+  void step(const OptimizerTarget& target) override;
+  float learning_rate() const override { return nested_->learning_rate(); }
+  void set_learning_rate(float lr) override { base_lr_ = lr; nested_->set_learning_rate(lr); }
+  void set_progress(double fraction) override;
+  Json config() const override;
+  TensorView averaged_params() const override { return nested_->averaged_params(); }
+  Json counters() const override;
+  void set_counters(const Json& counters, const std::string& where) override;
+  std::vector<StateArray> state_arrays() override { return nested_->state_arrays(); }
+  float factor() const;  // of the base rate, at the progress last set
+
+ private:
+  std::unique_ptr<Optimizer> nested_;
+  float start_, final_, base_lr_;
+  double progress_ = 0;
+};
+
 // After each step of the nested optimizer: averaged = decay * averaged + (1 - decay) *
 // params (the first step starts it at params). instant-ngp renders with these.
 class Ema final : public Optimizer {
@@ -114,6 +142,7 @@ class Ema final : public Optimizer {
   void step(const OptimizerTarget& target) override;
   float learning_rate() const override { return nested_->learning_rate(); }
   void set_learning_rate(float lr) override { nested_->set_learning_rate(lr); }
+  void set_progress(double fraction) override { nested_->set_progress(fraction); }
   Json config() const override;
   TensorView averaged_params() const override { return averaged_.size() ? averaged_.view() : TensorView(); }
   Json counters() const override;

@@ -56,7 +56,9 @@ class TrainingSession;
 class TrainingSession {
  public:
   struct Hooks {
-    std::function<void()> step;        // one training step (may queue it without waiting)
+    // One training step (may queue it without waiting); the session says how much of the
+    // budget is spent (fraction_done: a schedule tied to the budget reads it).
+    std::function<void(const TrainingSession&)> step;
     std::function<float()> read_loss;  // the latest step's mean loss (waits for the device)
     // Measures the model now (the evaluation's step, time and loss are filled in).
     std::function<Json(const SessionEvaluation& when, EvalReason why)> evaluate;
@@ -87,6 +89,8 @@ class TrainingSession {
   // budget when there is one.
   uint64_t progress_total() const;
   uint64_t progress_done() const;
+  // How much of the budget is spent, 0 to 1: the larger of the time and step fractions.
+  double fraction_done() const;
   const RunRecord& record() const { return record_; }
 
  private:
