@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -107,6 +107,22 @@ for step in "${steps[@]}"; do
       "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds "${NERF_SECONDS:-60}" \
         --eval-at "${NERF_EVAL_AT:-5,15,30,60}" --out "$OUT/nerf" --json "$OUT/nerf.json" --no-progress 2>&1 | tee "$OUT/nerf.log"
       summary+=("nerf: $(grep -E ' s  step ' "$OUT/nerf.log" | tr -s ' ' | tr '\n' ';')")
+      ;;
+    nerf-budgets)
+      # A run per budget (the schedule anneals within --seconds), as issue 32 measures:
+      # NERF_BUDGETS (default 5 15 30 60 120 300) on SCENE, NERF_CONFIG optional (a JSON of
+      # the sections to change). One line per budget: PSNR black/linear and white, steps/s,
+      # device memory.
+      cfg=(); [ -n "${NERF_CONFIG:-}" ] && cfg=(--config "$NERF_CONFIG")
+      for budget in ${NERF_BUDGETS:-5 15 30 60 120 300}; do
+        log="$OUT/nerf_budget_$budget.log"
+        "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds "$budget" --eval-at "$budget" \
+          --out "$OUT/nerf_budget_$budget" --json "$OUT/nerf_budget_$budget.json" --no-progress "${cfg[@]}" > "$log" 2>&1
+        line="$budget s: $(grep -E ' s  step ' "$log" | tail -1 | sed -E 's/.*PSNR +([0-9.]+) dB \(white\) +([0-9.]+) dB.*/\2 black, \1 white/'),"
+        line+=" $(grep -oE '[0-9]+ steps/s' "$log" | head -1), $(grep -oE '[0-9]+ MiB' "$log" | head -1)"
+        echo "$line"
+        summary+=("nerf budget $line")
+      done
       ;;
     viewer)
       # The web viewer on SCENE (no browser on the host: `bench viewer` plays N of them):

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <utility>
 
 #include "tessera/core/backend.h"
 #include "tessera/core/error.h"
@@ -73,7 +74,7 @@ constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most 
 NerfTrainingOptions parse_training(const Json& c, Device device) {
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
-                    "grid_fraction", "warmup_fraction", "initial_loss_scale", "linear_colors",
+                    "grid_fraction", "warmup_fraction", "initial_loss_scale", "stop_window", "linear_colors",
                     "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
                     "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
                     "optimize_focal_length", "focal_learning_rate", "camera_update_interval",
@@ -88,6 +89,7 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   o.grid_fraction = json_get<float>(c, "grid_fraction", o.grid_fraction);
   o.warmup_fraction = json_get<float>(c, "warmup_fraction", o.warmup_fraction);
   o.initial_loss_scale = json_get<float>(c, "initial_loss_scale", o.initial_loss_scale);
+  o.stop_window = json_get<uint32_t>(c, "stop_window", o.stop_window);
   o.linear_colors = json_get<bool>(c, "linear_colors", o.linear_colors);
   o.snap_to_pixel_centers = json_get<bool>(c, "snap_to_pixel_centers", o.snap_to_pixel_centers);
   o.srgb_compositing = json_get<bool>(c, "srgb_compositing", o.srgb_compositing);
@@ -164,7 +166,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
   std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update
   grid_bitfield_.copy_from_host(all);
-  counters_ = Buffer<uint32_t>(device, 3);  // march: requested, written; compaction: rows
+  counters_ = Buffer<uint32_t>(device, 4);  // march: requested, written; compaction: rows; window rows
   rays_ = Buffer<ops::NerfRay>(device, 0);
   samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
   compact_samples_ = Buffer<float>(device, 0), compact_dt_ = Buffer<float>(device, 0);
@@ -261,15 +263,13 @@ void NerfTrainer::step() {
   // The density network on every marched sample: where each ray turns opaque. The samples
   // in front of that point are the ones that shape its colour; only they are trained.
   const uint32_t n_rays = sel.n_rays, n = samples_written_;
-  outputs_.ensure(size_t(n) * kDensityOutputs);
   const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
-  const TensorView densities = outputs_.matrix(n, kDensityOutputs);
-  density_->inference(samples.columns(0, 3), densities);
+  compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(stream(), n_rays));
+  const TensorView raw_density = stop_densities(n_rays, n);
   mark(times_.inference);
   compact_samples_.ensure(size_t(n) * ops::kNerfInputWidth);
   compact_dt_.ensure(n);
-  compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(stream(), n_rays));
-  ops::call<ops::NerfCompactSamples>(stream(), rays_.view(), n_rays, densities.columns(0, 1), samples,
+  ops::call<ops::NerfCompactSamples>(stream(), rays_.view(), n_rays, raw_density, samples,
                                      dt_.view(0, n), compact_samples_.matrix(n, ops::kNerfInputWidth),
                                      compact_dt_.view(0, n), counters_.view(2, 1), compact_scratch_.view());
   download_from_view(stream(), counts, counters_.view(2, 1), sizeof(uint32_t));
@@ -324,6 +324,35 @@ void NerfTrainer::step() {
                                        ft.pose_gradient(), ft.focal_gradient(), ft.embedding_gradient());
   ft.after_step(stream(), frames_);
   mark(times_.backward_and_optimizer);
+}
+
+TensorView NerfTrainer::stop_densities(uint32_t n_rays, uint32_t n) {
+  const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
+  if (options_.stop_window == 0) {
+    outputs_.ensure(size_t(n) * kDensityOutputs);
+    const TensorView densities = outputs_.matrix(n, kDensityOutputs);
+    density_->inference(samples.columns(0, 3), densities);
+    return densities.columns(0, 1);
+  }
+  // Rows behind a stop keep whatever they held: the compaction stops before reading them.
+  stop_density_.ensure(n);
+  window_positions_.ensure(size_t(n) * 3);
+  window_rows_.ensure(n);
+  const TensorView raw_density = stop_density_.view(0, n).as_column();
+  const uint32_t window = options_.stop_window;
+  for (const auto& [begin, end] : {std::pair{0u, window}, std::pair{window, UINT32_MAX}}) {
+    ops::call<ops::NerfGatherWindow>(stream(), rays_.view(), n_rays, begin, end, raw_density, samples,
+                                     dt_.view(0, n), window_positions_.matrix(n, 3), window_rows_.view(0, n),
+                                     counters_.view(3, 1), compact_scratch_.view());
+    uint32_t rows = 0;
+    download_from_view(stream(), &rows, counters_.view(3, 1), sizeof(uint32_t));
+    if (rows == 0) continue;
+    outputs_.ensure(size_t(rows) * kDensityOutputs);
+    const TensorView densities = outputs_.matrix(rows, kDensityOutputs);
+    density_->inference(window_positions_.matrix(rows, 3), densities);
+    ops::call<ops::NerfScatterDensity>(stream(), window_rows_.view(0, rows), densities.columns(0, 1), raw_density);
+  }
+  return raw_density;
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }

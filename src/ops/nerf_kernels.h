@@ -128,6 +128,15 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
 // Focal length: the samples keep their distances t while d turns, so dL/d(delta) =
 // (sum t dL/dp + dL/dd) . dd/d(delta). Embedding: the sum of its columns' gradients. Any
 // output may be null.
+// The rows NerfGatherWindow takes from ray r: its samples [begin, min(end, n_samples)) if it
+// is live after its first `begin` (raw_density fp32 [rows, 1] and dt per sample).
+TESSERA_HD uint32_t window_rows_of(const NerfRay& r, uint32_t begin, uint32_t end, const float* raw_density,
+                                   const float* dt) {
+  if (r.n_samples <= begin || end <= begin) return 0;
+  if (begin && !ray_live_after(raw_density + r.first_sample, 1, dt + r.first_sample, begin)) return 0;
+  return (end < r.n_samples ? end : r.n_samples) - begin;
+}
+
 TESSERA_HD void frame_gradients_ray(const NerfScene& scene, const NerfRay& r, const float* samples,
                                     const float* dL_dsamples, uint32_t width, float* pose_gradient,
                                     float* focal_gradient, float* embedding_gradient) {

@@ -205,6 +205,99 @@ TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   }
 }
 
+// Stop-aware inference: the densities of each ray's first W samples, then of the rest of
+// only the rays still live after them, scattered into a column that is NaN elsewhere, give
+// the very compaction every density gives (so no row behind a stop is read), while the
+// second window leaves out the samples of the rays that stopped in the first.
+TEST(NerfOpsCpu, WindowedDensitiesGiveTheSameCompaction) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(0, 1);
+  const uint32_t n_rays = 400, window = 6;
+  uint32_t total = 0;
+  const std::vector<ops::NerfRay> marched = test::random_rays(gen, n_rays, 1, 16, 60, 7, total);
+  std::vector<float> samples(size_t(total) * 6), full(total), dt(total);
+  for (auto& v : samples) v = u(gen);
+  for (auto& v : full) v = u(gen) * 6 - 0.5f;
+  for (auto& v : dt) v = 0.01f + 0.1f * u(gen);
+  auto compaction = [&](std::vector<float>& raw, std::vector<ops::NerfRay>& rays, std::vector<float>& compact) {
+    uint32_t count = 0;
+    std::vector<float> compact_dt(total);
+    ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, test::test_view(raw, total, 1),
+                                       test::test_view(samples, total, 6), test::test_view(dt),
+                                       test::test_view(compact, total, 6), test::test_view(compact_dt),
+                                       TensorView::of(&count, 1), TensorView());
+    return count;
+  };
+  std::vector<ops::NerfRay> want_rays = marched;
+  std::vector<float> want(size_t(total) * 6);
+  const uint32_t want_count = compaction(full, want_rays, want);
+
+  std::vector<ops::NerfRay> rays = marched;
+  std::vector<float> windowed(total, std::nanf("")), positions(size_t(total) * 3, -1.0f);
+  std::vector<uint32_t> rows(total, ~0u);
+  uint32_t inferred = 0, head_rows = 0, tail_rows = 0, live_after_window = 0;
+  for (const auto& [begin, end] : {std::pair{0u, window}, std::pair{window, UINT32_MAX}}) {
+    uint32_t count = 0;
+    ops::call<ops::NerfGatherWindow>(DeviceKind::cpu, test::test_view(rays), n_rays, begin, end,
+                                     test::test_view(windowed, total, 1), test::test_view(samples, total, 6),
+                                     test::test_view(dt), test::test_view(positions, total, 3), test::test_view(rows),
+                                     TensorView::of(&count, 1), TensorView());
+    // The rows, ray by ray: the window of every ray live after `begin`, positions beside.
+    uint32_t q = 0;
+    for (uint32_t i = 0; i < n_rays; ++i) {
+      const ops::NerfRay& m = marched[i];
+      double T = 1;
+      for (uint32_t j = 0; j < std::min(begin, m.n_samples); ++j)
+        T *= std::exp(-std::exp(double(full[m.first_sample + j])) * dt[m.first_sample + j]);
+      const bool live = begin == 0 || (m.n_samples > begin && T >= 1e-4);
+      if (begin && live) ++live_after_window;
+      const uint32_t last = live ? std::min(end, m.n_samples) : begin;
+      ASSERT_EQ(rays[i].n_used, last > begin ? last - begin : 0u) << "ray " << i;
+      for (uint32_t j = begin; j < last; ++j, ++q) {
+        ASSERT_LT(q, count);
+        ASSERT_EQ(rows[q], m.first_sample + j) << "ray " << i;
+        for (int k = 0; k < 3; ++k) ASSERT_EQ(positions[q * 3 + k], samples[(m.first_sample + j) * 6 + k]);
+      }
+    }
+    ASSERT_EQ(q, count);
+    (begin ? tail_rows : head_rows) = count;
+    // "Inference": this window's densities, as the density network would give them.
+    std::vector<float> inferred_density(count);
+    for (uint32_t k = 0; k < count; ++k) inferred_density[k] = full[rows[k]];
+    ops::call<ops::NerfScatterDensity>(DeviceKind::cpu, TensorView::of(rows.data(), count),
+                                       test::test_view(inferred_density, count, 1), test::test_view(windowed, total, 1));
+    inferred += count;
+  }
+  uint32_t beyond_window = 0;
+  for (const ops::NerfRay& m : marched) beyond_window += m.n_samples > window ? m.n_samples - window : 0;
+  EXPECT_LT(tail_rows, beyond_window / 2) << "the data must stop most rays within the window";
+  EXPECT_GT(live_after_window, 5u) << "and leave some live";
+  EXPECT_EQ(head_rows + beyond_window, total);
+
+  std::vector<float> got(size_t(total) * 6);
+  const uint32_t got_count = compaction(windowed, rays, got);
+  ASSERT_EQ(got_count, want_count);
+  EXPECT_LT(inferred, total);
+  for (uint32_t i = 0; i < n_rays; ++i) {
+    ASSERT_EQ(rays[i].n_used, want_rays[i].n_used) << "ray " << i;
+    ASSERT_EQ(rays[i].first_sample, want_rays[i].first_sample) << "ray " << i;
+  }
+  EXPECT_EQ(got, want);
+
+  // A row past the densities is refused, naming the op.
+  std::vector<uint32_t> bad_row{total};
+  std::vector<float> one{1.0f};
+  try {
+    ops::call<ops::NerfScatterDensity>(DeviceKind::cpu, test::test_view(bad_row), test::test_view(one, 1, 1),
+                                       test::test_view(windowed, total, 1));
+    ADD_FAILURE() << "a row past the densities was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nerf_scatter_density"), std::string::npos) << e.what();
+  }
+}
+
 // Every sample a dense sampler would take (all steps from the box entry, kept where the
 // cell is occupied) must be the marcher's, in order.
 TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {

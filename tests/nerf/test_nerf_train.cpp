@@ -53,6 +53,32 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
   EXPECT_GT(r.ssim_white, 0.93);
 }
 
+// stop_window: the density network first on each ray's first samples, then on the live rays'
+// rest. The stops, hence the trained samples, the losses and the weights, are those of
+// inferring every marched sample, once rays have surfaces to stop at.
+TEST(NerfTrain, AStopWindowTrainsTheSameModel) {
+  SKIP_IN_CUDA_BUILD();
+  const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_stop_window";
+  std::filesystem::remove_all(dir);
+  test::write_procedural_scene(dir, 8, 2, 32);
+  Json config = test::cpu_test_nerf_config(4096);
+  nerf::NerfTrainer all(config, nerf::load_dataset(dir.string(), {.split = "train"}), DeviceKind::cpu, 3);
+  config["training"]["stop_window"] = 4;
+  nerf::NerfTrainer windowed(config, nerf::load_dataset(dir.string(), {.split = "train"}), DeviceKind::cpu, 3);
+  bool stopped = false;
+  for (int i = 0; i < 150; ++i) {
+    all.step();
+    windowed.step();
+    ASSERT_EQ(windowed.samples_last_step(), all.samples_last_step()) << "step " << i;
+    ASSERT_EQ(windowed.last_loss(), all.last_loss()) << "step " << i;
+    stopped |= all.samples_per_ray() + 0.5f < all.marched_samples_per_ray();
+  }
+  EXPECT_TRUE(stopped) << "no ray stopped before its last marched sample: nothing was left out";
+  const TensorView a = all.model().params(), w = windowed.model().params();
+  ASSERT_EQ(a.numel(), w.numel());
+  EXPECT_EQ(0, std::memcmp(a.data<float>(), w.data<float>(), a.numel() * sizeof(float)));
+}
+
 }  // namespace
 }  // namespace tessera
 

@@ -1,8 +1,9 @@
-// NerfCompositeTrain / NerfCompactSamples / NerfCompositeRender on CUDA: a thread per ray
-// (the per-ray math is ops/nerf_kernels.h, shared with the CPU reference); the loss is
-// reduced per block into partials, then summed in a fixed order (the same loss every run).
-// Compaction is a scan of the rays' n_used (per block, then over the blocks), so the
-// compacted rows come in ray order on every run and every backend.
+// NerfCompositeTrain / NerfCompactSamples / NerfGatherWindow / NerfScatterDensity /
+// NerfCompositeRender on CUDA: a thread per ray (the per-ray math is ops/nerf_kernels.h,
+// shared with the CPU reference); the loss is reduced per block into partials, then summed
+// in a fixed order (the same loss every run). Compaction and the window gather are a scan of
+// each ray's rows (per block, then over the blocks), so the rows come in ray order on every
+// run and every backend.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -85,19 +86,22 @@ __global__ void composite_render_kernel(const NerfRay* __restrict__ rays, uint32
 
 constexpr uint32_t kScanThreads = 256;
 
-// Pass 1: each ray's stop from its densities (n_used), and the samples each block of rays
-// uses.
-__global__ void compact_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
-                                          const float* __restrict__ raw_density, size_t density_stride,
-                                          const float* __restrict__ dt, uint32_t* __restrict__ block_sums) {
+// Pass 1: each ray's rows (compaction: the samples in front of its stop; the window
+// gather: its window's samples if it is live), left in n_used, and each block's sum.
+template <bool kWindow>
+__global__ void rows_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
+                                       const float* __restrict__ raw_density, size_t density_stride,
+                                       const float* __restrict__ dt, uint32_t begin, uint32_t end,
+                                       uint32_t* __restrict__ block_sums) {
   using Reduce = cub::BlockReduce<uint32_t, kScanThreads>;
   __shared__ typename Reduce::TempStorage temp;
   const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
   uint32_t used = 0;
   if (i < n_rays) {
     const NerfRay r = rays[i];
-    used = ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride, dt + r.first_sample,
-                    r.n_samples);
+    used = kWindow ? window_rows_of(r, begin, end, raw_density, dt)
+                   : ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride,
+                              dt + r.first_sample, r.n_samples);
     rays[i].n_used = used;
   }
   const uint32_t sum = Reduce(temp).Sum(used);
@@ -121,29 +125,14 @@ __global__ void compact_block_offsets_kernel(uint32_t* __restrict__ block_sums, 
   if (threadIdx.x == 0) *count = carry;
 }
 
-// Pass 3: each ray's first row (the block's first row + the scan within the block), then
-// the block's rows copied by all its threads together, element by element (a thread per ray
-// copying its own rows would leave most of the GPU idle, waiting on one row after another);
-// last, each ray pointed at its compacted rows.
-__global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
-                                      const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
-                                      const float* __restrict__ dt, float* __restrict__ compact_samples,
-                                      float* __restrict__ compact_dt) {
-  using Scan = cub::BlockScan<uint32_t, kScanThreads>;
-  __shared__ typename Scan::TempStorage temp;
-  __shared__ uint32_t rows_through[kScanThreads], first_sample[kScanThreads];
-  const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
-  NerfRay r;
-  if (i < n_rays) r = rays[i];
-  const uint32_t used = i < n_rays ? r.n_used : 0u;
-  uint32_t through, block_rows;
-  Scan(temp).InclusiveSum(used, through, block_rows);
-  rows_through[threadIdx.x] = through;
-  first_sample[threadIdx.x] = r.first_sample;
-  __syncthreads();
-  const uint32_t first_row = block_offsets[blockIdx.x];
-  // The source row of block row q: its ray is the first whose rows_through exceeds q.
-  auto source_row = [&](uint32_t q) {
+// Pass 3, shared: the block's rows in ray order. The block scans its rays' n_used; the
+// source row of block row q is then in the first ray whose rows_through exceeds q.
+struct BlockRows {
+  uint32_t* rows_through;  // [kScanThreads], shared
+  uint32_t* first_source;  // [kScanThreads], shared: each ray's first source row
+  uint32_t first_row, count;  // the block's first output row, and its rows
+
+  __device__ size_t source_row(uint32_t q) const {
     uint32_t lo = 0, hi = kScanThreads - 1;
     while (lo < hi) {
       const uint32_t mid = (lo + hi) / 2;
@@ -151,17 +140,76 @@ __global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_ray
       else lo = mid + 1;
     }
     const uint32_t ray_first_row = lo ? rows_through[lo - 1] : 0u;
-    return size_t(first_sample[lo]) + (q - ray_first_row);
-  };
-  for (uint32_t e = threadIdx.x; e < block_rows * kNerfInputWidth; e += kScanThreads) {
-    const uint32_t q = e / kNerfInputWidth, c = e % kNerfInputWidth;
-    compact_samples[(size_t(first_row) + q) * kNerfInputWidth + c] = samples[source_row(q) * kNerfInputWidth + c];
+    return size_t(first_source[lo]) + (q - ray_first_row);
   }
-  for (uint32_t q = threadIdx.x; q < block_rows; q += kScanThreads) compact_dt[first_row + q] = dt[source_row(q)];
+};
+
+// Scans n_used of the block's rays (`used`, 0 past n_rays) into `rows`; returns this ray's rows before it.
+__device__ uint32_t scan_block_rows(uint32_t used, uint32_t first_source, const uint32_t* block_offsets,
+                                    BlockRows& rows) {
+  using Scan = cub::BlockScan<uint32_t, kScanThreads>;
+  __shared__ typename Scan::TempStorage temp;
+  uint32_t through;
+  Scan(temp).InclusiveSum(used, through, rows.count);
+  rows.rows_through[threadIdx.x] = through;
+  rows.first_source[threadIdx.x] = first_source;
+  rows.first_row = block_offsets[blockIdx.x];
+  __syncthreads();
+  return through - used;
+}
+
+// Compaction pass 3: the block's rows copied by all its threads together, element by element
+// (a thread per ray copying its own rows would leave most of the GPU idle, waiting on one row
+// after another); last, each ray pointed at its compacted rows.
+__global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
+                                      const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
+                                      const float* __restrict__ dt, float* __restrict__ compact_samples,
+                                      float* __restrict__ compact_dt) {
+  __shared__ uint32_t rows_through[kScanThreads], first_source[kScanThreads];
+  const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
+  NerfRay r;
+  if (i < n_rays) r = rays[i];
+  const uint32_t used = i < n_rays ? r.n_used : 0u;
+  BlockRows rows{rows_through, first_source, 0, 0};
+  const uint32_t before = scan_block_rows(used, r.first_sample, block_offsets, rows);
+  for (uint32_t e = threadIdx.x; e < rows.count * kNerfInputWidth; e += kScanThreads) {
+    const uint32_t q = e / kNerfInputWidth, c = e % kNerfInputWidth;
+    compact_samples[(size_t(rows.first_row) + q) * kNerfInputWidth + c] =
+        samples[rows.source_row(q) * kNerfInputWidth + c];
+  }
+  for (uint32_t q = threadIdx.x; q < rows.count; q += kScanThreads)
+    compact_dt[rows.first_row + q] = dt[rows.source_row(q)];
   if (i < n_rays) {
-    rays[i].first_sample = first_row + through - used;
+    rays[i].first_sample = rows.first_row + before;
     rays[i].n_samples = used;
   }
+}
+
+// Window gather pass 3: the positions of the block's window rows and where they came from.
+__global__ void window_gather_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays, uint32_t begin,
+                                     const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
+                                     float* __restrict__ window_positions, uint32_t* __restrict__ window_rows) {
+  __shared__ uint32_t rows_through[kScanThreads], first_source[kScanThreads];
+  const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
+  NerfRay r;
+  if (i < n_rays) r = rays[i];
+  BlockRows rows{rows_through, first_source, 0, 0};
+  scan_block_rows(i < n_rays ? r.n_used : 0u, r.first_sample + begin, block_offsets, rows);
+  for (uint32_t e = threadIdx.x; e < rows.count * 3; e += kScanThreads) {
+    const uint32_t q = e / 3, c = e % 3;
+    window_positions[(size_t(rows.first_row) + q) * 3 + c] = samples[rows.source_row(q) * kNerfInputWidth + c];
+  }
+  for (uint32_t q = threadIdx.x; q < rows.count; q += kScanThreads)
+    window_rows[rows.first_row + q] = uint32_t(rows.source_row(q));
+}
+
+__global__ void scatter_density_kernel(const uint32_t* __restrict__ window_rows, uint32_t rows,
+                                       const float* __restrict__ window_density, size_t stride,
+                                       float* __restrict__ raw_density, uint32_t n_samples) {
+  const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
+  if (q >= rows) return;
+  const uint32_t row = window_rows[q];
+  if (row < n_samples) raw_density[row] = window_density[size_t(q) * stride];
 }
 
 }  // namespace
@@ -177,13 +225,42 @@ void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_densi
     return;
   }
   const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
-  compact_block_sums_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, scratch);
-  TESSERA_CUDA_CHECK_LAUNCH("compact_block_sums_kernel");
+  rows_block_sums_kernel<false><<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, 0, 0,
+                                                                 scratch);
+  TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
   compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
   TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
   compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dt, compact_samples,
                                                         compact_dt);
   TESSERA_CUDA_CHECK_LAUNCH("compact_gather_kernel");
+}
+
+void nerf_gather_window(NerfRay* rays, uint32_t n_rays, uint32_t begin, uint32_t end, const float* raw_density,
+                        const float* samples, const float* dt, float* window_positions, uint32_t* window_rows,
+                        uint32_t* count, uint32_t* scratch, Stream* stream) {
+  const cudaStream_t s = detail::native_stream(stream);
+  if (n_rays == 0) {
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
+    return;
+  }
+  const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
+  rows_block_sums_kernel<true><<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, 1, dt, begin, end, scratch);
+  TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
+  compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
+  TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
+  window_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, begin, scratch, samples, window_positions,
+                                                       window_rows);
+  TESSERA_CUDA_CHECK_LAUNCH("window_gather_kernel");
+}
+
+void nerf_scatter_density(const uint32_t* window_rows, uint32_t rows, const float* window_density, size_t stride,
+                          float* raw_density, uint32_t n_samples, Stream* stream) {
+  if (rows == 0) return;
+  constexpr uint32_t kThreadsPerBlock = 256;
+  scatter_density_kernel<<<detail::blocks_for(rows, kThreadsPerBlock), kThreadsPerBlock, 0,
+                           detail::native_stream(stream)>>>(window_rows, rows, window_density, stride, raw_density,
+                                                            n_samples);
+  TESSERA_CUDA_CHECK_LAUNCH("scatter_density_kernel");
 }
 
 size_t nerf_composite_train_partials(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kThreads); }
