@@ -283,6 +283,17 @@ std::vector<double> run_composite_render(Backend& b, uint64_t seed) {
 }
 
 // Compaction: [count, then per ray n_samples, n_used and its compacted rows (6 + dt)]
+std::vector<double> compaction_result(const Buffer<ops::NerfRay>& rays, const Buffer<float>& compact,
+                                      const Buffer<float>& compact_dt, const Buffer<uint32_t>& count) {
+  const auto c = compact.to_host(), d = compact_dt.to_host();
+  std::vector<double> out{double(count.to_host()[0])};
+  for (const ops::NerfRay& ray : rays.to_host()) {
+    out.insert(out.end(), {double(ray.n_samples), double(ray.n_used)});
+    append_rows(out, c, d, ray.first_sample, ray.n_used);
+  }
+  return out;
+}
+
 std::vector<double> run_compact(Backend& b, uint64_t seed) {
   const CompositeInputs in(seed);
   Buffer<ops::NerfRay> rays = upload(b, in.rays);
@@ -293,14 +304,7 @@ std::vector<double> run_compact(Backend& b, uint64_t seed) {
   ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, raw.matrix(in.total, 4).columns(3, 1),
                                      samples.matrix(in.total, 6), dt.view(), compact.matrix(in.total, 6),
                                      compact_dt.view(), count.view(), scratch.view());
-  const auto r = rays.to_host();
-  const auto c = compact.to_host(), d = compact_dt.to_host();
-  std::vector<double> out{double(count.to_host()[0])};
-  for (const ops::NerfRay& ray : r) {
-    out.insert(out.end(), {double(ray.n_samples), double(ray.n_used)});
-    append_rows(out, c, d, ray.first_sample, ray.n_used);
-  }
-  return out;
+  return compaction_result(rays, compact, compact_dt, count);
 }
 
 // Stop-aware inference then compaction, in run_compact's layout: each ray's first 6
@@ -331,14 +335,7 @@ std::vector<double> run_window_compact(Backend& b, uint64_t seed) {
   ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, raw.view().as_column(), samples.matrix(in.total, 6),
                                      dt.view(), compact.matrix(in.total, 6), compact_dt.view(), count.view(),
                                      scratch.view());
-  const auto r = rays.to_host();
-  const auto c = compact.to_host(), d = compact_dt.to_host();
-  std::vector<double> out{double(count.to_host()[0])};
-  for (const ops::NerfRay& ray : r) {
-    out.insert(out.end(), {double(ray.n_samples), double(ray.n_used)});
-    append_rows(out, c, d, ray.first_sample, ray.n_used);
-  }
-  return out;
+  return compaction_result(rays, compact, compact_dt, count);
 }
 
 std::string compare_compact(const std::vector<double>& got, const std::vector<double>& want) {

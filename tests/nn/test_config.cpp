@@ -218,6 +218,19 @@ TEST(TinyCudaNnCompat, OtypesAndNamesIgnoreCase) {
             std::string::npos);
 }
 
+// Four zero parameters with zero gradients on the CPU: a schedule's steps without moving anything.
+struct ZeroTarget {
+  Buffer<float> params{DeviceKind::cpu, 4}, grads{DeviceKind::cpu, 4};
+  Buffer<ops::TrainState> state{DeviceKind::cpu, 1};
+  nn::OptimizerTarget target;
+  ZeroTarget() {
+    params.zero();
+    grads.zero();
+    state.copy_from_host({ops::TrainState{}});
+    target = {DeviceKind::cpu, 4, params.view(), grads.view(), TensorView(), state.view()};
+  }
+};
+
 // The Adam keys and ExponentialDecay's decay_end: honoured and kept by config().
 TEST(TinyCudaNnCompat, AdamExtrasAndDecayEndRoundTrip) {
   auto adam = nn::create_optimizer(
@@ -232,12 +245,8 @@ TEST(TinyCudaNnCompat, AdamExtrasAndDecayEndRoundTrip) {
   auto decay = nn::create_optimizer(parse_json(R"({"otype": "ExponentialDecay", "decay_base": 0.5, "decay_start": 2,
       "decay_interval": 2, "decay_end": 5, "nested": {"otype": "SGD", "learning_rate": 1.0}})"));
   EXPECT_EQ(decay->config()["decay_end"], 5);
-  Buffer<float> params(DeviceKind::cpu, 4), grads(DeviceKind::cpu, 4);
-  Buffer<ops::TrainState> state(DeviceKind::cpu, 1);
-  params.zero();
-  grads.zero();
-  state.copy_from_host({ops::TrainState{}});
-  const nn::OptimizerTarget target{DeviceKind::cpu, 4, params.view(), grads.view(), TensorView(), state.view()};
+  ZeroTarget zeros;
+  const nn::OptimizerTarget& target = zeros.target;
   // step s (0-based) uses 0.5^N(s), N = 0 before 2, then floor((min(s, 5) - 2) / 2) + 1
   const float want[] = {1, 1, 0.5f, 0.5f, 0.25f, 0.25f, 0.25f, 0.25f, 0.25f};
   for (float w : want) {
@@ -254,12 +263,8 @@ TEST(TinyCudaNnCompat, BudgetDecayFollowsTheBudgetNotTheStepCount) {
   EXPECT_EQ(opt->config()["nested"]["otype"], "BudgetDecay");
   EXPECT_FLOAT_EQ(opt->config()["nested"]["final_factor"].get<float>(), 0.01f);
   EXPECT_FLOAT_EQ(opt->config()["nested"]["nested"]["learning_rate"].get<float>(), 2.0f);
-  Buffer<float> params(DeviceKind::cpu, 4), grads(DeviceKind::cpu, 4);
-  Buffer<ops::TrainState> state(DeviceKind::cpu, 1);
-  params.zero();
-  grads.zero();
-  state.copy_from_host({ops::TrainState{}});
-  const nn::OptimizerTarget target{DeviceKind::cpu, 4, params.view(), grads.view(), TensorView(), state.view()};
+  ZeroTarget zeros;
+  const nn::OptimizerTarget& target = zeros.target;
   // progress -> rate: 2 up to half the budget, then 2 * 0.01^((p - 0.5) / 0.5); past the end it stays.
   const std::pair<double, float> want[] = {{0.0, 2.0f}, {0.5, 2.0f}, {0.75, 0.2f}, {1.0, 0.02f}, {1.5, 0.02f}};
   for (auto [progress, rate] : want) {

@@ -216,20 +216,34 @@ __global__ void scatter_density_kernel(const uint32_t* __restrict__ window_rows,
 
 size_t nerf_compact_scratch(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kScanThreads); }
 
+namespace {
+// Passes 1 and 2 of the compaction (kWindow false) or the window gather: each ray's rows
+// into n_used, each block's first row into scratch, the total into count. Returns the
+// blocks for pass 3 (0: no rays, count set to 0).
+template <bool kWindow>
+unsigned scan_ray_rows(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
+                       const float* dt, uint32_t begin, uint32_t end, uint32_t* count, uint32_t* scratch,
+                       cudaStream_t s) {
+  if (n_rays == 0) {
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
+    return 0;
+  }
+  const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
+  rows_block_sums_kernel<kWindow><<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, begin,
+                                                                   end, scratch);
+  TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
+  compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
+  TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
+  return blocks;
+}
+}  // namespace
+
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
                           const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count, uint32_t* scratch, Stream* stream) {
   const cudaStream_t s = detail::native_stream(stream);
-  if (n_rays == 0) {
-    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
-    return;
-  }
-  const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
-  rows_block_sums_kernel<false><<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, 0, 0,
-                                                                 scratch);
-  TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
-  compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
-  TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
+  const unsigned blocks = scan_ray_rows<false>(rays, n_rays, raw_density, density_stride, dt, 0, 0, count, scratch, s);
+  if (blocks == 0) return;
   compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dt, compact_samples,
                                                         compact_dt);
   TESSERA_CUDA_CHECK_LAUNCH("compact_gather_kernel");
@@ -239,15 +253,8 @@ void nerf_gather_window(NerfRay* rays, uint32_t n_rays, uint32_t begin, uint32_t
                         const float* samples, const float* dt, float* window_positions, uint32_t* window_rows,
                         uint32_t* count, uint32_t* scratch, Stream* stream) {
   const cudaStream_t s = detail::native_stream(stream);
-  if (n_rays == 0) {
-    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
-    return;
-  }
-  const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
-  rows_block_sums_kernel<true><<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, 1, dt, begin, end, scratch);
-  TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
-  compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
-  TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
+  const unsigned blocks = scan_ray_rows<true>(rays, n_rays, raw_density, 1, dt, begin, end, count, scratch, s);
+  if (blocks == 0) return;
   window_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, begin, scratch, samples, window_positions,
                                                        window_rows);
   TESSERA_CUDA_CHECK_LAUNCH("window_gather_kernel");
