@@ -168,6 +168,9 @@ TESSERA_C_EXPORT tessera_status tessera_trainer_set_params(tessera_trainer* trai
 /* Call after caller-owned parameters were changed other than by this trainer. */
 TESSERA_C_EXPORT tessera_status tessera_trainer_params_changed(tessera_trainer* trainer);
 TESSERA_C_EXPORT tessera_status tessera_trainer_set_loss_scale(tessera_trainer* trainer, float loss_scale);
+/* How much of the caller's training budget is spent, 0 to 1 (larger values count as 1): an
+   optimizer schedule tied to the budget ("BudgetDecay") follows it; others pass it over. */
+TESSERA_C_EXPORT tessera_status tessera_trainer_set_progress(tessera_trainer* trainer, double fraction);
 /* Snapshots (model, optimizer state, counters; atomically written, verified on load). */
 TESSERA_C_EXPORT tessera_status tessera_trainer_save(tessera_trainer* trainer, const char* path);
 TESSERA_C_EXPORT tessera_status tessera_trainer_load(tessera_trainer* trainer, const char* path);

@@ -166,6 +166,7 @@ def _declare(lib):
         "tessera_trainer_set_params": (c.c_int, [P, T]),
         "tessera_trainer_params_changed": (c.c_int, [P]),
         "tessera_trainer_set_loss_scale": (c.c_int, [P, c.c_float]),
+        "tessera_trainer_set_progress": (c.c_int, [P, c.c_double]),
         "tessera_trainer_save": (c.c_int, [P, c.c_char_p]),
         "tessera_trainer_load": (c.c_int, [P, c.c_char_p]),
         "tessera_nerf_create": (c.c_int, [c.c_char_p, c.c_char_p, c.c_char_p, c.c_uint64, c.c_uint32, c.POINTER(P)]),

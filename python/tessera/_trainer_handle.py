@@ -52,6 +52,11 @@ class TrainerHandle:
     def loss_scale(self, value):
         _capi.check(_capi.lib.tessera_trainer_set_loss_scale(self._handle, float(value)))
 
+    def set_progress(self, fraction):
+        """How much of your training budget is spent (0 to 1): an optimizer "BudgetDecay"
+        anneals by it; call it before each step (or now and then)."""
+        _capi.check(_capi.lib.tessera_trainer_set_progress(self._handle, float(fraction)))
+
     def last_loss(self):
         """The latest step's mean loss (waits for it)."""
         return self._info().last_loss

@@ -1,5 +1,6 @@
 // The C API's modules (one differentiable piece on a caller's parameters, as PyTorch's
 // autograd drives it) and trainers (model + loss + optimizer, the fused step).
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -383,6 +384,15 @@ tessera_status tessera_trainer_set_loss_scale(tessera_trainer* trainer, float lo
   return guarded([&] {
     TESSERA_C_REQUIRE(trainer, "trainer");
     trainer->trainer->set_loss_scale(loss_scale);
+  });
+}
+
+tessera_status tessera_trainer_set_progress(tessera_trainer* trainer, double fraction) {
+  return guarded([&] {
+    TESSERA_C_REQUIRE(trainer, "trainer");
+    TESSERA_CHECK(std::isfinite(fraction) && fraction >= 0, "training progress {} is not a fraction in [0, 1]",
+                  fraction);
+    trainer->trainer->optimizer().set_progress(fraction);
   });
 }
 

@@ -57,6 +57,25 @@ def test_fits_a_function_and_resumes(device_name, tmp_path):
     np.testing.assert_allclose(again.inference(test), trainer.inference(test), rtol=1e-6, atol=1e-6)
 
 
+def test_a_budget_schedule_follows_the_progress_it_is_given(device_name):
+    # BudgetDecay(0.5 -> 0.01): at the end of the budget Adam's rate is 1% of the base, so
+    # one step from the same weights and batch moves them ~100x less.
+    config = dict(CONFIG, optimizer={"otype": "BudgetDecay", "decay_start": 0.5, "final_factor": 0.01,
+                                     "nested": {"otype": "Adam", "learning_rate": 1e-2}})
+    rng = np.random.default_rng(1)
+    x = rng.random((2048, 2), dtype=np.float32)
+    moved = {}
+    for progress in (0.25, 1.0):
+        trainer = tessera.Trainer.from_config(config, 2, 1, device=device_name, seed=5)
+        before = trainer.params
+        trainer.set_progress(progress)
+        trainer.training_step(x, f(x))
+        moved[progress] = float(np.abs(trainer.params - before).max())
+    assert moved[0.25] > 0 and 50 < moved[0.25] / moved[1.0] < 200, moved
+    with pytest.raises(ValueError, match="progress"):
+        trainer.set_progress(float("nan"))
+
+
 def test_errors(device_name, tmp_path):
     trainer = tessera.Trainer.from_config(CONFIG, 2, 1, device=device_name)
     with pytest.raises(ValueError, match=r"\[batch, 2\]"):
