@@ -105,6 +105,7 @@ class NerfTrainer {
   uint32_t rays_per_step() const { return n_rays_; }
   // Samples of the latest step: trained (compacted) in all and per ray, and marched per ray.
   uint32_t samples_last_step() const { return samples_compacted_; }
+  uint32_t samples_marched_last_step() const { return samples_written_; }  // those that fit the batch
   float samples_per_ray() const { return n_rays_last_ ? float(samples_compacted_) / float(n_rays_last_) : 0.0f; }
   float marched_samples_per_ray() const {
     return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f;
