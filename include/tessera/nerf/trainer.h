@@ -116,7 +116,7 @@ class NerfTrainer {
   // synchronizes the stream between the phases, so the total is a little above an
   // unprofiled step's.
   struct StepTimes {
-    // inference: the density network on every marched sample; compaction: each ray's stop
+    // inference: the density network on the marched samples (stop_window); compaction: each ray's stop
     // and the samples in front gathered; model_forward: the training forward on those;
     // rendering: volume rendering, loss and its backward.
     double grid_update = 0, march = 0, inference = 0, compaction = 0, model_forward = 0, rendering = 0,
