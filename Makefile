@@ -43,11 +43,12 @@ python: build
 demo: build
 	./$(BUILD)/tessera fit function --out demo_out --json demo_out/result.json
 
-# Every test of the default build (GPU tests skip visibly without a CUDA device), the
-# CPU-only build's tests, the CPU unit tests under ASan + UBSan, each fuzz target for
-# FUZZ_SECONDS_CI, and the installed package built against by examples/.
+# The default build's unit and gpu tests (GPU tests skip visibly without a CUDA device;
+# its slow, browser, opencl and python suites would run the CPU-only build's CPU code a
+# second time), every test of the CPU-only build, the CPU unit tests under ASan + UBSan,
+# each fuzz target for FUZZ_SECONDS_CI, and the installed package built against by examples/.
 test: build build-cpu build-san
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1500
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 1500 -L 'unit|gpu'
 	cd $(BUILD_CPU) && ctest --output-on-failure -j $(JOBS) --timeout 1500
 	cd $(BUILD_SAN) && ctest --output-on-failure -j $(JOBS) --timeout 1500 -L unit
 	FUZZ_SEED=1 ./scripts/fuzz.sh $(BUILD_SAN) $(FUZZ_SECONDS_CI)

@@ -12,9 +12,16 @@ bool is_camera_path(const Json& json) { return json.is_object() && json.contains
 
 namespace {
 
-float finite_number(const Json& j, const std::string& what) {
+double finite_number(const Json& j, const std::string& what) {
   TESSERA_CHECK(j.is_number() && std::isfinite(j.get<double>()), "{} is not a finite number", what);
-  return j.get<float>();
+  return j.get<double>();
+}
+
+// Positions and angles are used in float; a bound far beyond any scene keeps the spline's sums finite.
+float scene_number(const Json& j, const std::string& what) {
+  const double v = finite_number(j, what);
+  TESSERA_CHECK(std::abs(v) <= 1e9, "{} is {}, out of range (|value| <= 1e9)", what, v);
+  return float(v);
 }
 
 }  // namespace
@@ -31,16 +38,19 @@ std::vector<CameraKeyframe> parse_camera_path(const Json& json, const std::strin
                       k["T"].is_array() && k["T"].size() == 3,
                   "{} needs \"R\" (a quaternion x, y, z, w) and \"T\" (a position x, y, z)", where);
     CameraKeyframe f;
-    float norm = 0;
+    // Normalised in double: any finite quaternion is a rotation, however large its components.
+    double q[4], largest = 0;
     for (int c = 0; c < 4; ++c) {
-      f.rotation[c] = finite_number(k["R"][c], where + " R");
-      norm += f.rotation[c] * f.rotation[c];
+      q[c] = finite_number(k["R"][c], where + " R");
+      largest = std::max(largest, std::abs(q[c]));
     }
-    TESSERA_CHECK(norm > 1e-12f, "{}: R is a zero quaternion", where);
-    for (float& c : f.rotation) c /= std::sqrt(norm);
-    f.position = {finite_number(k["T"][0], where + " T"), finite_number(k["T"][1], where + " T"),
-                  finite_number(k["T"][2], where + " T")};
-    if (k.contains("fov")) f.fov_y_degrees = finite_number(k["fov"], where + " fov");
+    TESSERA_CHECK(largest > 1e-6, "{}: R is a zero quaternion", where);
+    double norm = 0;
+    for (double& c : q) norm += (c / largest) * (c / largest);
+    for (int c = 0; c < 4; ++c) f.rotation[c] = float(q[c] / largest / std::sqrt(norm));
+    f.position = {scene_number(k["T"][0], where + " T"), scene_number(k["T"][1], where + " T"),
+                  scene_number(k["T"][2], where + " T")};
+    if (k.contains("fov")) f.fov_y_degrees = scene_number(k["fov"], where + " fov");
     TESSERA_CHECK(f.fov_y_degrees > 0 && f.fov_y_degrees < 180, "{}: fov {} is not in (0, 180) degrees", where,
                   f.fov_y_degrees);
     keyframes.push_back(f);

@@ -8,12 +8,14 @@
 #include <cmath>
 
 #include "harness.h"
+#include "support/gpu.h"
 #include "support/random.h"
 
 namespace tessera::test {
 namespace {
 
 TEST(BackendOpsHarness, EveryCaseRunsOnTheCpuReferenceAndIsDeterministic) {
+  SKIP_IN_CUDA_BUILD();
   Backend& cpu = backend_for(DeviceKind::cpu);
   ASSERT_GT(op_cases().size(), 40u);
   for (const OpCase& c : op_cases()) {

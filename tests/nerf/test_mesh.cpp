@@ -107,6 +107,15 @@ TEST(CameraPath, BadPathsAreClearErrors) {
   EXPECT_NE(test::error_of([&] { nerf::parse_camera_path(Json::parse(R"({"path": [{"R": [0, 0, 0, 0], "T": [0, 0, 0]}]})"), "p.json"); }).find("zero quaternion"), std::string::npos);
   EXPECT_NE(test::error_of([&] { nerf::parse_camera_path(Json::parse(R"({"path": [{"R": [0, 0, 0, 1], "T": [0, 0, 0], "fov": 0}]})"), "p.json"); }).find("fov 0"), std::string::npos);
   EXPECT_NE(test::error_of([&] { nerf::parse_camera_path(Json::parse(R"({"path": [{"R": [0, 0, 0, 1], "T": [0, "x", 0]}]})"), "p.json"); }).find("keyframe 0 T is not a finite number"), std::string::npos);
+  EXPECT_NE(test::error_of([&] { nerf::parse_camera_path(Json::parse(R"({"path": [{"R": [0, 0, 0, 1], "T": [0, 1e300, 0]}]})"), "p.json"); }).find("keyframe 0 T is 1e+300, out of range"), std::string::npos);
+}
+
+// Components beyond float's range (found by fuzz_camera_path) still describe a rotation.
+TEST(CameraPath, AQuaternionOfAnyFiniteSizeIsNormalised) {
+  const auto keyframes = nerf::parse_camera_path(Json::parse(R"({"path": [{"R": [0, 5e81, 0, 5e81], "T": [0, 0, 0]}]})"), "p.json");
+  EXPECT_NEAR(keyframes[0].rotation[1], std::sqrt(0.5f), 1e-6f);
+  EXPECT_NEAR(keyframes[0].rotation[3], std::sqrt(0.5f), 1e-6f);
+  EXPECT_EQ(keyframes[0].rotation[0], 0.0f);
 }
 
 }  // namespace
