@@ -87,7 +87,10 @@ class Sequential final : public CompositeBase {
       act_.emplace_back(device_, 0);
       grad_.emplace_back(device_, 0);
       half_.emplace_back(device_, 0);
+      second_.emplace_back(device_);
     }
+    second_out_ = Buffer<float>(device_, 0);
+    second_tmp_ = Buffer<float>(device_, 0);
     if (owned_.size() == 2) encoded_mlp_ = detail::EncodedMlp::recognise(*owned_[0], *owned_[1]);
   }
   uint32_t input_width() const override { return owned_.front()->input_width(); }
@@ -140,6 +143,52 @@ class Sequential final : public CompositeBase {
     }
   }
 
+  // Second derivatives by the chain rule over the children m_0..m_{k-1} (u_0 = in,
+  // u_{i+1} = m_i(u_i); the first backward gives g_k = dL_dout, g_i = J_i^T g_{i+1}):
+  //  1. forward with contexts (fp32 hand-over), 2. the first backward for g_1..g_{k-1},
+  //  3. each child's second backward in order, m_i(u_i, g_{i+1}, ddx_i) giving ddx_{i+1}
+  //     (the last: dL_ddLdout) and a_i, the adjoint of u_i through J_i's dependence on u_i,
+  //  4. the a_i carried back through the forward chain by plain backward passes (each child
+  //     forwarded again just before, as step 3 may have run its parts' forwards).
+  // Step 2 writes stale parameter gradients into m_1..m_{k-1}; step 3 overwrites them,
+  // hence mode overwrite only.
+  void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout, View dL_din,
+                               GradientMode mode) override {
+    const size_t k = owned_.size();
+    if (k == 1) return owned_[0]->backward_backward_input(in, dL_dout, dL_ddLdin, dL_ddLdout, dL_din, mode);
+    check_shapes("Sequential second backward", in, dL_dout);
+    TESSERA_CHECK(mode == GradientMode::overwrite,
+                  "Sequential: second derivatives overwrite the parameter gradients (mode accumulate is not supported)");
+    const size_t batch = in.rows();
+    auto u = [&](size_t i) -> View {
+      return i == 0 ? in : detail::scratch_view(act_[i - 1], batch, owned_[i]->input_width());
+    };
+    auto g = [&](size_t i) -> View {  // dL/du_i of the first backward; g_k = dL_dout
+      return i == k ? dL_dout : detail::scratch_view(grad_[i - 1], batch, owned_[i]->input_width());
+    };
+    auto ddx = [&](size_t i) -> View {  // the second loss's gradient w.r.t. g_i
+      return i == 0 ? dL_ddLdin : detail::scratch_view(second_[i - 1].ddx, batch, owned_[i]->input_width());
+    };
+    auto adjoint = [&](size_t i) -> View {  // dL/du_i of the second backward
+      return i == 0 ? dL_din : detail::scratch_view(second_[i - 1].adjoint, batch, owned_[i]->input_width());
+    };
+    std::vector<std::unique_ptr<ModuleContext>> ctx(k);
+    for (size_t i = 0; i < k; ++i)
+      ctx[i] = owned_[i]->forward(u(i), i + 1 < k ? u(i + 1) : detail::scratch_view(second_out_, batch, output_width()));
+    for (size_t i = k - 1; i >= 1; --i) owned_[i]->backward(*ctx[i], u(i), g(i + 1), g(i), GradientMode::overwrite);
+    for (size_t i = 0; i < k; ++i)
+      owned_[i]->backward_backward_input(u(i), g(i + 1), ddx(i), i + 1 < k ? ddx(i + 1) : dL_ddLdout, adjoint(i),
+                                         GradientMode::overwrite);
+    for (size_t i = k - 1; i >= 1; --i) {
+      Module& m = *owned_[i - 1];
+      const std::unique_ptr<ModuleContext> again = m.forward(u(i - 1), u(i));
+      const bool to_input = i > 1 || !dL_din.empty();
+      const View dx = to_input ? detail::scratch_view(second_tmp_, batch, m.input_width()) : View();
+      m.backward(*again, u(i - 1), adjoint(i), dx, GradientMode::accumulate);
+      if (to_input) detail::copy_view(stream(), dx, adjoint(i - 1), 1.0f);
+    }
+  }
+
  private:
   void run_forward(ConstView in, View out, CompositeContext* ctx) {
     const size_t batch = in.rows(), k = owned_.size();
@@ -178,6 +227,12 @@ class Sequential final : public CompositeBase {
   std::vector<Buffer<float>> act_, grad_;  // [batch, width of module i's output], grow-only
   std::vector<Buffer<uint16_t>> half_;     // fp16 output of module i when handed over so
   std::unique_ptr<detail::EncodedMlp> encoded_mlp_;  // {encoding, MLP}: its fast paths
+  struct SecondOrderScratch {  // per child i >= 1: the gradients w.r.t. g_i and u_i
+    explicit SecondOrderScratch(Device device) : ddx(device, 0), adjoint(device, 0) {}
+    Buffer<float> ddx, adjoint;
+  };
+  std::vector<SecondOrderScratch> second_;
+  Buffer<float> second_out_, second_tmp_;
   uint64_t generation_ = 0;
 };
 
@@ -258,6 +313,29 @@ class Parallel final : public CompositeBase {
       } else {
         View dx = detail::scratch_view(scratch_[i], in.rows(), m.input_width());
         m.backward(*ctx.children[i], branch_input(in, i), g, dx, mode);
+        detail::copy_view(stream(), dx, branch_input(dL_din, i), 1.0f);
+      }
+    }
+  }
+
+  // Each branch on its columns: the second loss's gradient w.r.t. a branch's input gradient
+  // is dL_ddLdin's columns of that branch; overlapping branches add their dL/d(in).
+  void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout, View dL_din,
+                               GradientMode mode) override {
+    check_shapes("Parallel second backward", in, dL_dout);
+    if (!dL_din.empty())
+      for (const auto& [first, count] : uncovered_) detail::zero_view(stream(), dL_din.columns(first, count));
+    for (size_t i = 0; i < branches_.size(); ++i) {
+      Module& m = *branches_[i].module;
+      const ConstView g = dL_dout.columns(out_offset_[i], m.output_width());
+      const View ddy = dL_ddLdout.empty() ? View() : branch_output(dL_ddLdout, i);
+      const ConstView ddx = branch_input(dL_ddLdin, i);
+      if (dL_din.empty() || !accumulates_[i]) {
+        m.backward_backward_input(branch_input(in, i), g, ddx, ddy, dL_din.empty() ? View() : branch_input(dL_din, i),
+                                  mode);
+      } else {
+        View dx = detail::scratch_view(scratch_[i], in.rows(), m.input_width());
+        m.backward_backward_input(branch_input(in, i), g, ddx, ddy, dx, mode);
         detail::copy_view(stream(), dx, branch_input(dL_din, i), 1.0f);
       }
     }

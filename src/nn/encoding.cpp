@@ -78,6 +78,14 @@ class ElementwiseEncoding final : public Encoding {
     if (!dL_din.empty()) ops::call<ops::ElementwiseEncodeBackward>(stream(), e_, in, dL_dout, dL_din);
   }
 
+ public:
+  void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout, View dL_din,
+                               GradientMode) override {
+    check_shapes("encoding second backward", in, dL_dout);
+    if (in.rows() == 0 || (dL_ddLdout.empty() && dL_din.empty())) return;
+    ops::call<ops::ElementwiseEncodeBackwardBackward>(stream(), e_, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_din);
+  }
+
  private:
   ops::ElementwiseEncoding e_;
 };

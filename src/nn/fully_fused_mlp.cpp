@@ -279,6 +279,14 @@ void FullyFusedMlp::run_backward(ModuleContext& base, ConstView dL_doutput, View
   ops::call<ops::FusedMlpTrain>(stream(), cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
+void FullyFusedMlp::backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout,
+                                            View dL_din, GradientMode mode) {
+  check_shapes("MLP second backward", in, dL_dout);
+  TESSERA_CHECK(p_.bound() && !p_.gradients.empty(), "MLP: parameters and gradients are not bound");
+  ops::call<ops::MlpBackwardBackward>(stream(), cfg_.shape, cfg_.activations, p_.params, in, dL_dout, dL_ddLdin,
+                                      dL_ddLdout, p_.gradients, dL_din, mode);
+}
+
 ops::FusedMlpTrainArgs FullyFusedMlp::fused_args(ConstView input, View dL_dinput, GradientMode mode) const {
   ops::FusedMlpTrainArgs a;
   a.weights = p_.params_half;

@@ -29,8 +29,8 @@ void Module::check_shapes(const char* what, ConstView in, ConstView out, bool tr
 void Module::backward_backward_input(ConstView, ConstView, ConstView, View, View, GradientMode) {
   const Json c = config();
   throw Error(format_message(
-      "{}: second derivatives (the backward of the input gradient) are not implemented for this module yet; grid "
-      "encodings (HashGrid, DenseGrid) have them",
+      "{}: second derivatives (the backward of the input gradient) are not implemented for this module yet; "
+      "every encoding, MLP, Sequential and Parallel has them",
       c.contains("otype") ? c.at("otype").get<std::string>() : std::string("this module")));
 }
 

@@ -66,6 +66,31 @@ TESSERA_HD T activation_derivative(Activation a, T y, T z) {
   return T(1);
 }
 
+// d2y/dz2 given the output y and the input z (second derivatives through an MLP: the
+// backward of its input gradient). Zero for the piecewise-linear ones.
+template <typename T>
+TESSERA_HD T activation_second_derivative(Activation a, T y, T z) {
+  using namespace act_math;
+  switch (a) {
+    case Activation::None:
+    case Activation::ReLU:
+    case Activation::LeakyReLU: return T(0);
+    case Activation::Sigmoid: return y * (T(1) - y) * (T(1) - T(2) * y);
+    case Activation::Tanh: return T(-2) * y * (T(1) - y * y);
+    case Activation::Softplus: {
+      const T s = T(1) - exp(-y);  // sigmoid(z)
+      return s * (T(1) - s);
+    }
+    case Activation::Exponential: return y;
+    case Activation::SiLU: {
+      const T s = T(1) / (T(1) + exp(-z));
+      return s * (T(1) - s) * (T(2) + z * (T(1) - T(2) * s));
+    }
+    case Activation::Sine: return -y;
+  }
+  return T(0);
+}
+
 // Calls f(std::integral_constant<Activation, a>{}) so that code inside f sees the
 // activation as a constant: a kernel then holds one specialized loop per activation
 // instead of a switch per element (which bloats the hot loop and thrashes the i-cache).

@@ -267,13 +267,65 @@ struct Dual3 {  // value and gradient w.r.t. (x, y, z)
   TESSERA_HD friend Dual3 operator*(T s, const Dual3& a) { return {s * a.v, {s * a.d[0], s * a.d[1], s * a.d[2]}}; }
 };
 
-// Calls emit(index, Dual3 value) for every output of degree `degree` at input `in` [3].
-template <typename T, typename Emit>
+// Value, gradient and Hessian w.r.t. (x, y, z) (second-order forward mode: the second
+// derivatives of SphericalHarmonics); h holds xx, yy, zz, xy, xz, yz.
+template <typename T>
+struct Jet3 {
+  T v, d[3], h[6];
+  TESSERA_HD static Jet3 constant(T c) { return {c, {T(0), T(0), T(0)}, {T(0), T(0), T(0), T(0), T(0), T(0)}}; }
+  TESSERA_HD static constexpr void pair(int k, int& a, int& b) {
+    a = k < 3 ? k : (k == 5 ? 1 : 0);
+    b = k < 3 ? k : (k == 3 ? 1 : 2);
+  }
+  TESSERA_HD friend Jet3 operator+(const Jet3& a, const Jet3& b) {
+    Jet3 r;
+    r.v = a.v + b.v;
+    for (int i = 0; i < 3; ++i) r.d[i] = a.d[i] + b.d[i];
+    for (int k = 0; k < 6; ++k) r.h[k] = a.h[k] + b.h[k];
+    return r;
+  }
+  TESSERA_HD friend Jet3 operator-(const Jet3& a, const Jet3& b) { return a + T(-1) * b; }
+  TESSERA_HD friend Jet3 operator*(const Jet3& a, const Jet3& b) {
+    Jet3 r;
+    r.v = a.v * b.v;
+    for (int i = 0; i < 3; ++i) r.d[i] = a.d[i] * b.v + a.v * b.d[i];
+    for (int k = 0; k < 6; ++k) {
+      int i = 0, j = 0;
+      pair(k, i, j);
+      r.h[k] = a.h[k] * b.v + a.d[i] * b.d[j] + a.d[j] * b.d[i] + a.v * b.h[k];
+    }
+    return r;
+  }
+  TESSERA_HD friend Jet3 operator*(T s, const Jet3& a) {
+    Jet3 r;
+    r.v = s * a.v;
+    for (int i = 0; i < 3; ++i) r.d[i] = s * a.d[i];
+    for (int k = 0; k < 6; ++k) r.h[k] = s * a.h[k];
+    return r;
+  }
+  // Second derivative d2/(dx_i dx_j).
+  TESSERA_HD T hessian(int i, int j) const {
+    if (i == j) return h[i];
+    const int lo = i < j ? i : j, hi = i < j ? j : i;
+    return h[lo == 0 ? (hi == 1 ? 3 : 4) : 5];
+  }
+};
+
+// The number type's variable `dim` with value v and slope 2 (d = 2 * in - 1).
+template <typename D, typename T>
+TESSERA_HD D sh_variable(T v, int dim) {
+  D r = D::constant(v);
+  r.d[dim] = T(2);
+  return r;
+}
+
+// Calls emit(index, value) for every output of degree `degree` at input `in` [3]; the
+// value is a Dual3 (with gradient) or, for second derivatives, a Jet3 (with Hessian).
+template <typename T, typename D = Dual3<T>, typename Emit>
 TESSERA_HD void spherical_harmonics(const T* in, uint32_t degree, Emit&& emit) {
-  using D = Dual3<T>;
-  const D x{T(2) * in[0] - T(1), {T(2), T(0), T(0)}};
-  const D y{T(2) * in[1] - T(1), {T(0), T(2), T(0)}};
-  const D z{T(2) * in[2] - T(1), {T(0), T(0), T(2)}};
+  const D x = sh_variable<D>(T(2) * in[0] - T(1), 0);
+  const D y = sh_variable<D>(T(2) * in[1] - T(1), 1);
+  const D z = sh_variable<D>(T(2) * in[2] - T(1), 2);
   D cm = D::constant(T(1)), sm = D::constant(T(0));  // Re, Im of (x + iy)^m
   T pmm = T(1);                                       // (-1)^m (2m-1)!!
   T norm_mm = T(1.0 / (4.0 * kPi));                   // (2l+1)/(4pi) (l-m)!/(l+m)! at l = m, without (2l+1)
@@ -304,6 +356,28 @@ TESSERA_HD void spherical_harmonics(const T* in, uint32_t degree, Emit&& emit) {
         emit(l * l + l - m, k2 * (p * sm));
       }
     }
+  }
+}
+
+// d2(output j)/dx2 of one input dim x of a per-dimension encoding (zero for Identity and,
+// between its kinks, TriangleWave).
+template <typename T>
+TESSERA_HD T elementwise_second_derivative(const ElementwiseEncoding& e, T x, uint32_t j) {
+  switch (e.kind) {
+    case ElementwiseKind::Frequency: {
+      const T w = t_ldexp(T(kPi), int(j / 2));
+      return -w * w * frequency_value(x, j, static_cast<T*>(nullptr));
+    }
+    case ElementwiseKind::OneBlob: {
+      // d/du of the quartic pdf at u (zero outside its support); d/dx of pdf(k/n - x) is -that.
+      const T n = T(e.order);
+      const auto pdf_slope = [n](T u) {
+        const T v = u * n;
+        return v > T(-1) && v < T(1) ? T(-15) / T(4) * v * (T(1) - v * v) * n * n : T(0);
+      };
+      return pdf_slope(T(j + 1) / n - x) - pdf_slope(T(j) / n - x);
+    }
+    default: return T(0);
   }
 }
 

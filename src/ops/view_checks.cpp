@@ -8,6 +8,7 @@
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/matrix.h"
+#include "tessera/ops/mlp.h"
 #include "tessera/ops/nerf.h"
 #include "ops/activation_math.h"
 
@@ -90,6 +91,28 @@ size_t check_grid_backward_backward(const GridLayout& g, const TensorView& param
   if (dL_din) check_encoding_views(op, g.n_dims, g.n_dims, in, dL_din);
   check_view(params, "grid_encode_backward_backward: params", DType::f32, g.n_params());
   if (dL_dparams) check_view(dL_dparams, "grid_encode_backward_backward: dL_dparams", DType::f32, g.n_params());
+  return batch;
+}
+
+size_t check_mlp_backward_backward(const MlpShape& shape, const TensorView& params, const TensorView& in,
+                                   const TensorView& dL_dout, const TensorView& dL_ddLdin,
+                                   const TensorView& dL_ddLdout, const TensorView& dL_dparams,
+                                   const TensorView& dL_din) {
+  const char* op = "mlp_backward_backward";
+  const size_t batch = in.rank == 2 ? in.rows() : 0;
+  const auto matrix = [&](const TensorView& v, const char* name, uint32_t width) {
+    TESSERA_CHECK(v.rank == 2 && v.dtype == DType::f32 && v.strides[1] == 1,
+                  "{}: {} must be an fp32 matrix view with contiguous rows", op, name);
+    TESSERA_CHECK(v.rows() == batch && v.cols() == width, "{}: {} is {}x{}, expected {}x{}", op, name, v.rows(),
+                  v.cols(), batch, width);
+  };
+  matrix(in, "in", shape.input_width);
+  matrix(dL_dout, "dL_dout", shape.output_width);
+  matrix(dL_ddLdin, "dL_ddLdin", shape.input_width);
+  if (dL_ddLdout) matrix(dL_ddLdout, "dL_ddLdout", shape.output_width);
+  if (dL_din) matrix(dL_din, "dL_din", shape.input_width);
+  check_view(params, "mlp_backward_backward: params", DType::f32, shape.n_params());
+  if (dL_dparams) check_view(dL_dparams, "mlp_backward_backward: dL_dparams", DType::f32, shape.n_params());
   return batch;
 }
 

@@ -149,6 +149,44 @@ TEST_P(ElementwiseGradientCheck, InputGradientsMatchFiniteDifferences) {
   }
 }
 
+// S = sum(v * dL/dx) with dL/dx = J^T r (the first backward): its gradients with respect
+// to the input and r, from elementwise_encode_backward_backward, against central differences.
+TEST_P(ElementwiseGradientCheck, SecondDerivativesMatchFiniteDifferences) {
+  const ops::ElementwiseEncoding e = GetParam().e;
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const size_t batch = 32;
+  const uint32_t in_w = e.n_dims, out_w = e.output_width();
+  const auto x = to_double(test::random_floats(batch * in_w, 0, 1, seed));
+  const auto r = to_double(test::random_floats(batch * out_w, -1, 1, seed + 1));
+  const auto v = to_double(test::random_floats(batch * in_w, -1, 1, seed + 2));
+  auto second_loss = [&](const std::vector<double>& xs, const std::vector<double>& rs) {
+    std::vector<double> dx(batch * in_w);
+    ops::cpu::elementwise_encode_backward<double>(e, xs.data(), in_w, batch, rs.data(), out_w, dx.data(), in_w);
+    return dot(dx, v);
+  };
+  std::vector<double> dx(batch * in_w, 7.0), dr(batch * out_w, 7.0);
+  ops::cpu::elementwise_encode_backward_backward<double>(e, x.data(), in_w, batch, r.data(), out_w, v.data(), in_w,
+                                                         dr.data(), out_w, dx.data(), in_w);
+  const double h = 1e-6;
+  for (size_t k = 0; k < x.size(); ++k) {
+    auto xp = x;
+    xp[k] += h;
+    const double up = second_loss(xp, r);
+    xp[k] -= 2 * h;
+    const double fd = (up - second_loss(xp, r)) / (2 * h);
+    ASSERT_NEAR(dx[k], fd, 1e-5 * (1 + std::abs(fd))) << "input " << k;
+  }
+  for (size_t k = 0; k < r.size(); ++k) {
+    auto rp = r;
+    rp[k] += h;
+    const double up = second_loss(x, rp);
+    rp[k] -= 2 * h;
+    const double fd = (up - second_loss(x, rp)) / (2 * h);
+    ASSERT_NEAR(dr[k], fd, 1e-5 * (1 + std::abs(fd))) << "dL/dy " << k;
+  }
+}
+
 ops::ElementwiseEncoding make(ops::ElementwiseKind k, uint32_t dims, uint32_t order) {
   ops::ElementwiseEncoding e;
   e.kind = k;

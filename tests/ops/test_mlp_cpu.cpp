@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 
 #include "support/random.h"
 #include "tessera/ops/mlp.h"
@@ -28,42 +29,57 @@ double functional(const MlpShape& s, ops::MlpActivations acts, const std::vector
   return sum;
 }
 
+// Random weights (logical entries; the padding stays zero as in real networks), inputs and
+// output weights w. ReLU and LeakyReLU have kinks: a pre-activation within reach of a
+// +-eps perturbation makes a central difference meaningless (a fresh seed once put one
+// 1e-7 from zero), so such draws are replaced by the next seed; smooth activations never
+// need it.
+struct Draw {
+  std::vector<double> params, x, w;
+  MlpTape<double> tape;
+  uint64_t seed = 0;
+};
+Draw kink_free_draw(const MlpShape& s, ops::MlpActivations acts, size_t batch) {
+  auto kinked = [](Activation a) { return a == Activation::ReLU || a == Activation::LeakyReLU; };
+  Draw d;
+  d.seed = test::fresh_seed();
+  std::vector<double> y(batch * s.output_width);
+  for (int attempt = 0;; ++attempt, d.seed += 7919) {
+    d.params.assign(s.n_params(), 0.0);
+    // Weights in +-0.3 keep Exponential-of-Exponential outputs small enough that central
+    // differences do not lose their digits to cancellation (+-0.6 failed for some seeds).
+    auto r = test::random_floats(s.n_params(), -0.3f, 0.3f, d.seed);
+    for (uint32_t l = 0; l < s.n_layers(); ++l)
+      for (uint32_t o = 0; o < s.layer_out_logical(l); ++o)
+        for (uint32_t i = 0; i < s.layer_in_logical(l); ++i) {
+          size_t k = s.layer_offset(l) + size_t(o) * s.layer_in(l) + i;
+          d.params[k] = r[k];
+        }
+    auto xf = test::random_floats(batch * s.input_width, -1, 1, d.seed + 1);
+    auto wf = test::random_floats(batch * s.output_width, -1, 1, d.seed + 2);
+    d.x.assign(xf.begin(), xf.end());
+    d.w.assign(wf.begin(), wf.end());
+    ops::cpu::mlp_forward<double>(s, acts, d.params.data(), d.x.data(), batch, y.data(), &d.tape);
+    double nearest = 1e9;
+    for (uint32_t l = 0; l < s.n_layers(); ++l)
+      if (kinked(l + 1 == s.n_layers() ? acts.output : acts.hidden))
+        for (double z : d.tape.z[l]) nearest = std::min(nearest, std::abs(z));
+    if (nearest > 1e-4) return d;
+    if (attempt >= 50) throw std::runtime_error("no kink-free draw");
+  }
+}
+
 TEST_P(MlpGradientCheck, ParamAndInputGradientsMatchFiniteDifferences) {
   const GradCase c = GetParam();
   MlpShape s{3, 16, 2, 5};
   const ops::MlpActivations acts{c.hidden, c.output};
   const size_t batch = 4;
-  std::vector<double> params, x, w, y(batch * s.output_width), grad(s.n_params(), 7.0);
-  MlpTape<double> tape;
-  // ReLU and LeakyReLU have kinks: a pre-activation within reach of a +-eps perturbation
-  // makes the central difference meaningless (a fresh seed once put one 1e-7 from zero).
-  // Such draws are replaced by the next seed; smooth activations never need it.
-  auto kinked = [](Activation a) { return a == Activation::ReLU || a == Activation::LeakyReLU; };
-  uint64_t seed = test::fresh_seed();
-  for (int attempt = 0;; ++attempt, seed += 7919) {
-    params.assign(s.n_params(), 0.0);
-    // Weights in +-0.3 keep Exponential-of-Exponential outputs small enough that central
-    // differences do not lose their digits to cancellation (+-0.6 failed for some seeds).
-    auto r = test::random_floats(s.n_params(), -0.3f, 0.3f, seed);
-    // only logical entries are nonzero; padding stays zero as in real networks
-    for (uint32_t l = 0; l < s.n_layers(); ++l)
-      for (uint32_t o = 0; o < s.layer_out_logical(l); ++o)
-        for (uint32_t i = 0; i < s.layer_in_logical(l); ++i) {
-          size_t k = s.layer_offset(l) + size_t(o) * s.layer_in(l) + i;
-          params[k] = r[k];
-        }
-    auto xf = test::random_floats(batch * s.input_width, -1, 1, seed + 1);
-    auto wf = test::random_floats(batch * s.output_width, -1, 1, seed + 2);
-    x.assign(xf.begin(), xf.end());
-    w.assign(wf.begin(), wf.end());
-    ops::cpu::mlp_forward<double>(s, acts, params.data(), x.data(), batch, y.data(), &tape);
-    double nearest = 1e9;
-    for (uint32_t l = 0; l < s.n_layers(); ++l)
-      if (kinked(l + 1 == s.n_layers() ? acts.output : acts.hidden))
-        for (double z : tape.z[l]) nearest = std::min(nearest, std::abs(z));
-    if (nearest > 1e-4) break;
-    ASSERT_LT(attempt, 50) << "no kink-free draw";
-  }
+  Draw draw = kink_free_draw(s, acts, batch);
+  const std::vector<double>& params = draw.params;
+  const std::vector<double>&x = draw.x, &w = draw.w;
+  const MlpTape<double>& tape = draw.tape;
+  const uint64_t seed = draw.seed;
+  std::vector<double> grad(s.n_params(), 7.0);
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::vector<double> dx(x.size());
   ops::cpu::mlp_backward<double>(s, acts, params.data(), x.data(), batch, tape, w.data(), grad.data(),
@@ -99,6 +115,70 @@ TEST_P(MlpGradientCheck, ParamAndInputGradientsMatchFiniteDifferences) {
   ops::cpu::mlp_backward<double>(s, acts, params.data(), x.data(), batch, tape, w.data(), grad2.data(),
                                  ops::GradientMode::accumulate, nullptr);
   for (size_t k = 0; k < grad.size(); ++k) ASSERT_NEAR(grad2[k], 2 * grad[k], 1e-12 * (1 + std::abs(grad[k])));
+}
+
+// S = sum(v * dL/dx) with dL/dx = J^T w (the first backward), the kind of loss an eikonal
+// term is: its gradients with respect to the weights, the input and w, from
+// mlp_backward_backward, against central differences of S.
+TEST_P(MlpGradientCheck, SecondDerivativesMatchFiniteDifferences) {
+  const GradCase c = GetParam();
+  MlpShape s{3, 16, 2, 5};
+  const ops::MlpActivations acts{c.hidden, c.output};
+  const size_t batch = 4;
+  Draw d = kink_free_draw(s, acts, batch);
+  SCOPED_TRACE(::testing::Message() << "seed " << d.seed);
+  const auto vf = test::random_floats(batch * s.input_width, -1, 1, d.seed + 3);
+  const std::vector<double> v(vf.begin(), vf.end());
+  auto second_loss = [&](const std::vector<double>& params, const std::vector<double>& x, const std::vector<double>& w) {
+    MlpTape<double> tape;
+    std::vector<double> y(batch * s.output_width), grad(s.n_params()), dx(x.size());
+    ops::cpu::mlp_forward<double>(s, acts, params.data(), x.data(), batch, y.data(), &tape);
+    ops::cpu::mlp_backward<double>(s, acts, params.data(), x.data(), batch, tape, w.data(), grad.data(),
+                                   ops::GradientMode::overwrite, dx.data());
+    double sum = 0;
+    for (size_t k = 0; k < dx.size(); ++k) sum += v[k] * dx[k];
+    return sum;
+  };
+  std::vector<double> dparams(s.n_params(), 0.0), dx(d.x.size()), dw(d.w.size());
+  ops::cpu::mlp_backward_backward<double>(s, acts, d.params.data(), batch, d.x.data(), s.input_width, d.w.data(),
+                                          s.output_width, v.data(), s.input_width, dw.data(), s.output_width,
+                                          dparams.data(), dx.data(), s.input_width);
+  const double eps = 1e-6;
+  auto central = [&](auto perturbed) { return (perturbed(eps) - perturbed(-eps)) / (2 * eps); };
+  size_t nonzero = 0;
+  for (uint32_t l = 0; l < s.n_layers(); ++l)
+    for (uint32_t o = 0; o < s.layer_out(l); ++o)
+      for (uint32_t i = 0; i < s.layer_in(l); ++i) {
+        const size_t k = s.layer_offset(l) + size_t(o) * s.layer_in(l) + i;
+        if (o >= s.layer_out_logical(l) || i >= s.layer_in_logical(l)) {
+          ASSERT_EQ(dparams[k], 0.0) << "padding gradient must be exactly zero";
+          continue;
+        }
+        const double fd = central([&](double h) {
+          auto p = d.params;
+          p[k] += h;
+          return second_loss(p, d.x, d.w);
+        });
+        nonzero += fd != 0.0;
+        ASSERT_NEAR(dparams[k], fd, 1e-6 + 1e-5 * std::abs(fd)) << "layer " << l << " out " << o << " in " << i;
+      }
+  EXPECT_GT(nonzero, s.n_params() / 4);
+  for (size_t k = 0; k < d.x.size(); ++k) {
+    const double fd = central([&](double h) {
+      auto x = d.x;
+      x[k] += h;
+      return second_loss(d.params, x, d.w);
+    });
+    ASSERT_NEAR(dx[k], fd, 1e-6 + 1e-5 * std::abs(fd)) << "input " << k;
+  }
+  for (size_t k = 0; k < d.w.size(); ++k) {
+    const double fd = central([&](double h) {
+      auto w = d.w;
+      w[k] += h;
+      return second_loss(d.params, d.x, w);
+    });
+    ASSERT_NEAR(dw[k], fd, 1e-6 + 1e-5 * std::abs(fd)) << "dL/dy " << k;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -60,6 +60,10 @@ class FullyFusedMlp final : public Module {
   std::unique_ptr<ModuleContext> forward(ConstView in, View out) override;
   // `in` is not read: the context holds the input (or its fp16 copy).
   void backward(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din, GradientMode mode) override;
+  // Second derivatives (ops::MlpBackwardBackward on the fp32 weights, the forward recomputed
+  // from `in`); every path and activation.
+  void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout, View dL_din,
+                               GradientMode mode) override;
   // CUDA: fp16 input straight into the kernel (no fp32 round trip) where the kernel takes
   // it (input width % 8 == 0, mma kernel).
   bool accepts_half_input(size_t batch, bool training) const override;

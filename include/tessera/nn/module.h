@@ -89,8 +89,9 @@ class Module {
   // for a loss on dL/d(in) such as an eikonal term: dL_ddLdin [batch, input_width] is that
   // loss's gradient with respect to the dL/d(in) backward() gives for (in, dL_dout). Writes
   // (mode: overwrite) or adds the parameter gradients, and writes dL/d(dL_dout) [batch,
-  // output_width] and the second-order dL/d(in) where those views are not empty. Grid
-  // encodings have it; other modules throw an error saying so.
+  // output_width] and the second-order dL/d(in) where those views are not empty. Every
+  // encoding, MLP, Sequential (mode overwrite) and Parallel has it; Conv2d throws an error
+  // saying so. CPU for all of them; on CUDA the grids only so far.
   virtual void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout,
                                        View dL_din, GradientMode mode);
 

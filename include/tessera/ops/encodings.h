@@ -61,6 +61,14 @@ struct ElementwiseEncodeBackward {
   using Fn = void(Stream&, const ElementwiseEncoding& e, const TensorView& in, const TensorView& dL_dout,
                   const TensorView& dL_din);
 };
+// The second backward through ElementwiseEncodeBackward's input gradient (no parameters):
+// given dL_ddLdin [batch, n_dims], writes dL_ddLdout [batch, width] and the second-order
+// dL_din [batch, n_dims], each only where its view is not empty.
+struct ElementwiseEncodeBackwardBackward {
+  static constexpr const char* name = "elementwise_encode_backward_backward";
+  using Fn = void(Stream&, const ElementwiseEncoding& e, const TensorView& in, const TensorView& dL_dout,
+                  const TensorView& dL_ddLdin, const TensorView& dL_ddLdout, const TensorView& dL_din);
+};
 struct GridEncode {
   static constexpr const char* name = "grid_encode";
   using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,

@@ -45,6 +45,25 @@ struct Unscale {  // dst = (accumulate ? dst : 0) + scaled / loss scale
 };
 // dL_dy = norm * loss'(y, target), state.last_loss = norm * sum of the losses; partials:
 // scratch of LossPartialsNeeded floats.
+// Second derivatives through the MLP (tiny-cuda-nn's backward_backward_input): for a loss
+// on the input gradient dL/d(in) = J^T dL_dout, whose gradient with respect to it is
+// dL_ddLdin [batch, input_width], adds (mode accumulate) or writes the parameter gradients
+// [n_params] and writes dL/d(dL_dout) = J dL_ddLdin [batch, output_width] and the
+// second-order dL/d(in) [batch, input_width] where those views are not empty. fp32 weights
+// (the padded layout of MlpShape); the forward is recomputed from `in`. Row-major views,
+// rows may be strided.
+struct MlpBackwardBackward {
+  static constexpr const char* name = "mlp_backward_backward";
+  using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const TensorView& params, const TensorView& in,
+                  const TensorView& dL_dout, const TensorView& dL_ddLdin, const TensorView& dL_ddLdout,
+                  const TensorView& dL_dparams, const TensorView& dL_din, GradientMode mode);
+};
+// Checks the views of MlpBackwardBackward (naming the wrong one); returns the batch size.
+size_t check_mlp_backward_backward(const MlpShape& shape, const TensorView& params, const TensorView& in,
+                                   const TensorView& dL_dout, const TensorView& dL_ddLdin,
+                                   const TensorView& dL_ddLdout, const TensorView& dL_dparams,
+                                   const TensorView& dL_din);
+
 struct LossForwardBackward {
   static constexpr const char* name = "loss_forward_backward";
   using Fn = void(Stream&, const LossParams& loss, const TensorView& y, const TensorView& target, float norm,

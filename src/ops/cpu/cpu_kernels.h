@@ -47,6 +47,13 @@ template <typename T>
 void elementwise_encode_backward(const ElementwiseEncoding& e, const T* in, uint32_t in_stride, size_t batch,
                                  const T* dL_dout, uint32_t dout_stride, T* dL_din, uint32_t din_stride);
 
+// ElementwiseEncodeBackwardBackward; dL_ddLdout and dL_din may be null.
+template <typename T>
+void elementwise_encode_backward_backward(const ElementwiseEncoding& e, const T* in, uint32_t in_stride, size_t batch,
+                                          const T* dL_dout, uint32_t dout_stride, const T* dL_ddLdin,
+                                          uint32_t ddin_stride, T* dL_ddLdout, uint32_t ddout_stride, T* dL_din,
+                                          uint32_t din_stride);
+
 // params: [n_params] (entry-major, features innermost).
 template <typename T>
 void grid_encode(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch, T* out,
@@ -116,6 +123,15 @@ template <typename T>
 void mlp_backward(const MlpShape& shape, MlpActivations acts, const T* params, const T* input,
                   size_t batch, const MlpTape<T>& tape, const T* dL_doutput, T* dL_dparams,
                   GradientMode mode, T* dL_dinput);
+
+// The backward of the input gradient (ops::MlpBackwardBackward), the forward recomputed
+// from input: row b of a matrix starts at b * its stride. Adds to dL_dparams (the caller
+// zeroes it to overwrite); dL_ddLdout and dL_dinput may be null.
+template <typename T>
+void mlp_backward_backward(const MlpShape& shape, MlpActivations acts, const T* params, size_t batch, const T* input,
+                           size_t in_stride, const T* dL_doutput, size_t dout_stride, const T* dL_ddLdin,
+                           size_t ddin_stride, T* dL_ddLdout, size_t ddout_stride, T* dL_dparams, T* dL_dinput,
+                           size_t din_stride);
 
 // The layer-by-layer MLP's passes (ops::ActivationForwardHalf, ...): y16 = fp16(act(z))
 // (and y32 = act(z) when non-null); dz16 = fp16(s * dy * act'(z)), s = the loss scale

@@ -88,6 +88,19 @@ void register_ops(Backend& b) {
                                        dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()),
                                        dL_din.data<float>(), uint32_t(dL_din.row_stride()));
   });
+  b.add_op<ElementwiseEncodeBackwardBackward>([](Stream&, const ElementwiseEncoding& e, V in, V dL_dout, V dL_ddLdin,
+                                                 V dL_ddLdout, V dL_din) {
+    const char* op = "elementwise_encode_backward_backward";
+    const size_t batch = check_encoding_views(op, e.n_dims, e.output_width(), in, dL_dout);
+    check_encoding_views(op, e.n_dims, e.n_dims, in, dL_ddLdin);
+    if (dL_ddLdout) check_encoding_views(op, e.n_dims, e.output_width(), in, dL_ddLdout);
+    if (dL_din) check_encoding_views(op, e.n_dims, e.n_dims, in, dL_din);
+    elementwise_encode_backward_backward<float>(
+        e, in.data<const float>(), uint32_t(in.row_stride()), batch, dL_dout.data<const float>(),
+        uint32_t(dL_dout.row_stride()), dL_ddLdin.data<const float>(), uint32_t(dL_ddLdin.row_stride()),
+        dL_ddLdout.data<float>(), uint32_t(dL_ddLdout.row_stride()), dL_din.data<float>(),
+        uint32_t(dL_din.row_stride()));
+  });
   b.add_op<GridEncode>([](Stream&, const GridLayout& g, V params, V, V in, V out) {
     const size_t batch = check_encoding_views("grid_encode", g.n_dims, g.output_width(), in, out);
     grid_encode<float>(g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
@@ -163,6 +176,15 @@ void register_ops(Backend& b) {
   });
   b.add_op<FusedMlpTrain>([](Stream&, const MlpShape& s, MlpActivations acts, const FusedMlpTrainArgs& args,
                              Workspace&) { fused_mlp_train_reference(s, acts, args); });
+  b.add_op<MlpBackwardBackward>([](Stream&, const MlpShape& s, MlpActivations acts, V params, V in, V dL_dout,
+                                   V dL_ddLdin, V dL_ddLdout, V dL_dparams, V dL_din, GradientMode mode) {
+    const size_t batch = check_mlp_backward_backward(s, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din);
+    if (dL_dparams && mode == GradientMode::overwrite) std::fill_n(dL_dparams.data<float>(), s.n_params(), 0.0f);
+    mlp_backward_backward<float>(s, acts, params.data<const float>(), batch, in.data<const float>(), in.row_stride(),
+                                 dL_dout.data<const float>(), dL_dout.row_stride(), dL_ddLdin.data<const float>(),
+                                 dL_ddLdin.row_stride(), dL_ddLdout.data<float>(), dL_ddLdout.row_stride(),
+                                 dL_dparams.data<float>(), dL_din.data<float>(), dL_din.row_stride());
+  });
   b.add_op<ActivationForwardHalf>([](Stream&, Activation act, V z, V y16, V y32) {
     check_view(y16, "activation_forward_half: y16", DType::f16, z.numel());
     activation_forward_half(act, z.data<const float>(), y16.data<uint16_t>(), y32.data<float>(), z.numel());
