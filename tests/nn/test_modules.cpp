@@ -128,6 +128,77 @@ TEST(Modules, InputGradientsThroughOverlappingBranchesMatchFiniteDifferences) {
   EXPECT_LT(err, 2e-3);  // measured <= 1.3e-4 over 40 seeds
 }
 
+// S = sum(v * dL/dx), dL/dx = J^T w from the model's first backward: the loss an eikonal
+// term is. The model's second backward (Sequential, Parallel with overlapping branches, the
+// identity route, SH, the grid or Frequency, Tanh/Sigmoid MLPs) against central differences
+// of S: sampled parameters (with the grid), every input (with Frequency, smooth in x) and
+// every dL/dy. Float model, so float differences.
+double second_loss(nn::Module& m, const std::vector<float>& x, size_t batch, const std::vector<float>& w,
+                   const std::vector<float>& v) {
+  std::vector<float> y(batch * m.output_width()), dx(batch * m.input_width());
+  auto ctx = m.forward(test::ptr_view(x.data(), batch, m.input_width()), test::ptr_view(y.data(), batch, m.output_width()));
+  m.backward(*ctx, test::ptr_view(x.data(), batch, m.input_width()), test::ptr_view(w.data(), batch, m.output_width()),
+             test::ptr_view(dx.data(), batch, m.input_width()), nn::GradientMode::overwrite);
+  double sum = 0;
+  for (size_t i = 0; i < dx.size(); ++i) sum += double(v[i]) * dx[i];
+  return sum;
+}
+
+TEST(Modules, SecondDerivativesThroughTheNerfShapedCompositeMatchFiniteDifferences) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  for (const bool with_grid : {true, false}) {
+    auto model = test::make_nerf_like_model(DeviceKind::cpu, with_grid);
+    Bound b = bind_random(*model, seed);
+    const size_t batch = 23;
+    auto x = nerf_inputs(batch, seed + 2);
+    auto w = test::random_floats(batch * 4, -1.0f, 1.0f, seed + 3);
+    const auto v = test::random_floats(batch * 6, -1.0f, 1.0f, seed + 4);
+    std::vector<float> ddw(batch * 4, NAN), ddx(batch * 6, NAN);
+    std::fill(b.grads.begin(), b.grads.end(), NAN);  // overwrite mode: every entry written
+    model->backward_backward_input(test::ptr_view(x.data(), batch, 6), test::ptr_view(w.data(), batch, 4),
+                                   test::ptr_view(v.data(), batch, 6), test::ptr_view(ddw.data(), batch, 4),
+                                   test::ptr_view(ddx.data(), batch, 6), nn::GradientMode::overwrite);
+    const std::vector<float> dparams = b.grads;
+    for (float g : dparams) ASSERT_TRUE(std::isfinite(g));
+    auto central = [&](float& value, float eps) {
+      const float keep = value;
+      value = keep + eps;
+      const double up = second_loss(*model, x, batch, w, v);
+      value = keep - eps;
+      const double down = second_loss(*model, x, batch, w, v);
+      value = keep;
+      return (up - down) / (2.0 * eps);
+    };
+    Pcg32 rng(seed);
+    std::vector<double> analytic, numeric;
+    for (int k = 0; k < 120; ++k) {  // tables: S is linear in their entries (a large step)
+      const bool table = with_grid && k % 2 == 1;
+      const size_t i = table ? model->n_matrix_params() + rng.next_uint() % model->n_table_params()
+                             : rng.next_uint() % model->n_matrix_params();
+      analytic.push_back(dparams[i]);
+      numeric.push_back(central(b.params[i], table ? 0.25f : 2e-3f));
+    }
+    const double params_err = rel_l2(analytic, numeric);
+    analytic.clear(), numeric.clear();
+    for (size_t i = 0; i < w.size(); ++i) analytic.push_back(ddw[i]), numeric.push_back(central(w[i], 0.5f));
+    const double dy_err = rel_l2(analytic, numeric);
+    std::printf("[ measured ] %s: second derivatives vs finite differences: parameters %.2e, dL/dy %.2e",
+                with_grid ? "grid" : "frequency", params_err, dy_err);
+    EXPECT_LT(params_err, 2e-2);  // measured <= 5.8e-3 over 25 seeds (both models)
+    EXPECT_LT(dy_err, 1e-4);      // measured <= 7.5e-7
+    if (with_grid) {
+      std::printf("\n");
+      continue;
+    }
+    analytic.clear(), numeric.clear();
+    for (size_t i = 0; i < x.size(); ++i) analytic.push_back(ddx[i]), numeric.push_back(central(x[i], 2e-3f));
+    const double x_err = rel_l2(analytic, numeric);
+    std::printf(", input %.2e\n", x_err);
+    EXPECT_LT(x_err, 1e-3);  // measured <= 9.6e-5
+  }
+}
+
 TEST(Modules, ParallelZeroesGradientsOfColumnsNoBranchReads) {
   std::vector<nn::Branch> branches;
   branches.push_back({1, nn::make_identity(2, DeviceKind::cpu)});
