@@ -26,6 +26,12 @@ def _activation(name, z):
         return torch.nn.functional.softplus(z)
     if name == "exponential":
         return torch.exp(z)
+    if name == "leakyrelu":
+        return torch.nn.functional.leaky_relu(z, 0.01)
+    if name == "silu":
+        return torch.nn.functional.silu(z)
+    if name == "sine":
+        return torch.sin(z)
     raise ValueError(name)
 
 
