@@ -425,20 +425,20 @@ void run_mesh(NerfMeshOptions o) {
   o.mesh.colours = !o.no_colours;
   nerf::MeshTimes t;
   Stopwatch clock;
-  const nerf::Mesh mesh = nerf::nerf_mesh(*trainer, o.mesh, &t);
+  const geometry::Mesh mesh = nerf::nerf_mesh(*trainer, o.mesh, &t);
   TESSERA_CHECK(mesh.n_triangles() > 0,
                 "nerf mesh: no surface at density {} on the {}^3 lattice (the model may be empty or the threshold "
                 "too high; try a lower --threshold)",
                 o.mesh.threshold, o.mesh.resolution);
   Stopwatch write_clock;
-  if (ext == ".ply") nerf::write_ply(o.out_path, mesh);
-  else nerf::write_obj(o.out_path, mesh);
+  if (ext == ".ply") geometry::write_ply(o.out_path, mesh);
+  else geometry::write_obj(o.out_path, mesh);
   const double write_seconds = write_clock.seconds(), total_seconds = clock.seconds();
   float lo[3] = {1e30f, 1e30f, 1e30f}, hi[3] = {-1e30f, -1e30f, -1e30f};
   for (size_t i = 0; i < mesh.positions.size(); ++i)
     lo[i % 3] = std::min(lo[i % 3], mesh.positions[i]), hi[i % 3] = std::max(hi[i % 3], mesh.positions[i]);
   // Counting open edges sorts every edge (seconds for tens of millions): only when asked.
-  const Json open = o.check_closed ? Json(nerf::open_edges(mesh)) : Json();
+  const Json open = o.check_closed ? Json(geometry::open_edges(mesh)) : Json();
   fmt::print("nerf mesh: {} vertices, {} triangles from a {}^3 lattice at density {} on {} in {:.2f} s (density "
              "{:.2f} s, extraction {:.2f} s, colours {:.2f} s, writing {:.2f} s); bounds [{:.3f} {:.3f} {:.3f}] - "
              "[{:.3f} {:.3f} {:.3f}]{}; wrote {}\n",

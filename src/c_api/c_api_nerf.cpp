@@ -27,7 +27,7 @@ struct tessera_nerf {
   uint32_t holdout = 0;
   std::optional<nerf::Dataset> test;  // loaded on the first evaluation
   nn::RunRecord record;
-  nerf::Mesh mesh;  // the latest mesh, whose arrays the caller reads
+  geometry::Mesh mesh;  // the latest mesh, whose arrays the caller reads
 };
 
 namespace {

@@ -33,13 +33,13 @@ TEST(Mesh, SphereIsClosedWithTheRightVolumeBoundsAndNormals) {
   const Aabb box{{-1, -1, -1}, {1, 1, 1}};
   const Vec3 c{0.1f, -0.05f, 0.2f};
   const float r = 0.6f;
-  const nerf::Mesh m = nerf::extract_isosurface(spheres_field(64, box, {{c, r}}), 64, 10.0f, box);
+  const geometry::Mesh m = geometry::extract_isosurface(spheres_field(64, box, {{c, r}}), 64, 10.0f, box);
   ASSERT_GT(m.n_triangles(), 1000u);
-  EXPECT_EQ(nerf::open_edges(m), 0u);
+  EXPECT_EQ(geometry::open_edges(m), 0u);
   const double exact = 4.0 / 3.0 * M_PI * r * r * r;
   // Measured 0.9986 at 64^3 (chords cut a little inside).
-  std::printf("sphere at 64^3: %zu triangles, volume %.5f of the exact\n", m.n_triangles(), nerf::enclosed_volume(m) / exact);
-  EXPECT_NEAR(nerf::enclosed_volume(m) / exact, 1.0, 0.01);
+  std::printf("sphere at 64^3: %zu triangles, volume %.5f of the exact\n", m.n_triangles(), geometry::enclosed_volume(m) / exact);
+  EXPECT_NEAR(geometry::enclosed_volume(m) / exact, 1.0, 0.01);
   for (size_t v = 0; v < m.n_vertices(); ++v) {
     const Vec3 p{m.positions[3 * v], m.positions[3 * v + 1], m.positions[3 * v + 2]};
     const Vec3 n{m.normals[3 * v], m.normals[3 * v + 1], m.normals[3 * v + 2]};
@@ -53,16 +53,16 @@ TEST(Mesh, SphereIsClosedWithTheRightVolumeBoundsAndNormals) {
 
 TEST(Mesh, SeparateSpheresAddUpAndASurfaceCutByTheBoxIsOpen) {
   const Aabb box{{0, 0, 0}, {1, 1, 1}};
-  const nerf::Mesh two =
-      nerf::extract_isosurface(spheres_field(48, box, {{{0.3f, 0.3f, 0.3f}, 0.2f}, {{0.7f, 0.7f, 0.7f}, 0.15f}}), 48, 10.0f, box);
-  EXPECT_EQ(nerf::open_edges(two), 0u);
+  const geometry::Mesh two =
+      geometry::extract_isosurface(spheres_field(48, box, {{{0.3f, 0.3f, 0.3f}, 0.2f}, {{0.7f, 0.7f, 0.7f}, 0.15f}}), 48, 10.0f, box);
+  EXPECT_EQ(geometry::open_edges(two), 0u);
   const double exact = 4.0 / 3.0 * M_PI * (0.2 * 0.2 * 0.2 + 0.15 * 0.15 * 0.15);
-  EXPECT_NEAR(nerf::enclosed_volume(two) / exact, 1.0, 0.02);
+  EXPECT_NEAR(geometry::enclosed_volume(two) / exact, 1.0, 0.02);
   EXPECT_EQ(int64_t(two.n_vertices()) - int64_t(two.n_triangles()) / 2, 4);  // two spheres
   // A sphere reaching out of the box: its surface ends at the box's faces.
-  const nerf::Mesh cut = nerf::extract_isosurface(spheres_field(32, box, {{{0.9f, 0.5f, 0.5f}, 0.3f}}), 32, 10.0f, box);
-  EXPECT_GT(nerf::open_edges(cut), 0u);
-  EXPECT_THROW(nerf::extract_isosurface(std::vector<float>(7), 2, 1.0f, box), Error);
+  const geometry::Mesh cut = geometry::extract_isosurface(spheres_field(32, box, {{{0.9f, 0.5f, 0.5f}, 0.3f}}), 32, 10.0f, box);
+  EXPECT_GT(geometry::open_edges(cut), 0u);
+  EXPECT_THROW(geometry::extract_isosurface(std::vector<float>(7), 2, 1.0f, box), Error);
 }
 
 TEST(CameraPath, KeyframesRoundTripAndTheSplineHoldsAStillCamera) {
