@@ -13,8 +13,6 @@ packages=(
   # The NeRF web viewer: Boost.Beast (header-only) serves it; the browser test drives
   # headless Chromium; nerf render makes its MP4 with ffmpeg.
   libboost-dev chromium ffmpeg
-  # fit sdf: users' meshes (OBJ, PLY, STL, glTF, ...) through assimp.
-  libassimp-dev
   # nerf prepare: structure from motion on a user's photos or video (ffmpeg takes the frames).
   colmap
   # The Python package's tests (python/tessera over libtessera.so): PyTorch (CPU), numpy,

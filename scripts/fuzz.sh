@@ -12,7 +12,7 @@ seconds=${2:?seconds per target}
 shift 2
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(image config module snapshot training_snapshot transforms nerf_snapshot program_cache camera_path
-                                  viewer_message c_api colmap llff)
+                                  viewer_message c_api colmap llff mesh)
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$build/fuzz-findings"
 summary=""

@@ -1,9 +1,10 @@
-// Mesh loading (assimp) and the BVH queries of geometry/mesh_queries.h: closest points
+// Mesh loading (OBJ, PLY, STL, OFF) and the BVH queries of geometry/mesh_queries.h: closest points
 // against a brute-force search, signed distances of a sphere against the analytic one,
 // winding numbers inside, outside and across a hole, surface comparison, and bad files.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 
@@ -124,6 +125,19 @@ TEST(MeshIo, MeshesRoundTripThroughTheirFilesAndBadFilesAreClearErrors) {
   const std::string quad = write("quad.obj", "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3 4\n");
   EXPECT_EQ(geometry::load_mesh(quad).n_triangles(), 2u);  // polygons are triangulated
 
+  const std::string off = write("quad.off", "OFF\n# a comment\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n");
+  EXPECT_EQ(geometry::load_mesh(off).n_triangles(), 2u);
+  const std::string ply = write("tri.ply",
+                                "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                                "property float z\nproperty uchar red\nelement face 1\n"
+                                "property list uchar int vertex_indices\nend_header\n0 0 0 9\n1 0 0 9\n0 1 0 9\n3 0 1 2\n");
+  EXPECT_EQ(geometry::load_mesh(ply).n_triangles(), 1u);
+  std::string binary_stl(84 + 50, '\0');
+  binary_stl[80] = 1;
+  const float corners[9] = {0, 0, 0, 1, 0, 0, 0, 1, 0};
+  std::memcpy(binary_stl.data() + 84 + 12, corners, sizeof corners);
+  EXPECT_EQ(geometry::load_mesh(write("tri_binary.stl", binary_stl)).n_triangles(), 1u);
+
   EXPECT_NE(error_of([&] { geometry::load_mesh((dir / "missing.obj").string()); }).find("cannot read"), std::string::npos);
   EXPECT_NE(error_of([&] { geometry::load_mesh(write("empty.obj", "")); }).find("empty.obj"), std::string::npos);
   EXPECT_NE(error_of([&] { geometry::load_mesh(write("noise.stl", "\x01\x02 not a mesh \xff")); }).find("noise.stl"),
@@ -135,7 +149,12 @@ TEST(MeshIo, MeshesRoundTripThroughTheirFilesAndBadFilesAreClearErrors) {
             std::string::npos);
   geometry::MeshLimits small;
   small.max_triangles = 10;
-  EXPECT_NE(error_of([&] { geometry::load_mesh((dir / "sphere.ply").string(), small); }).find("more than the limit"),
+  EXPECT_NE(error_of([&] { geometry::load_mesh((dir / "sphere.ply").string(), small); }).find("more triangles than the limit of 10"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { geometry::load_mesh(write("out_of_range.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 4\n")); })
+                .find("names vertex 3 of 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { geometry::load_mesh(write("mesh.gltf", "{}")); }).find("valid: obj, ply, stl, off"),
             std::string::npos);
   const std::string text = "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n";
   EXPECT_EQ(geometry::load_mesh_from_memory(text.data(), text.size(), "memory", "obj").n_triangles(), 1u);

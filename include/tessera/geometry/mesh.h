@@ -46,19 +46,19 @@ double enclosed_volume(const Mesh& mesh);
 void write_ply(const std::string& path, const Mesh& mesh);
 void write_obj(const std::string& path, const Mesh& mesh);
 
-// Reading a user's mesh (assimp: OBJ, PLY, STL, glTF / GLB, OFF, FBX, Collada and more):
-// every mesh of the file's scene in the file's coordinates (node transforms applied),
-// polygons triangulated, identical vertices merged, points and lines dropped; area-weighted
-// vertex normals. Bad input is one error naming the file: unreadable, no triangles,
-// non-finite vertices, over the limits.
+// Reading a user's mesh: OBJ, PLY (ASCII or binary), STL (ASCII or binary) and OFF, by the
+// file's extension; polygons fanned into triangles. Vertices are kept as the file lists them
+// (STL's unshared); area-weighted vertex normals. Bad input is one error naming the file:
+// unreadable, unknown format, no triangles, non-finite vertices, indices out of range,
+// over the limits.
+constexpr const char* kMeshFormats = "obj, ply, stl, off";
 struct MeshLimits {
   size_t max_bytes = size_t(2) << 30;
   size_t max_triangles = size_t(50) << 20;
 };
 Mesh load_mesh(const std::string& path, const MeshLimits& limits = {});
-// The same from bytes in memory; format_hint is the usual extension ("obj", "ply", "stl",
-// "glb", ...). Formats that refer to other files (an OBJ's materials) read without them.
-Mesh load_mesh_from_memory(const void* data, size_t size, const std::string& name, const std::string& format_hint,
+// The same from bytes in memory; format is the extension ("obj", "ply", "stl", "off").
+Mesh load_mesh_from_memory(const void* data, size_t size, const std::string& name, const std::string& format,
                            const MeshLimits& limits = {});
 // Area-weighted vertex normals from the triangles (unit, or zero where no area meets).
 void compute_vertex_normals(Mesh& mesh);
