@@ -14,6 +14,7 @@ void register_info(CLI::App& root);
 void register_fit_function(CLI::App& fit);
 void register_fit_image(CLI::App& fit);
 void register_fit_denoise(CLI::App& fit);
+void register_fit_sdf(CLI::App& fit);
 void register_bench(CLI::App& root);
 void register_nerf(CLI::App& root);
 void register_nerf_prepare(CLI::App& nerf);

@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   tessera::app::register_fit_function(*fit);
   tessera::app::register_fit_image(*fit);
   tessera::app::register_fit_denoise(*fit);
+  tessera::app::register_fit_sdf(*fit);
   tessera::app::register_nerf(app);
   tessera::app::register_bench(app);
 

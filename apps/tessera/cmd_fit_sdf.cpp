@@ -1,0 +1,304 @@
+// `tessera fit sdf MESH`: learns a mesh's signed distance as (x, y, z) -> distance with a
+// hash grid + fully fused MLP (instant-ngp's SDF primitive). Training samples (uniform in the
+// unit cube and near the surface, their signed distance by closest point and generalized
+// winding number: geometry/sdf.h) are made once on the host into a pool on the device; each
+// step trains on the pool's next slice. At the evaluation marks the zero level set is
+// extracted (marching tetrahedra) and compared with the input: Chamfer distance and normal
+// consistency. Outputs: the mesh (PLY), a normals rendering (PNG), the curve (CSV), a snapshot.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "image_io.h"
+#include "tessera/core/buffer.h"
+#include "tessera/core/error.h"
+#include "tessera/core/progress.h"
+#include "tessera/core/timer.h"
+#include "tessera/geometry/sdf.h"
+#include "tessera/nn/training_session.h"
+#include "tessera/nn/training_snapshot.h"
+
+namespace tessera::app {
+
+namespace {
+
+// instant-ngp's SDF configuration (configs/sdf/base.json: hash grid to 2048^3, 64-wide MLP)
+// with an L1 loss on the distance and the budget-following schedule.
+constexpr const char* kDefaultConfig = R"({
+  "loss": {"otype": "L1"},
+  "optimizer": {"otype": "BudgetDecay", "decay_start": 0.5, "final_factor": 0.03,
+                "nested": {"otype": "Adam", "learning_rate": 1e-2, "beta1": 0.9, "beta2": 0.99, "epsilon": 1e-15,
+                           "l2_reg": 1e-6}},
+  "encoding": {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 19,
+               "base_resolution": 16, "per_level_scale": 1.3819},
+  "network": {"otype": "FullyFusedMLP", "activation": "ReLU", "output_activation": "None", "n_neurons": 64,
+              "n_hidden_layers": 2}
+})";
+
+const std::vector<double> kMilestones = {1, 2, 5, 10, 20, 30, 60, 120, 300, 600};
+
+struct FitSdfOptions {
+  std::string mesh_path, config_path, device = "auto", out_dir = "fit_sdf_out", json_path, snapshot_path, resume_path;
+  uint64_t steps = 0;
+  double seconds = 0;
+  uint32_t log2_batch = 0;     // 0: 2^18 on CUDA, 2^14 on the CPU
+  uint32_t log2_samples = 0;   // pool: 0: 2^22 on CUDA, 2^18 on the CPU
+  uint32_t resolution = 0;     // mesh extraction lattice: 0: 256 on CUDA, 96 on the CPU
+  uint32_t image_size = 0;     // normals rendering: 0: 512 on CUDA, 256 on the CPU
+  uint64_t seed = 1337;
+  bool no_progress = false;
+};
+
+// The model's distance at many unit-cube points, in chunks through device buffers.
+class SdfField {
+ public:
+  SdfField(nn::ModelTrainer& t, Device dev) : t_(t), in_(dev, kChunk * 3), out_(dev, kChunk) {}
+  std::vector<float> operator()(const std::vector<float>& points) {
+    const size_t n = points.size() / 3;
+    std::vector<float> d(n);
+    for (size_t first = 0; first < n; first += kChunk) {
+      const size_t m = std::min(kChunk, n - first);
+      in_.copy_from_host(points.data() + first * 3, m * 3);
+      t_.inference(in_.matrix(m, 3), out_.matrix(m, 1));
+      out_.copy_to_host(d.data() + first, m);
+    }
+    return d;
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t(1) << 20;
+  nn::ModelTrainer& t_;
+  Buffer<float> in_, out_;
+};
+
+// The zero level set on a res^3 lattice over the unit cube, in the mesh's coordinates.
+geometry::Mesh extract_surface(SdfField& field, uint32_t res, const geometry::UnitCubeMap& map) {
+  std::vector<float> lattice(size_t(res) * res * res * 3);
+  for (size_t i = 0; i < size_t(res) * res * res; ++i) {
+    lattice[3 * i] = float(i % res) / float(res - 1);
+    lattice[3 * i + 1] = float(i / res % res) / float(res - 1);
+    lattice[3 * i + 2] = float(i / res / res) / float(res - 1);
+  }
+  std::vector<float> inside = field(lattice);
+  for (float& v : inside) v = -v;  // extract_isosurface's inside is above the threshold
+  geometry::Mesh m = geometry::extract_isosurface(inside, res, 0.0f, {{0, 0, 0}, {1, 1, 1}});
+  for (size_t v = 0; v < m.n_vertices(); ++v) {
+    const geometry::Point p = map.from_unit({m.positions[3 * v], m.positions[3 * v + 1], m.positions[3 * v + 2]});
+    std::copy(p.begin(), p.end(), m.positions.begin() + 3 * v);
+  }
+  return m;
+}
+
+// The learned surface seen from a corner of the cube, coloured by its normal (0.5 * (n + 1)),
+// by sphere tracing the learned distance; white where a ray misses.
+std::vector<float> render_normals(SdfField& field, uint32_t size) {
+  const float eye[3] = {1.6f, 1.3f, 1.9f}, target[3] = {0.5f, 0.5f, 0.5f};
+  float fwd[3], right[3], up[3];
+  for (int k = 0; k < 3; ++k) fwd[k] = target[k] - eye[k];
+  auto normalize = [](float* v) {
+    const float n = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+    for (int k = 0; k < 3; ++k) v[k] /= n;
+  };
+  normalize(fwd);
+  right[0] = fwd[1] * 0 - fwd[2] * 1, right[1] = fwd[2] * 0 - fwd[0] * 0, right[2] = fwd[0] * 1 - fwd[1] * 0;
+  normalize(right);  // fwd x (0, 0, 1)
+  up[0] = right[1] * fwd[2] - right[2] * fwd[1], up[1] = right[2] * fwd[0] - right[0] * fwd[2],
+  up[2] = right[0] * fwd[1] - right[1] * fwd[0];
+  const size_t n = size_t(size) * size;
+  std::vector<float> dir(n * 3), t(n, 0.0f), points(n * 3);
+  std::vector<uint8_t> state(n, 0);  // 0 marching, 1 hit, 2 missed
+  const float half = std::tan(0.5f * 40.0f * float(M_PI) / 180.0f);
+  for (size_t p = 0; p < n; ++p) {
+    const float sx = (2.0f * (float(p % size) + 0.5f) / float(size) - 1.0f) * half;
+    const float sy = (1.0f - 2.0f * (float(p / size) + 0.5f) / float(size)) * half;
+    float* d = &dir[3 * p];
+    for (int k = 0; k < 3; ++k) d[k] = fwd[k] + sx * right[k] + sy * up[k];
+    normalize(d);
+  }
+  for (int iteration = 0; iteration < 128; ++iteration) {
+    for (size_t p = 0; p < n; ++p)
+      for (int k = 0; k < 3; ++k) points[3 * p + k] = std::clamp(eye[k] + t[p] * dir[3 * p + k], 0.0f, 1.0f);
+    const std::vector<float> d = field(points);
+    for (size_t p = 0; p < n; ++p) {
+      if (state[p]) continue;
+      float q[3];
+      for (int k = 0; k < 3; ++k) q[k] = eye[k] + t[p] * dir[3 * p + k];
+      const bool in_cube = q[0] >= 0 && q[0] <= 1 && q[1] >= 0 && q[1] <= 1 && q[2] >= 0 && q[2] <= 1;
+      if (in_cube && d[p] < 2e-4f) state[p] = 1;
+      else if (t[p] > 4.0f) state[p] = 2;
+      else t[p] += in_cube ? std::max(0.9f * d[p], 1e-4f) : 0.02f;  // outside the cube: approach it
+    }
+  }
+  // Normals by central differences of the field at the hit points.
+  const float h = 1.0f / 1024;
+  std::vector<float> probes(n * 18);
+  for (size_t p = 0; p < n; ++p)
+    for (int a = 0; a < 3; ++a)
+      for (int s = 0; s < 2; ++s)
+        for (int k = 0; k < 3; ++k)
+          probes[p * 18 + (a * 2 + s) * 3 + k] = eye[k] + t[p] * dir[3 * p + k] + (k == a ? (s ? h : -h) : 0.0f);
+  const std::vector<float> f = field(probes);
+  std::vector<float> rgb(n * 3, 1.0f);
+  for (size_t p = 0; p < n; ++p) {
+    if (state[p] != 1) continue;
+    float g[3];
+    for (int a = 0; a < 3; ++a) g[a] = f[p * 6 + a * 2 + 1] - f[p * 6 + a * 2];
+    const float len = std::sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]);
+    for (int a = 0; a < 3; ++a) rgb[3 * p + a] = len > 0 ? 0.5f * (g[a] / len + 1.0f) : 0.5f;
+  }
+  return rgb;
+}
+
+void run(const FitSdfOptions& o) {
+  const Device dev = choose_device(o.device);
+  const bool cuda = dev.kind == DeviceKind::cuda;
+  Stopwatch load_clock;
+  const geometry::Mesh mesh = geometry::load_mesh(o.mesh_path);
+  const geometry::MeshQueries queries(mesh);
+  const geometry::UnitCubeMap map = geometry::unit_cube_map(queries);
+  const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
+  auto trainer = nn::ModelTrainer::from_config(config, 3, 1, dev, o.seed);
+  nn::RunRecord resumed;
+  if (!o.resume_path.empty())
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.resume_path), o.resume_path);
+  resumed.steps = trainer->steps();
+  const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
+  ensure_output_folder(o.out_dir);
+  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
+  const std::string snapshot_path = o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
+  const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (cuda ? 18 : 14));
+  const size_t pool = std::max(batch, size_t(1) << (o.log2_samples ? o.log2_samples : (cuda ? 22 : 18)));
+  const uint32_t res = o.resolution ? o.resolution : (cuda ? 256 : 96);
+  const uint32_t image_size = o.image_size ? o.image_size : (cuda ? 512 : 256);
+
+  fmt::print("fit sdf: {} ({} triangles, {} vertices) on {}, batch {}, {} params ({} in the encoding)\n", o.mesh_path,
+             mesh.n_triangles(), mesh.n_vertices(), to_string(dev), batch, trainer->n_params(),
+             trainer->model().n_table_params());
+  std::vector<float> positions, distances;
+  Stopwatch sample_clock;
+  geometry::sdf_samples(queries, map, pool, seed, positions, distances);
+  fmt::print("fit sdf: {} training samples in {:.2f} s (mesh read and indexed in {:.2f} s)\n", pool,
+             sample_clock.seconds(), load_clock.seconds() - sample_clock.seconds());
+  Buffer<float> pool_positions = make_buffer(dev, positions), pool_distances = make_buffer(dev, distances);
+  SdfField field(*trainer, dev);
+  const double diagonal = std::sqrt(double(queries.bounds_max()[0] - queries.bounds_min()[0]) *
+                                        (queries.bounds_max()[0] - queries.bounds_min()[0]) +
+                                    double(queries.bounds_max()[1] - queries.bounds_min()[1]) *
+                                        (queries.bounds_max()[1] - queries.bounds_min()[1]) +
+                                    double(queries.bounds_max()[2] - queries.bounds_min()[2]) *
+                                        (queries.bounds_max()[2] - queries.bounds_min()[2]));
+
+  nn::SessionOptions so;
+  so.steps = o.steps ? o.steps : (o.seconds > 0 ? 0 : 2000);
+  so.seconds = o.seconds;
+  so.eval_at = kMilestones;
+  float loss = 0;
+  geometry::Mesh learned;
+  geometry::SurfaceComparison last{};
+  nn::TrainingSession::Hooks hooks;
+  hooks.step = [&](const nn::TrainingSession& s) {
+    trainer->optimizer().set_progress(s.fraction_done());
+    const size_t first = size_t(trainer->steps()) * batch % (pool - batch + 1);
+    loss = trainer->training_step(pool_positions.matrix(pool, 3).rows(first, batch),
+                                  pool_distances.matrix(pool, 1).rows(first, batch));
+  };
+  hooks.read_loss = [&] { return loss; };
+  hooks.evaluate = [&](const nn::SessionEvaluation&, nn::EvalReason) {
+    learned = extract_surface(field, res, map);
+    if (learned.n_triangles() == 0) return Json{{"triangles", 0}};
+    last = geometry::compare_surfaces(queries, geometry::MeshQueries(learned), size_t(1) << 16, seed);
+    return Json{{"chamfer", last.chamfer}, {"chamfer_relative", last.chamfer / diagonal},
+                {"normal_consistency", last.normal_consistency}, {"triangles", learned.n_triangles()}};
+  };
+  std::unique_ptr<ProgressBar> bar;
+  hooks.after_step = [&](const nn::TrainingSession& s) {
+    bar->update(s.progress_done(), fmt::format("loss {:.3e} chamfer {:.2e}", loss, last.chamfer / diagonal));
+  };
+  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit sdf" : o.resume_path);
+  bar = std::make_unique<ProgressBar>(fmt::format("fit sdf ({})", to_string(dev)), session.progress_total(),
+                                      !o.no_progress);
+  const nn::RunRecord& record = session.run();
+  bar->finish(fmt::format("chamfer {:.2e} of the diagonal", last.chamfer / diagonal));
+  TESSERA_CHECK(learned.n_triangles() > 0, "fit sdf: the learned distance has no zero crossing in the cube (no surface "
+                "to extract after {} steps)", record.steps);
+
+  geometry::write_ply(out_path("mesh.ply"), learned);
+  write_image_png(out_path("normals.png"), int(image_size), int(image_size), render_normals(field, image_size));
+  std::string csv = "step,train_seconds,loss,chamfer,chamfer_relative,normal_consistency\n";
+  Json at = Json::array();
+  for (const auto& e : record.evaluations) {
+    const double c = json_get<double>(e.metrics, "chamfer", 0), nc = json_get<double>(e.metrics, "normal_consistency", 0);
+    csv += fmt::format("{},{:.4f},{:.6e},{:.6e},{:.6e},{:.6f}\n", e.step, e.seconds, e.loss, c, c / diagonal, nc);
+    at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"chamfer", c}, {"chamfer_relative", c / diagonal},
+                  {"normal_consistency", nc}});
+  }
+  write_file_atomic(out_path("chamfer.csv"), csv);
+  nn::RunRecord saved = record;
+  saved.extra["seed"] = seed;
+  nn::save_training_snapshot(*trainer, snapshot_path, saved.to_json());
+
+  fmt::print("fit sdf: {} steps in {:.2f} s of training ({:.0f} steps/s)\n", record.steps, record.train_seconds,
+             session.steps_per_second());
+  for (const auto& e : at)
+    fmt::print("  {:>8.2f} s  step {:>7}  Chamfer {:.3e} ({:.2e} of the diagonal)  normal consistency {:.4f}\n",
+               e["seconds"].get<double>(), e["step"].get<uint64_t>(), e["chamfer"].get<double>(),
+               e["chamfer_relative"].get<double>(), e["normal_consistency"].get<double>());
+  fmt::print("  wrote {}, {}, {}, {}\n", out_path("mesh.ply"), out_path("normals.png"), out_path("chamfer.csv"),
+             snapshot_path);
+  write_json_result(o.json_path, Json{{"command", "fit sdf"},
+                                      {"mesh", o.mesh_path},
+                                      {"triangles", mesh.n_triangles()},
+                                      {"device", to_string(dev)},
+                                      {"batch", batch},
+                                      {"samples", pool},
+                                      {"steps", record.steps},
+                                      {"train_seconds", record.train_seconds},
+                                      {"chamfer", last.chamfer},
+                                      {"chamfer_relative", last.chamfer / diagonal},
+                                      {"normal_consistency", last.normal_consistency},
+                                      {"learned_triangles", learned.n_triangles()},
+                                      {"evaluations", at},
+                                      {"snapshot", snapshot_path},
+                                      {"config", trainer->config()}});
+}
+
+}  // namespace
+
+void register_fit_sdf(CLI::App& fit) {
+  static FitSdfOptions o;
+  auto* cmd = fit.add_subcommand("sdf", "learn a mesh's signed distance with a hash grid + fully fused MLP, and mesh it");
+  cmd->add_option("mesh", o.mesh_path, fmt::format("triangle mesh ({})", geometry::kMeshFormats))->required();
+  cmd->add_option("--config", o.config_path,
+                  "tiny-cuda-nn style JSON (encoding, network, loss, optimizer); default: instant-ngp's SDF model, L1 "
+                  "loss");
+  cmd->add_option("--steps", o.steps, "training steps (default 2000 unless --seconds is given)");
+  cmd->add_option("--seconds", o.seconds, "stop after this much training time")->check(finite_non_negative());
+  cmd->add_option("--log2-batch", o.log2_batch, "samples per step = 2^N (default 18 on CUDA, 14 on the CPU)")
+      ->check(CLI::Range(4, 24));
+  cmd->add_option("--log2-samples", o.log2_samples,
+                  "training samples made from the mesh = 2^N (default 22 on CUDA, 18 on the CPU)")
+      ->check(CLI::Range(8, 26));
+  cmd->add_option("--resolution", o.resolution, "lattice the surface is extracted on (default 256 on CUDA, 96 on the CPU)")
+      ->check(CLI::Range(8, 1024));
+  cmd->add_option("--image-size", o.image_size, "normals rendering, pixels a side (default 512 on CUDA, 256 on the CPU)")
+      ->check(CLI::Range(16, 4096));
+  cmd->add_option("--seed", o.seed, "random seed (initialization and samples; a resumed run keeps its snapshot's)")
+      ->capture_default_str();
+  cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tsnap)")
+      ->check(writable_output_file());
+  cmd->add_option("--resume", o.resume_path,
+                  "continue from a snapshot of fit sdf (same config and mesh); --steps and --seconds then count from "
+                  "the start of the first run")
+      ->check(CLI::ExistingFile);
+  add_device_option(*cmd, o.device);
+  cmd->add_option("--out", o.out_dir, "folder for mesh.ply, normals.png, chamfer.csv")->capture_default_str();
+  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
+  cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
+  cmd->callback([] { run(o); });
+}
+
+}  // namespace tessera::app
