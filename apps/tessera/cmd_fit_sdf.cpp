@@ -4,7 +4,9 @@
 // winding number: geometry/sdf.h) are made once on the host into a pool on the device; each
 // step trains on the pool's next slice. At the evaluation marks the zero level set is
 // extracted (marching tetrahedra) and compared with the input: Chamfer distance and normal
-// consistency. Outputs: the mesh (PLY), a normals rendering (PNG), the curve (CSV), a snapshot.
+// consistency, and the eikonal residual (mean | |grad f| - 1 |: a true distance has 1).
+// --eikonal W adds W * mean (|grad f| - 1)^2 to the loss, trained through the model's second
+// derivatives. Outputs: the mesh (PLY), a normals rendering (PNG), the curve (CSV), a snapshot.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -21,6 +23,8 @@
 #include "tessera/geometry/sdf.h"
 #include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/mlp.h"
 
 namespace tessera::app {
 
@@ -50,8 +54,27 @@ struct FitSdfOptions {
   uint32_t resolution = 0;     // mesh extraction lattice: 0: 256 on CUDA, 96 on the CPU
   uint32_t image_size = 0;     // normals rendering: 0: 512 on CUDA, 256 on the CPU
   uint64_t seed = 1337;
+  float eikonal = 0;           // weight of the eikonal term (0: none)
   bool no_progress = false;
 };
+
+// mean | |grad f| - 1 | over `points` [n, 3] on the device: the model's input gradient of
+// its output's sum (its parameter gradients are overwritten, as the next step does anyway).
+double eikonal_residual(nn::ModelTrainer& t, nn::ConstView points, nn::ConstView ones) {
+  const size_t n = points.rows();
+  const Device dev = t.model().device();
+  Buffer<float> f(dev, n), g(dev, n * 3);
+  nn::Module& m = t.model();
+  auto ctx = m.forward(points, f.matrix(n, 1));
+  m.backward(*ctx, points, ones, g.matrix(n, 3), nn::GradientMode::overwrite);
+  const std::vector<float> host = g.to_host(t.stream());
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum += std::fabs(std::sqrt(double(host[3 * i]) * host[3 * i] + double(host[3 * i + 1]) * host[3 * i + 1] +
+                               double(host[3 * i + 2]) * host[3 * i + 2]) -
+                     1.0);
+  return sum / double(n);
+}
 
 // The model's distance at many unit-cube points, in chunks through device buffers.
 class SdfField {
@@ -184,6 +207,8 @@ void run(const FitSdfOptions& o) {
   fmt::print("fit sdf: {} training samples in {:.2f} s (mesh read and indexed in {:.2f} s)\n", pool,
              sample_clock.seconds(), load_clock.seconds() - sample_clock.seconds());
   Buffer<float> pool_positions = make_buffer(dev, positions), pool_distances = make_buffer(dev, distances);
+  const Buffer<float> ones = make_buffer(dev, std::vector<float>(batch, 1.0f));
+  if (o.eikonal > 0) fmt::print("fit sdf: eikonal term, weight {}\n", o.eikonal);
   SdfField field(*trainer, dev);
   const double diagonal = std::sqrt(double(queries.bounds_max()[0] - queries.bounds_min()[0]) *
                                         (queries.bounds_max()[0] - queries.bounds_min()[0]) +
@@ -203,16 +228,27 @@ void run(const FitSdfOptions& o) {
   hooks.step = [&](const nn::TrainingSession& s) {
     trainer->optimizer().set_progress(s.fraction_done());
     const size_t first = size_t(trainer->steps()) * batch % (pool - batch + 1);
-    loss = trainer->training_step(pool_positions.matrix(pool, 3).rows(first, batch),
-                                  pool_distances.matrix(pool, 1).rows(first, batch));
+    const nn::ConstView x = pool_positions.matrix(pool, 3).rows(first, batch);
+    const nn::ConstView d = pool_distances.matrix(pool, 1).rows(first, batch);
+    if (o.eikonal > 0) {
+      trainer->training_step_async(x, d, ones.matrix(batch, 1), [&](nn::ConstView g, nn::View dT_dg) {
+        ops::call<ops::EikonalGradient>(trainer->stream(), o.eikonal, g, dT_dg);
+      });
+      loss = trainer->last_loss();
+    } else {
+      loss = trainer->training_step(x, d);
+    }
   };
   hooks.read_loss = [&] { return loss; };
+  double residual = 0;
   hooks.evaluate = [&](const nn::SessionEvaluation&, nn::EvalReason) {
+    residual = eikonal_residual(*trainer, pool_positions.matrix(pool, 3).rows(0, batch), ones.matrix(batch, 1));
     learned = extract_surface(field, res, map);
-    if (learned.n_triangles() == 0) return Json{{"triangles", 0}};
+    if (learned.n_triangles() == 0) return Json{{"triangles", 0}, {"eikonal_residual", residual}};
     last = geometry::compare_surfaces(queries, geometry::MeshQueries(learned), size_t(1) << 16, seed);
     return Json{{"chamfer", last.chamfer}, {"chamfer_relative", last.chamfer / diagonal},
-                {"normal_consistency", last.normal_consistency}, {"triangles", learned.n_triangles()}};
+                {"normal_consistency", last.normal_consistency}, {"triangles", learned.n_triangles()},
+                {"eikonal_residual", residual}};
   };
   std::unique_ptr<ProgressBar> bar;
   hooks.after_step = [&](const nn::TrainingSession& s) {
@@ -228,13 +264,15 @@ void run(const FitSdfOptions& o) {
 
   geometry::write_ply(out_path("mesh.ply"), learned);
   write_image_png(out_path("normals.png"), int(image_size), int(image_size), render_normals(field, image_size));
-  std::string csv = "step,train_seconds,loss,chamfer,chamfer_relative,normal_consistency\n";
+  std::string csv = "step,train_seconds,loss,chamfer,chamfer_relative,normal_consistency,eikonal_residual\n";
   Json at = Json::array();
   for (const auto& e : record.evaluations) {
     const double c = json_get<double>(e.metrics, "chamfer", 0), nc = json_get<double>(e.metrics, "normal_consistency", 0);
-    csv += fmt::format("{},{:.4f},{:.6e},{:.6e},{:.6e},{:.6f}\n", e.step, e.seconds, e.loss, c, c / diagonal, nc);
+    const double er = json_get<double>(e.metrics, "eikonal_residual", 0);
+    csv += fmt::format("{},{:.4f},{:.6e},{:.6e},{:.6e},{:.6f},{:.6f}\n", e.step, e.seconds, e.loss, c, c / diagonal, nc,
+                       er);
     at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"chamfer", c}, {"chamfer_relative", c / diagonal},
-                  {"normal_consistency", nc}});
+                  {"normal_consistency", nc}, {"eikonal_residual", er}});
   }
   write_file_atomic(out_path("chamfer.csv"), csv);
   nn::RunRecord saved = record;
@@ -244,9 +282,11 @@ void run(const FitSdfOptions& o) {
   fmt::print("fit sdf: {} steps in {:.2f} s of training ({:.0f} steps/s)\n", record.steps, record.train_seconds,
              session.steps_per_second());
   for (const auto& e : at)
-    fmt::print("  {:>8.2f} s  step {:>7}  Chamfer {:.3e} ({:.2e} of the diagonal)  normal consistency {:.4f}\n",
+    fmt::print("  {:>8.2f} s  step {:>7}  Chamfer {:.3e} ({:.2e} of the diagonal)  normal consistency {:.4f}  "
+               "eikonal residual {:.4f}\n",
                e["seconds"].get<double>(), e["step"].get<uint64_t>(), e["chamfer"].get<double>(),
-               e["chamfer_relative"].get<double>(), e["normal_consistency"].get<double>());
+               e["chamfer_relative"].get<double>(), e["normal_consistency"].get<double>(),
+               e["eikonal_residual"].get<double>());
   fmt::print("  wrote {}, {}, {}, {}\n", out_path("mesh.ply"), out_path("normals.png"), out_path("chamfer.csv"),
              snapshot_path);
   write_json_result(o.json_path, Json{{"command", "fit sdf"},
@@ -260,6 +300,8 @@ void run(const FitSdfOptions& o) {
                                       {"chamfer", last.chamfer},
                                       {"chamfer_relative", last.chamfer / diagonal},
                                       {"normal_consistency", last.normal_consistency},
+                                      {"eikonal_residual", residual},
+                                      {"eikonal_weight", o.eikonal},
                                       {"learned_triangles", learned.n_triangles()},
                                       {"evaluations", at},
                                       {"snapshot", snapshot_path},
@@ -286,6 +328,10 @@ void register_fit_sdf(CLI::App& fit) {
       ->check(CLI::Range(8, 1024));
   cmd->add_option("--image-size", o.image_size, "normals rendering, pixels a side (default 512 on CUDA, 256 on the CPU)")
       ->check(CLI::Range(16, 4096));
+  cmd->add_option("--eikonal", o.eikonal,
+                  "weight of an eikonal term, mean (|grad f| - 1)^2, trained through second derivatives (CPU "
+                  "for now; default 0: none)")
+      ->check(finite_non_negative());
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples; a resumed run keeps its snapshot's)")
       ->capture_default_str();
   cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tsnap)")

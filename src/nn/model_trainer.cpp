@@ -6,6 +6,7 @@
 #include "tessera/core/error.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/nn/loss.h"
+#include "tessera/ops/matrix.h"
 #include "tessera/ops/mlp.h"
 
 namespace tessera::nn {
@@ -59,6 +60,7 @@ ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::
   state_.copy_from_host(&fresh, 1);
   model_->bind_train_state(state_.view());
   output_ = Buffer<float>(d, 0), dL_doutput_ = Buffer<float>(d, 0), loss_partials_ = Buffer<float>(d, 0);
+  input_gradient_ = Buffer<float>(d, 0), term_gradient_ = Buffer<float>(d, 0), term_params_ = Buffer<float>(d, 0);
 }
 
 void ModelTrainer::training_step_async(ConstView input, ConstView target) {
@@ -72,15 +74,47 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
     opt_->step(optimizer_target());
     return;
   }
-  Stream& s = stream();
-  training_step_async(input, [&](ConstView y, View dL_dy, const TensorView& state) {
-    const size_t n = batch * out;
-    loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(s, n));
-    ops::call<ops::LossForwardBackward>(s, loss_, y, target, 1.0f / float(n), dL_dy, loss_partials_.view(), state);
-  });
+  general_step(input, elementwise_loss(target), View(), ConstView());
+}
+
+ModelTrainer::OutputLoss ModelTrainer::elementwise_loss(ConstView target) {
+  return [this, target](ConstView y, View dL_dy, const TensorView& state) {
+    const size_t n = y.numel();
+    loss_partials_.ensure(ops::call<ops::LossPartialsNeeded>(stream(), n));
+    ops::call<ops::LossForwardBackward>(stream(), loss_, y, target, 1.0f / float(n), dL_dy, loss_partials_.view(),
+                                        state);
+  };
 }
 
 void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss, View dL_dinput) {
+  general_step(input, loss, dL_dinput, ConstView());
+}
+
+void ModelTrainer::training_step_async(ConstView input, ConstView target, ConstView seed,
+                                       const InputGradientTerm& term) {
+  const size_t batch = input.rows();
+  const uint32_t in = model_->input_width(), out = model_->output_width();
+  TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
+  TESSERA_CHECK(target.rank == 2 && target.rows() == batch && target.cols() == out && target.contiguous(),
+                "training_step: target must be contiguous [{}, {}]", batch, out);
+  TESSERA_CHECK(seed.rank == 2 && seed.rows() == batch && seed.cols() == out,
+                "training_step: the input-gradient seed must be [{}, {}]", batch, out);
+  output_.ensure(batch * out);
+  input_gradient_.ensure(batch * in);
+  term_gradient_.ensure(batch * in);
+  const View g = input_gradient_.matrix(batch, in), dT_dg = term_gradient_.matrix(batch, in);
+  {
+    auto ctx = model_->forward(input, output_.matrix(batch, out));
+    model_->backward(*ctx, input, seed, g, GradientMode::overwrite);  // its parameter gradients are overwritten next
+  }
+  term(g, dT_dg);
+  model_->backward_backward_input(input, seed, dT_dg, View(), View(), GradientMode::overwrite);
+  if (term_params_.size() != store_.size()) term_params_ = Buffer<float>(model_->device(), store_.size());
+  copy_view_to_view(stream(), term_params_.view(), store_.gradients());
+  general_step(input, elementwise_loss(target), View(), term_params_.view());
+}
+
+void ModelTrainer::general_step(ConstView input, const OutputLoss& loss, View dL_dinput, ConstView extra_gradients) {
   const size_t batch = input.rows();
   const uint32_t out = model_->output_width();
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
@@ -90,6 +124,8 @@ void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss, 
   auto ctx = model_->forward(input, y);
   loss(y, dL_dy, state_.view());
   model_->backward(*ctx, input, dL_dy, dL_dinput, GradientMode::overwrite);
+  if (!extra_gradients.empty())
+    ops::call<ops::MatrixAxpby>(stream(), 1.0f, extra_gradients.as_column(), 1.0f, store_.gradients().as_column());
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.

@@ -11,6 +11,15 @@
 
 namespace tessera {
 
+// The eikonal term's gradient on one row of input gradients g[0..d): E = weight * (|g| - 1)^2
+// / batch (norm = 1 / batch), dE/dg = 2 * weight * norm * (|g| - 1) * g / |g| (zero at g = 0).
+TESSERA_HD void eikonal_row_gradient(const float* g, float* dE_dg, uint32_t d, float weight, float norm) {
+  float n2 = 0;
+  for (uint32_t k = 0; k < d; ++k) n2 += g[k] * g[k];
+  const float n = sqrtf(n2), s = n > 0 ? 2.0f * weight * norm * (n - 1.0f) / n : 0.0f;
+  for (uint32_t k = 0; k < d; ++k) dE_dg[k] = s * g[k];
+}
+
 TESSERA_HD float loss_value(const LossParams& p, float prediction, float target) {
   float d = prediction - target;
   switch (p.kind) {

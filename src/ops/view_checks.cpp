@@ -94,6 +94,16 @@ size_t check_grid_backward_backward(const GridLayout& g, const TensorView& param
   return batch;
 }
 
+size_t check_eikonal_gradient(float weight, const TensorView& g, const TensorView& dE_dg) {
+  TESSERA_CHECK(std::isfinite(weight), "eikonal_gradient: the weight {} is not finite", weight);
+  for (const auto& [v, name] : {std::pair{&g, "g"}, std::pair{&dE_dg, "dE_dg"}})
+    TESSERA_CHECK(v->rank == 2 && v->dtype == DType::f32 && v->strides[1] == 1,
+                  "eikonal_gradient: {} must be an fp32 matrix view with contiguous rows", name);
+  TESSERA_CHECK(g.rows() == dE_dg.rows() && g.cols() == dE_dg.cols(), "eikonal_gradient: g is {}x{} but dE_dg {}x{}",
+                g.rows(), g.cols(), dE_dg.rows(), dE_dg.cols());
+  return g.rows();
+}
+
 size_t check_mlp_backward_backward(const MlpShape& shape, const TensorView& params, const TensorView& in,
                                    const TensorView& dL_dout, const TensorView& dL_ddLdin,
                                    const TensorView& dL_ddLdout, const TensorView& dL_dparams,

@@ -58,12 +58,21 @@ struct MlpBackwardBackward {
                   const TensorView& dL_dout, const TensorView& dL_ddLdin, const TensorView& dL_ddLdout,
                   const TensorView& dL_dparams, const TensorView& dL_din, GradientMode mode);
 };
+// Checks EikonalGradient's views (fp32 matrices of equal shape, contiguous rows) and its
+// weight (finite); returns the batch.
+size_t check_eikonal_gradient(float weight, const TensorView& g, const TensorView& dE_dg);
 // Checks the views of MlpBackwardBackward (naming the wrong one); returns the batch size.
 size_t check_mlp_backward_backward(const MlpShape& shape, const TensorView& params, const TensorView& in,
                                    const TensorView& dL_dout, const TensorView& dL_ddLdin,
                                    const TensorView& dL_ddLdout, const TensorView& dL_dparams,
                                    const TensorView& dL_din);
 
+// The eikonal term on input gradients g [batch, d] (a distance field's gradient has unit
+// length): writes dE/dg [batch, d] of E = weight * mean over rows of (|g| - 1)^2.
+struct EikonalGradient {
+  static constexpr const char* name = "eikonal_gradient";
+  using Fn = void(Stream&, float weight, const TensorView& g, const TensorView& dE_dg);
+};
 struct LossForwardBackward {
   static constexpr const char* name = "loss_forward_backward";
   using Fn = void(Stream&, const LossParams& loss, const TensorView& y, const TensorView& target, float norm,

@@ -200,6 +200,13 @@ void register_ops(Backend& b) {
     unscale(scaled.data<const float>(), dst.data<float>(), scaled.numel(), accumulate, *state.data<const TrainState>());
   });
   b.add_op<LossPartialsNeeded>([](Stream&, size_t) { return size_t(1); });
+  b.add_op<EikonalGradient>([](Stream&, float weight, V g, V dE_dg) {
+    const size_t batch = check_eikonal_gradient(weight, g, dE_dg);
+#pragma omp parallel for schedule(static) if (batch > 4096)
+    for (long long r = 0; r < (long long)batch; ++r)
+      eikonal_row_gradient(g.data<const float>() + r * g.row_stride(), dE_dg.data<float>() + r * dE_dg.row_stride(),
+                           uint32_t(g.cols()), weight, 1.0f / float(batch));
+  });
   b.add_op<LossForwardBackward>([](Stream&, const LossParams& loss, V y_view, V target_view, float norm,
                                    V dL_dy_view, V, V state) {
     const size_t n = y_view.numel();

@@ -191,6 +191,9 @@ void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const T
 size_t loss_partials_needed(size_t n);
 void loss_forward_backward(const LossParams& loss, const float* y, const float* target, size_t n, float norm,
                            float* dL_dy, float* partials, TrainState* state, Stream* stream = nullptr);
+// ops::EikonalGradient over rows of d values (row strides in elements).
+void eikonal_gradient(float weight, const float* g, size_t g_stride, float* dE_dg, size_t out_stride, size_t batch,
+                      uint32_t d, Stream* stream = nullptr);
 // Settles the step on the device: skip it when any of grads[0..n) is not finite.
 void settle_step(const float* grads, size_t n, TrainState* state, Stream* stream = nullptr);
 

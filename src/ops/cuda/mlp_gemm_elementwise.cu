@@ -109,6 +109,20 @@ void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const T
   TESSERA_CUDA_CHECK_LAUNCH("unscale_kernel");
 }
 
+__global__ void eikonal_gradient_kernel(const float* g, size_t g_stride, float* dE_dg, size_t out_stride, size_t batch,
+                                        uint32_t d, float weight) {
+  const size_t r = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r < batch) eikonal_row_gradient(g + r * g_stride, dE_dg + r * out_stride, d, weight, 1.0f / float(batch));
+}
+
+void eikonal_gradient(float weight, const float* g, size_t g_stride, float* dE_dg, size_t out_stride, size_t batch,
+                      uint32_t d, Stream* stream) {
+  if (batch == 0) return;
+  eikonal_gradient_kernel<<<blocks_for(batch), kThreads, 0, detail::native_stream(stream)>>>(g, g_stride, dE_dg,
+                                                                                              out_stride, batch, d, weight);
+  TESSERA_CUDA_CHECK_LAUNCH("eikonal_gradient_kernel");
+}
+
 size_t loss_partials_needed(size_t) { return kLossBlocks; }
 
 void loss_forward_backward(const LossParams& loss, const float* y, const float* target, size_t n, float norm,

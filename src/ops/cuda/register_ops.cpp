@@ -389,6 +389,11 @@ void register_ops(Backend& b) {
     unscale(scaled.data<const float>(), dst.data<float>(), scaled.numel(), accumulate, state.data<const TrainState>(),
             &s);
   });
+  b.add_op<EikonalGradient>([](Stream& s, float weight, V g, V dE_dg) {
+    const size_t batch = check_eikonal_gradient(weight, g, dE_dg);
+    eikonal_gradient(weight, g.data<const float>(), g.row_stride(), dE_dg.data<float>(), dE_dg.row_stride(), batch,
+                     uint32_t(g.cols()), &s);
+  });
   b.add_op<LossForwardBackward>([](Stream& s, const LossParams& loss, V y, V target, float norm, V dL_dy,
                                    V partials, V state) {
     const size_t n = y.numel();
