@@ -34,7 +34,7 @@ namespace {
 const std::vector<double> kMilestones = {1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200};
 
 struct FitDenoiseOptions {
-  std::string image_path, device = "auto", out_dir = "fit_denoise_out", json_path, snapshot_path, resume_path;
+  std::string image_path;
   uint32_t depth = 5, width = 16, crop = 32, batch = 8;
   float sigma = 25.0f;  // in 8-bit levels (of 255)
   float learning_rate = 1e-3f;
@@ -42,7 +42,7 @@ struct FitDenoiseOptions {
   double seconds = 0;
   uint32_t eval_every = 0;
   uint64_t seed = 1337;
-  bool no_progress = false;
+  FitRunOptions run{.out_dir = "fit_denoise_out"};
 };
 
 // The CNN: depth 3x3 convolutions, padding 1, ReLU between; 3 channels in and out.
@@ -75,9 +75,9 @@ std::vector<float> to_hwc(const std::vector<float>& chw, uint32_t h, uint32_t w)
 
 void run(const FitDenoiseOptions& o) {
   // auto: a backend with the convolution ops (the CPU when the GPU backend has none).
-  const Device dev = o.device == "auto" && cuda_available() && !ops::supported<ops::Conv2dForward>(DeviceKind::cuda)
+  const Device dev = o.run.device == "auto" && cuda_available() && !ops::supported<ops::Conv2dForward>(DeviceKind::cuda)
                              ? DeviceKind::cpu
-                             : choose_device(o.device, /*opencl_runs_it=*/true);
+                             : choose_device(o.run.device, /*opencl_runs_it=*/true);
   const ImageRgb img = load_image_rgb(o.image_path);
   const uint32_t W = uint32_t(img.width), H = uint32_t(img.height);
   const uint32_t held = H / 4, train_h = H - held;
@@ -86,8 +86,8 @@ void run(const FitDenoiseOptions& o) {
                 "bottom quarter held back for evaluation) and {} columns; use a larger image or a smaller --crop",
                 o.image_path, W, H, std::max<uint64_t>(uint64_t(o.crop) * 4 / 3 + 1, 32), o.crop, o.crop);
   const float sigma = o.sigma / 255.0f;
-  ensure_output_folder(o.out_dir);
-  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
+  ensure_output_folder(o.run.out_dir);
+  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.run.out_dir) / name).string(); };
 
   const Json model_config = cnn_config(o.depth, o.width, o.crop, o.crop);
   nn::ModelTrainer trainer(nn::create_module(model_config, 3 * o.crop * o.crop, dev), nn::parse_loss({{"otype", "L2"}}),
@@ -136,23 +136,23 @@ void run(const FitDenoiseOptions& o) {
   // (where the crop generator stands, training time, evaluations); --steps and --seconds
   // count from the first run's start. The held-back noise comes from --seed: keep it.
   nn::RunRecord resumed;
-  if (!o.resume_path.empty()) {
-    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(trainer, o.resume_path), o.resume_path);
-    restore_generator(rng, resumed.extra, o.resume_path, "fit denoise");
+  if (!o.run.resume_path.empty()) {
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(trainer, o.run.resume_path), o.run.resume_path);
+    restore_generator(rng, resumed.extra, o.run.resume_path, "fit denoise");
     // The held-back rows' noise comes from --seed: another seed would judge the resumed run
     // on other noise than its curve so far.
     const uint64_t saved_seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
     TESSERA_CHECK(saved_seed == o.seed, "fit denoise: {} was trained with --seed {}; resume it with the same seed",
-                  o.resume_path, saved_seed);
+                  o.run.resume_path, saved_seed);
   }
   resumed.steps = trainer.optimizer().steps_taken();
-  const std::string snapshot_path = o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
+  const std::string snapshot_path = o.run.snapshot_path.empty() ? out_path("model.tsnap") : o.run.snapshot_path;
   fmt::print("fit denoise: {} ({}x{}) on {}, sigma {}/255, CNN depth {} width {} ({} params), crops {}x{} x {}; "
              "bottom {} rows held back (noisy PSNR {:.2f} dB)\n",
              o.image_path, W, H, to_string(dev), o.sigma, o.depth, o.width, trainer.n_params(), o.crop, o.crop, o.batch,
              held, noisy_psnr);
-  if (!o.resume_path.empty())
-    fmt::print("fit denoise: resuming {} at step {} ({:.2f} s of training)\n", o.resume_path, resumed.steps,
+  if (!o.run.resume_path.empty())
+    fmt::print("fit denoise: resuming {} at step {} ({:.2f} s of training)\n", o.run.resume_path, resumed.steps,
                resumed.train_seconds);
 
   nn::SessionOptions so;
@@ -191,9 +191,9 @@ void run(const FitDenoiseOptions& o) {
     bar->update(s.progress_done(),
                 fmt::format("loss {:.3e} denoised {:.2f} dB (noisy {:.2f})", loss, last_psnr, noisy_psnr));
   };
-  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit denoise" : o.resume_path);
+  nn::TrainingSession session(so, hooks, resumed, o.run.resume_path.empty() ? "fit denoise" : o.run.resume_path);
   bar = std::make_unique<ProgressBar>(fmt::format("fit denoise ({})", to_string(dev)), session.progress_total(),
-                                      !o.no_progress);
+                                      !o.run.no_progress);
   const nn::RunRecord& record = session.run();
   bar->finish(fmt::format("denoised {:.2f} dB (noisy {:.2f})", last_psnr, noisy_psnr));
 
@@ -229,7 +229,7 @@ void run(const FitDenoiseOptions& o) {
   }
   fmt::print("  wrote {}, {}, {}, {}, {}, {}\n", out_path("clean.png"), out_path("noisy.png"),
              out_path("denoised.png"), out_path("psnr.csv"), out_path("psnr.png"), snapshot_path);
-  write_json_result(o.json_path, Json{{"command", "fit denoise"},
+  write_json_result(o.run.json_path, Json{{"command", "fit denoise"},
                                       {"image", o.image_path},
                                       {"width", W},
                                       {"height", H},
@@ -265,17 +265,7 @@ void register_fit_denoise(CLI::App& fit) {
   cmd->add_option("--seconds", o.seconds, "stop after this much training time")->check(finite_non_negative());
   cmd->add_option("--eval-every", o.eval_every, "also measure PSNR every N steps");
   cmd->add_option("--seed", o.seed, "random seed (initialization, crops, noise)")->capture_default_str();
-  cmd->add_option("--snapshot", o.snapshot_path,
-                  "where to write the trained CNN with its optimizer state (default: OUT/model.tsnap)")
-      ->check(writable_output_file());
-  cmd->add_option("--resume", o.resume_path,
-                  "continue from a snapshot of fit denoise (same flags); --steps and --seconds then count from the "
-                  "start of the first run")
-      ->check(CLI::ExistingFile);
-  add_device_option(*cmd, o.device);
-  cmd->add_option("--out", o.out_dir, "folder for clean/noisy/denoised PNGs, psnr.csv, psnr.png")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
-  cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
+  add_fit_run_options(*cmd, o.run, "fit denoise", "same flags", "clean/noisy/denoised PNGs, psnr.csv, psnr.png");
   cmd->callback([] { run(o); });
 }
 

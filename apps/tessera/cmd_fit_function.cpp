@@ -30,10 +30,7 @@ struct FitFunctionOptions {
   uint32_t grid = 1000;
   double target_mse = 1e-4;
   uint64_t seed = 42;
-  std::string device = "auto";
-  std::string out_dir = "fit_function_out";
-  std::string json_path, snapshot_path, resume_path;
-  bool no_progress = false;
+  FitRunOptions run{.out_dir = "fit_function_out"};
 };
 
 // Mean squared error of the network against f on `n` evenly spaced points; fills pred.
@@ -52,7 +49,7 @@ double grid_mse(nn::ModelTrainer& trainer, Device dev, uint32_t n, std::vector<f
 void run(const FitFunctionOptions& o) {
   TESSERA_CHECK(o.steps > 0 && o.batch > 0 && o.grid > 1 && o.eval_every > 0,
                 "--steps, --batch, --eval-every must be positive and --grid at least 2");
-  const Device dev = choose_device(o.device, /*opencl_runs_it=*/true);
+  const Device dev = choose_device(o.run.device, /*opencl_runs_it=*/true);
   const bool adam = o.optimizer == "adam";
   const float lr = o.learning_rate > 0 ? o.learning_rate : (adam ? 0.02f : 0.03f);
   Json optimizer = adam ? Json{{"otype", "Adam"}, {"learning_rate", lr}, {"beta1", 0.9}, {"beta2", 0.99},
@@ -64,19 +61,19 @@ void run(const FitFunctionOptions& o) {
                     {"loss", {{"otype", "Huber"}, {"delta", 0.05}}},
                     {"optimizer", optimizer}};
   auto trainer = nn::ModelTrainer::from_config(config, 1, 1, dev, o.seed);
-  ensure_output_folder(o.out_dir);
+  ensure_output_folder(o.run.out_dir);
   Pcg32 rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
   // Resumed: the snapshot's weights, optimizer state and step count, where the sample
   // generator stands, and the MSE curve so far; --steps counts from the first run's start.
   nn::RunRecord resumed;
-  if (!o.resume_path.empty()) {
-    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.resume_path), o.resume_path);
-    restore_generator(rng, resumed.extra, o.resume_path, "fit function");
-    fmt::print("fit function: resuming {} at step {}\n", o.resume_path, trainer->steps());
+  if (!o.run.resume_path.empty()) {
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.run.resume_path), o.run.resume_path);
+    restore_generator(rng, resumed.extra, o.run.resume_path, "fit function");
+    fmt::print("fit function: resuming {} at step {}\n", o.run.resume_path, trainer->steps());
   }
   resumed.steps = trainer->steps();
-  const std::string snapshot_path = o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tsnap").string()
-                                                             : o.snapshot_path;
+  const std::string snapshot_path = o.run.snapshot_path.empty() ? (std::filesystem::path(o.run.out_dir) / "model.tsnap").string()
+                                                             : o.run.snapshot_path;
 
   std::vector<float> xs(o.batch), ys(o.batch);
   Buffer<float> in(dev, o.batch), target(dev, o.batch);
@@ -109,9 +106,9 @@ void run(const FitFunctionOptions& o) {
       bar->update(s.progress_done(),
                   fmt::format("loss {:.3e} mse {:.3e}", loss, json_get<double>(evals.back().metrics, "grid_mse", 0)));
   };
-  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit function" : o.resume_path);
+  nn::TrainingSession session(so, hooks, resumed, o.run.resume_path.empty() ? "fit function" : o.run.resume_path);
   bar = std::make_unique<ProgressBar>(fmt::format("fit function ({}, {})", o.optimizer, to_string(dev)),
-                                      session.progress_total(), !o.no_progress);
+                                      session.progress_total(), !o.run.no_progress);
   const nn::RunRecord& record = session.run();
   const double train_seconds = record.train_seconds;
   std::vector<uint64_t> eval_steps;
@@ -143,7 +140,7 @@ void run(const FitFunctionOptions& o) {
     if (e < eval_steps.size() && eval_steps[e] == step) mse_field = fmt::format("{:.6e}", eval_mse[e++]);
     csv += fmt::format("{},{:.6e},{}\n", step, losses[i], mse_field);
   }
-  const std::string csv_path = (std::filesystem::path(o.out_dir) / "mse.csv").string();
+  const std::string csv_path = (std::filesystem::path(o.run.out_dir) / "mse.csv").string();
   write_file_atomic(csv_path, csv);
   Series truth{"f(x)", {}, {}, {30, 90, 200}}, fit{"network", {}, {}, {220, 50, 40}};
   for (uint32_t i = 0; i < dense; i += 10) {
@@ -153,7 +150,7 @@ void run(const FitFunctionOptions& o) {
     fit.x.push_back(x);
     fit.y.push_back(pred[i]);
   }
-  const std::string fit_png = (std::filesystem::path(o.out_dir) / "fit.png").string();
+  const std::string fit_png = (std::filesystem::path(o.run.out_dir) / "fit.png").string();
   write_line_plot_png(fit_png, {truth, fit},
                       {fmt::format("fit function, {} steps, {}: mse {:.2e}", o.steps, o.optimizer, final_mse), "x", "y"});
   Series curve{"grid MSE", {}, {}, {220, 50, 40}};
@@ -161,7 +158,7 @@ void run(const FitFunctionOptions& o) {
     curve.x.push_back(eval_steps[i]);
     curve.y.push_back(eval_mse[i]);
   }
-  const std::string mse_png = (std::filesystem::path(o.out_dir) / "mse.png").string();
+  const std::string mse_png = (std::filesystem::path(o.run.out_dir) / "mse.png").string();
   write_line_plot_png(mse_png, {curve}, {"MSE against f on a grid", "step", "MSE", true});
 
   fmt::print("fit function: {} steps of batch {} on {} with {} (lr {}) in {:.2f} s\n", o.steps, o.batch,
@@ -173,7 +170,7 @@ void run(const FitFunctionOptions& o) {
     fmt::print("  MSE never went below {:.0e}\n", o.target_mse);
   if (skipped) fmt::print("  {} steps skipped for non-finite gradients\n", skipped);
   fmt::print("  wrote {}, {}, {}, {}\n", csv_path, fit_png, mse_png, snapshot_path);
-  write_json_result(o.json_path, Json{{"command", "fit function"},
+  write_json_result(o.run.json_path, Json{{"command", "fit function"},
                                       {"device", to_string(dev)},
                                       {"optimizer", o.optimizer},
                                       {"learning_rate", lr},
@@ -208,17 +205,7 @@ void register_fit_function(CLI::App& fit) {
       ->capture_default_str()
       ->check(finite_positive());
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples)")->capture_default_str();
-  cmd->add_option("--snapshot", o.snapshot_path,
-                  "where to write the trained network with its optimizer state (default: OUT/model.tsnap)")
-      ->check(writable_output_file());
-  cmd->add_option("--resume", o.resume_path,
-                  "continue from a snapshot of fit function (same flags); --steps then counts from the first run's "
-                  "start")
-      ->check(CLI::ExistingFile);
-  add_device_option(*cmd, o.device);
-  cmd->add_option("--out", o.out_dir, "folder for mse.csv, fit.png, mse.png")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
-  cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
+  add_fit_run_options(*cmd, o.run, "fit function", "same flags", "mse.csv, fit.png, mse.png");
   cmd->callback([] { run(o); });
 }
 

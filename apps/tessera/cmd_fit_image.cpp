@@ -41,14 +41,13 @@ constexpr const char* kDefaultConfig = R"({
 const std::vector<double> kMilestones = {0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600};
 
 struct FitImageOptions {
-  std::string image_path, config_path, device = "auto", out_dir = "fit_image_out", json_path, snapshot_path,
-      resume_path;
+  std::string image_path, config_path;
   uint64_t steps = 0;      // 0: until --seconds
   double seconds = 0;      // 0: until --steps
   uint32_t log2_batch = 0; // 0: 2^18 on CUDA, 2^12 on the CPU
   uint32_t eval_every = 0; // extra evaluations every N steps
   uint64_t seed = 1337;
-  bool no_progress = false;
+  FitRunOptions run{.out_dir = "fit_image_out"};
 };
 
 
@@ -93,31 +92,31 @@ class ImageEvaluator {
 };
 
 void run(const FitImageOptions& o) {
-  const Device dev = choose_device(o.device);
+  const Device dev = choose_device(o.run.device);
   const ImageRgb img = load_image_rgb(o.image_path);
   const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
   auto trainer = nn::ModelTrainer::from_config(config, 2, 3, dev, o.seed);
   // Resumed: the snapshot's weights, optimizer state and step count, and its run record
   // (seed, training time, evaluations); --steps and --seconds count from the first run's start.
   nn::RunRecord resumed;
-  if (!o.resume_path.empty())
-    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.resume_path), o.resume_path);
+  if (!o.run.resume_path.empty())
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.run.resume_path), o.run.resume_path);
   resumed.steps = trainer->steps();
   const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
-  ensure_output_folder(o.out_dir);
-  const std::string snapshot_path = o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tsnap").string()
-                                                             : o.snapshot_path;
+  ensure_output_folder(o.run.out_dir);
+  const std::string snapshot_path = o.run.snapshot_path.empty() ? (std::filesystem::path(o.run.out_dir) / "model.tsnap").string()
+                                                             : o.run.snapshot_path;
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev.kind == DeviceKind::cuda ? 18 : 12));
 
   Buffer<float> image = make_buffer(dev, img.rgb), xy(dev, batch * 2), target(dev, batch * 3);
   ImageEvaluator evaluator(img, dev);
-  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
+  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.run.out_dir) / name).string(); };
 
   fmt::print("fit image: {} ({}x{}, {} channels) on {}, batch {}, {} params ({} in the encoding)\n", o.image_path,
              img.width, img.height, img.source_channels, to_string(dev), batch, trainer->n_params(),
              trainer->model().n_table_params());
-  if (!o.resume_path.empty())
-    fmt::print("fit image: resuming {} at step {} ({:.2f} s of training)\n", o.resume_path, resumed.steps,
+  if (!o.run.resume_path.empty())
+    fmt::print("fit image: resuming {} at step {} ({:.2f} s of training)\n", o.run.resume_path, resumed.steps,
                resumed.train_seconds);
 
   nn::SessionOptions so;
@@ -147,9 +146,9 @@ void run(const FitImageOptions& o) {
   hooks.after_step = [&](const nn::TrainingSession& s) {
     bar->update(s.progress_done(), fmt::format("loss {:.3e} psnr {:.2f} dB", loss, last_psnr));
   };
-  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit image" : o.resume_path);
+  nn::TrainingSession session(so, hooks, resumed, o.run.resume_path.empty() ? "fit image" : o.run.resume_path);
   bar = std::make_unique<ProgressBar>(fmt::format("fit image ({})", to_string(dev)), session.progress_total(),
-                                      !o.no_progress);
+                                      !o.run.no_progress);
   const nn::RunRecord& record = session.run();
   bar->finish(fmt::format("psnr {:.2f} dB", last_psnr));
   write_image_png(out_path("reconstruction.png"), img.width, img.height, evaluator.prediction());
@@ -182,7 +181,7 @@ void run(const FitImageOptions& o) {
   if (skipped) fmt::print("  {} steps skipped for non-finite gradients\n", skipped);
   fmt::print("  wrote {}, {}, {}, {}\n", out_path("reconstruction.png"), out_path("psnr.csv"), out_path("psnr.png"),
              snapshot_path);
-  write_json_result(o.json_path, Json{{"command", "fit image"},
+  write_json_result(o.run.json_path, Json{{"command", "fit image"},
                                       {"image", o.image_path},
                                       {"width", img.width},
                                       {"height", img.height},
@@ -212,17 +211,7 @@ void register_fit_image(CLI::App& fit) {
   cmd->add_option("--eval-every", o.eval_every, "also measure PSNR every N steps");
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples; a resumed run keeps its snapshot's)")
       ->capture_default_str();
-  cmd->add_option("--snapshot", o.snapshot_path,
-                  "where to write the trained model with its optimizer state (default: OUT/model.tsnap)")
-      ->check(writable_output_file());
-  cmd->add_option("--resume", o.resume_path,
-                  "continue from a snapshot of fit image (same config); --steps and --seconds then count from the "
-                  "start of the first run")
-      ->check(CLI::ExistingFile);
-  add_device_option(*cmd, o.device);
-  cmd->add_option("--out", o.out_dir, "folder for reconstruction PNGs, psnr.csv, psnr.png")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
-  cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
+  add_fit_run_options(*cmd, o.run, "fit image", "same config", "reconstruction PNGs, psnr.csv, psnr.png");
   cmd->callback([] { run(o); });
 }
 

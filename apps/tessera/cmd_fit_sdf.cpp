@@ -46,7 +46,7 @@ constexpr const char* kDefaultConfig = R"({
 const std::vector<double> kMilestones = {1, 2, 5, 10, 20, 30, 60, 120, 300, 600};
 
 struct FitSdfOptions {
-  std::string mesh_path, config_path, device = "auto", out_dir = "fit_sdf_out", json_path, snapshot_path, resume_path;
+  std::string mesh_path, config_path;
   uint64_t steps = 0;
   double seconds = 0;
   uint32_t log2_batch = 0;     // 0: 2^18 on CUDA, 2^14 on the CPU
@@ -55,7 +55,7 @@ struct FitSdfOptions {
   uint32_t image_size = 0;     // normals rendering: 0: 512 on CUDA, 256 on the CPU
   uint64_t seed = 1337;
   float eikonal = 0;           // weight of the eikonal term (0: none)
-  bool no_progress = false;
+  FitRunOptions run{.out_dir = "fit_sdf_out"};
 };
 
 // mean | |grad f| - 1 | over `points` [n, 3] on the device: the model's input gradient of
@@ -177,8 +177,11 @@ std::vector<float> render_normals(SdfField& field, uint32_t size) {
 }
 
 void run(const FitSdfOptions& o) {
-  const Device dev = choose_device(o.device);
+  const Device dev = choose_device(o.run.device);
   const bool cuda = dev.kind == DeviceKind::cuda;
+  TESSERA_CHECK(o.eikonal == 0 || backend_for(dev).supports<ops::MlpBackwardBackward>(),
+                "fit sdf --eikonal: the MLP's second derivatives are not on {} yet (the CPU has them): use --device cpu, "
+                "or train without --eikonal", to_string(dev));
   Stopwatch load_clock;
   const geometry::Mesh mesh = geometry::load_mesh(o.mesh_path);
   const geometry::MeshQueries queries(mesh);
@@ -186,13 +189,13 @@ void run(const FitSdfOptions& o) {
   const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
   auto trainer = nn::ModelTrainer::from_config(config, 3, 1, dev, o.seed);
   nn::RunRecord resumed;
-  if (!o.resume_path.empty())
-    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.resume_path), o.resume_path);
+  if (!o.run.resume_path.empty())
+    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.run.resume_path), o.run.resume_path);
   resumed.steps = trainer->steps();
   const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
-  ensure_output_folder(o.out_dir);
-  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
-  const std::string snapshot_path = o.snapshot_path.empty() ? out_path("model.tsnap") : o.snapshot_path;
+  ensure_output_folder(o.run.out_dir);
+  auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.run.out_dir) / name).string(); };
+  const std::string snapshot_path = o.run.snapshot_path.empty() ? out_path("model.tsnap") : o.run.snapshot_path;
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (cuda ? 18 : 14));
   const size_t pool = std::max(batch, size_t(1) << (o.log2_samples ? o.log2_samples : (cuda ? 22 : 18)));
   const uint32_t res = o.resolution ? o.resolution : (cuda ? 256 : 96);
@@ -254,9 +257,9 @@ void run(const FitSdfOptions& o) {
   hooks.after_step = [&](const nn::TrainingSession& s) {
     bar->update(s.progress_done(), fmt::format("loss {:.3e} chamfer {:.2e}", loss, last.chamfer / diagonal));
   };
-  nn::TrainingSession session(so, hooks, resumed, o.resume_path.empty() ? "fit sdf" : o.resume_path);
+  nn::TrainingSession session(so, hooks, resumed, o.run.resume_path.empty() ? "fit sdf" : o.run.resume_path);
   bar = std::make_unique<ProgressBar>(fmt::format("fit sdf ({})", to_string(dev)), session.progress_total(),
-                                      !o.no_progress);
+                                      !o.run.no_progress);
   const nn::RunRecord& record = session.run();
   bar->finish(fmt::format("chamfer {:.2e} of the diagonal", last.chamfer / diagonal));
   TESSERA_CHECK(learned.n_triangles() > 0, "fit sdf: the learned distance has no zero crossing in the cube (no surface "
@@ -289,7 +292,7 @@ void run(const FitSdfOptions& o) {
                e["eikonal_residual"].get<double>());
   fmt::print("  wrote {}, {}, {}, {}\n", out_path("mesh.ply"), out_path("normals.png"), out_path("chamfer.csv"),
              snapshot_path);
-  write_json_result(o.json_path, Json{{"command", "fit sdf"},
+  write_json_result(o.run.json_path, Json{{"command", "fit sdf"},
                                       {"mesh", o.mesh_path},
                                       {"triangles", mesh.n_triangles()},
                                       {"device", to_string(dev)},
@@ -334,16 +337,7 @@ void register_fit_sdf(CLI::App& fit) {
       ->check(finite_non_negative());
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples; a resumed run keeps its snapshot's)")
       ->capture_default_str();
-  cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tsnap)")
-      ->check(writable_output_file());
-  cmd->add_option("--resume", o.resume_path,
-                  "continue from a snapshot of fit sdf (same config and mesh); --steps and --seconds then count from "
-                  "the start of the first run")
-      ->check(CLI::ExistingFile);
-  add_device_option(*cmd, o.device);
-  cmd->add_option("--out", o.out_dir, "folder for mesh.ply, normals.png, chamfer.csv")->capture_default_str();
-  cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
-  cmd->add_flag("--no-progress", o.no_progress, "no progress bar");
+  add_fit_run_options(*cmd, o.run, "fit sdf", "same config and mesh", "mesh.ply, normals.png, chamfer.csv");
   cmd->callback([] { run(o); });
 }
 

@@ -45,6 +45,17 @@ CLI::Validator writable_output_file();
 
 // Adds --device to a subcommand (auto | cpu | cuda[:N] | opencl[:N]).
 void add_device_option(CLI::App& cmd, std::string& device);
+// What every `fit` command takes besides its own options: where it runs and writes, the
+// snapshot it writes and the one it resumes.
+struct FitRunOptions {
+  std::string device = "auto", out_dir, json_path, snapshot_path, resume_path;
+  bool no_progress = false;
+};
+// Adds --snapshot, --resume, --device, --out, --json and --no-progress. `command` ("fit
+// image"), `resume_keeps` (what a resumed run must keep, "same config") and `outputs` (what
+// the --out folder receives) go into the help.
+void add_fit_run_options(CLI::App& cmd, FitRunOptions& o, const std::string& command, const std::string& resume_keeps,
+                         const std::string& outputs);
 // The device a --device value names. "auto" is the CLI's policy: CUDA when a GPU is
 // present, then an OpenCL GPU when `opencl_runs_it` (every op of the command is on the
 // OpenCL backend: fit function, fit denoise), else the CPU. A device this build or

@@ -6,6 +6,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "commands.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
@@ -69,6 +71,22 @@ void add_bench_device_option(CLI::App& cmd, std::string& device) {
       ->check(CLI::Validator(
           [](std::string& v) { return v == "cuda" || is_opencl_device(v) ? std::string() : v + " is not cuda, opencl or opencl:N"; },
           "cuda|opencl[:N]"));
+}
+
+void add_fit_run_options(CLI::App& cmd, FitRunOptions& o, const std::string& command, const std::string& resume_keeps,
+                         const std::string& outputs) {
+  cmd.add_option("--snapshot", o.snapshot_path,
+                 "where to write the trained model with its optimizer state (default: OUT/model.tsnap)")
+      ->check(writable_output_file());
+  cmd.add_option("--resume", o.resume_path,
+                 fmt::format("continue from a snapshot of {} ({}); the --steps (and --seconds) budget then counts "
+                             "from the start of the first run",
+                             command, resume_keeps))
+      ->check(CLI::ExistingFile);
+  add_device_option(cmd, o.device);
+  cmd.add_option("--out", o.out_dir, "folder for " + outputs)->capture_default_str();
+  cmd.add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
+  cmd.add_flag("--no-progress", o.no_progress, "no progress bar");
 }
 
 void add_device_option(CLI::App& cmd, std::string& device) {

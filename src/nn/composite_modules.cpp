@@ -157,6 +157,7 @@ class Sequential final : public CompositeBase {
     const size_t k = owned_.size();
     if (k == 1) return owned_[0]->backward_backward_input(in, dL_dout, dL_ddLdin, dL_ddLdout, dL_din, mode);
     check_shapes("Sequential second backward", in, dL_dout);
+    check_shapes("Sequential second backward (dL_ddLdin, dL_dout)", dL_ddLdin, dL_dout);
     TESSERA_CHECK(mode == GradientMode::overwrite,
                   "Sequential: second derivatives overwrite the parameter gradients (mode accumulate is not supported)");
     const size_t batch = in.rows();
@@ -323,6 +324,7 @@ class Parallel final : public CompositeBase {
   void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout, View dL_din,
                                GradientMode mode) override {
     check_shapes("Parallel second backward", in, dL_dout);
+    check_shapes("Parallel second backward (dL_ddLdin, dL_dout)", dL_ddLdin, dL_dout);
     if (!dL_din.empty())
       for (const auto& [first, count] : uncovered_) detail::zero_view(stream(), dL_din.columns(first, count));
     for (size_t i = 0; i < branches_.size(); ++i) {

@@ -122,11 +122,19 @@ static void module_gradients(void) {
   cuda_x.device_kind = TESSERA_DEVICE_CUDA;
   EXPECT(tessera_module_inference(m, &tp, &cuda_x, &to, NULL) == TESSERA_ERROR_INVALID_ARGUMENT, "wrong device");
   EXPECT(strstr(tessera_last_error(), "cuda:0") != NULL, "message: %s", tessera_last_error());
-  /* Second derivatives: grid encodings have them; this Sequential says it does not. */
-  EXPECT(tessera_module_backward_backward(m, &tp, &tg, &tx, &tdo, &tdx, NULL, NULL, NULL) ==
+  /* Second derivatives of S = sum(v * dL/dx), dL/dx = J^T dout: S is linear in dout, so
+   * sum(dS/d(dout) * dout) = S = sum(v * dx), whatever the network. */
+  float v[10], ddout[15], ddx[10];
+  for (size_t i = 0; i < 10; ++i) v[i] = uniform(&rng) - 0.5f;
+  tessera_tensor tv = host_matrix(v, batch, 2), tddout = host_matrix(ddout, batch, 3), tddx = host_matrix(ddx, batch, 2);
+  OK(tessera_module_backward_backward(m, &tp, &tg, &tx, &tdo, &tv, &tddout, &tddx, NULL));
+  double s_out = 0, s_in = 0;
+  for (size_t i = 0; i < 15; ++i) s_out += (double)ddout[i] * dout[i];
+  for (size_t i = 0; i < 10; ++i) s_in += (double)v[i] * dx[i];
+  EXPECT(fabs(s_out - s_in) <= 1e-4 * (fabs(s_in) + 1e-3), "second backward: %g against %g", s_out, s_in);
+  EXPECT(tessera_module_backward_backward(m, &tp, &tg, &tx, &tdo, &bad, NULL, NULL, NULL) ==
              TESSERA_ERROR_INVALID_ARGUMENT,
-         "backward_backward of a network");
-  EXPECT(strstr(tessera_last_error(), "second derivatives") != NULL, "message: %s", tessera_last_error());
+         "backward_backward with a bad shape");
   tessera_tensor short_params = host_vector(params, (int64_t)n - 1);
   EXPECT(tessera_module_inference(m, &short_params, &tx, &to, NULL) == TESSERA_ERROR_INVALID_ARGUMENT, "short params");
   tessera_module_destroy(m);

@@ -168,21 +168,21 @@ TEST_P(ElementwiseGradientCheck, SecondDerivativesMatchFiniteDifferences) {
   std::vector<double> dx(batch * in_w, 7.0), dr(batch * out_w, 7.0);
   ops::cpu::elementwise_encode_backward_backward<double>(e, x.data(), in_w, batch, r.data(), out_w, v.data(), in_w,
                                                          dr.data(), out_w, dx.data(), in_w);
-  const double h = 1e-6;
+  // Central differences of S in entry k of `of` (x or r), the other held.
+  auto central = [&](const std::vector<double>& of, size_t k) {
+    const double h = 1e-6;
+    auto p = of;
+    p[k] += h;
+    const double up = &of == &x ? second_loss(p, r) : second_loss(x, p);
+    p[k] -= 2 * h;
+    return (up - (&of == &x ? second_loss(p, r) : second_loss(x, p))) / (2 * h);
+  };
   for (size_t k = 0; k < x.size(); ++k) {
-    auto xp = x;
-    xp[k] += h;
-    const double up = second_loss(xp, r);
-    xp[k] -= 2 * h;
-    const double fd = (up - second_loss(xp, r)) / (2 * h);
+    const double fd = central(x, k);
     ASSERT_NEAR(dx[k], fd, 1e-5 * (1 + std::abs(fd))) << "input " << k;
   }
   for (size_t k = 0; k < r.size(); ++k) {
-    auto rp = r;
-    rp[k] += h;
-    const double up = second_loss(x, rp);
-    rp[k] -= 2 * h;
-    const double fd = (up - second_loss(x, rp)) / (2 * h);
+    const double fd = central(r, k);
     ASSERT_NEAR(dr[k], fd, 1e-5 * (1 + std::abs(fd))) << "dL/dy " << k;
   }
 }
