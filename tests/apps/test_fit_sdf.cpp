@@ -91,6 +91,33 @@ TEST(FitSdf, LearnsATorusAndABoxWithAHoleOnCpu) {
   }
 }
 
+// 60 steps, then --resume to 120: the same model as 120 steps in one run (the CPU backend
+// is deterministic; the sample pool comes again from the snapshot's seed).
+TEST(FitSdf, ResumedRunMatchesTheRunThatNeverStopped) {
+  const auto dir = test::fresh_dir("tessera_fit_sdf_resume");
+  std::ofstream(dir / "small.json") << kSmallModel;
+  geometry::write_obj((dir / "torus.obj").string(), test::torus(0, 0, 0, 0.6f, 0.2f, 32, 16));
+  const std::string common = " --device cpu --log2-batch 10 --log2-samples 14 --resolution 32 --image-size 16 "
+                             "--no-progress --config " + (dir / "small.json").string() + " ";
+  const std::string mesh = (dir / "torus.obj").string();
+  auto r = run("fit sdf " + mesh + common + "--steps 120 --out " + (dir / "straight").string() + " --json " +
+               (dir / "straight.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("fit sdf " + mesh + common + "--steps 60 --out " + (dir / "first").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run("fit sdf " + mesh + common + "--steps 120 --resume " + (dir / "first" / "model.tsnap").string() +
+          " --out " + (dir / "second").string() + " --json " + (dir / "second.json").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const Json straight = load_json_file((dir / "straight.json").string());
+  const Json resumed = load_json_file((dir / "second.json").string());
+  EXPECT_EQ(resumed["steps"].get<int>(), 120);
+  EXPECT_EQ(resumed["chamfer"], straight["chamfer"]) << resumed.dump(1) << straight.dump(1);
+  EXPECT_EQ(resumed["eikonal_residual"], straight["eikonal_residual"]);
+  bool first_runs_end = false;  // the first run's last evaluation, at step 60, opens the resumed curve
+  for (const auto& e : resumed["evaluations"]) first_runs_end |= e["step"].get<int>() == 60;
+  EXPECT_TRUE(first_runs_end) << resumed["evaluations"].dump();
+}
+
 TEST(FitSdf, BadMeshesAreClearErrors) {
   const auto dir = test::fresh_dir("tessera_fit_sdf_errors");
   auto write = [&](const char* name, const std::string& text) {
