@@ -25,6 +25,7 @@
 #include "tessera/nn/training_snapshot.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/ops/mlp.h"
+#include "tessera/ops/nerf_types.h"
 
 namespace tessera::app {
 
@@ -117,61 +118,66 @@ geometry::Mesh extract_surface(SdfField& field, uint32_t res, const geometry::Un
 }
 
 // The learned surface seen from a corner of the cube, coloured by its normal (0.5 * (n + 1)),
-// by sphere tracing the learned distance; white where a ray misses.
+// by sphere tracing the learned distance; white where a ray misses. Each iteration evaluates
+// the rays still marching only.
 std::vector<float> render_normals(SdfField& field, uint32_t size) {
-  const float eye[3] = {1.6f, 1.3f, 1.9f}, target[3] = {0.5f, 0.5f, 0.5f};
-  float fwd[3], right[3], up[3];
-  for (int k = 0; k < 3; ++k) fwd[k] = target[k] - eye[k];
-  auto normalize = [](float* v) {
-    const float n = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-    for (int k = 0; k < 3; ++k) v[k] /= n;
-  };
-  normalize(fwd);
-  right[0] = fwd[1] * 0 - fwd[2] * 1, right[1] = fwd[2] * 0 - fwd[0] * 0, right[2] = fwd[0] * 1 - fwd[1] * 0;
-  normalize(right);  // fwd x (0, 0, 1)
-  up[0] = right[1] * fwd[2] - right[2] * fwd[1], up[1] = right[2] * fwd[0] - right[0] * fwd[2],
-  up[2] = right[0] * fwd[1] - right[1] * fwd[0];
+  using ops::nerf::Vec3;
+  const Vec3 eye{1.6f, 1.3f, 1.9f};
+  const Vec3 fwd = ops::nerf::normalized(Vec3{0.5f, 0.5f, 0.5f} - eye);
+  const Vec3 right = ops::nerf::normalized(cross(fwd, Vec3{0, 1, 0})), up = cross(right, fwd);
   const size_t n = size_t(size) * size;
-  std::vector<float> dir(n * 3), t(n, 0.0f), points(n * 3);
-  std::vector<uint8_t> state(n, 0);  // 0 marching, 1 hit, 2 missed
   const float half = std::tan(0.5f * 40.0f * float(M_PI) / 180.0f);
-  for (size_t p = 0; p < n; ++p) {
+  std::vector<Vec3> dir(n);
+  std::vector<float> t(n, 0.0f);
+  std::vector<uint32_t> marching(n), hits;
+  for (uint32_t p = 0; p < n; ++p) {
     const float sx = (2.0f * (float(p % size) + 0.5f) / float(size) - 1.0f) * half;
     const float sy = (1.0f - 2.0f * (float(p / size) + 0.5f) / float(size)) * half;
-    float* d = &dir[3 * p];
-    for (int k = 0; k < 3; ++k) d[k] = fwd[k] + sx * right[k] + sy * up[k];
-    normalize(d);
+    dir[p] = ops::nerf::normalized(fwd + sx * right + sy * up);
+    marching[p] = p;
   }
-  for (int iteration = 0; iteration < 128; ++iteration) {
-    for (size_t p = 0; p < n; ++p)
-      for (int k = 0; k < 3; ++k) points[3 * p + k] = std::clamp(eye[k] + t[p] * dir[3 * p + k], 0.0f, 1.0f);
-    const std::vector<float> d = field(points);
-    for (size_t p = 0; p < n; ++p) {
-      if (state[p]) continue;
-      float q[3];
-      for (int k = 0; k < 3; ++k) q[k] = eye[k] + t[p] * dir[3 * p + k];
-      const bool in_cube = q[0] >= 0 && q[0] <= 1 && q[1] >= 0 && q[1] <= 1 && q[2] >= 0 && q[2] <= 1;
-      if (in_cube && d[p] < 2e-4f) state[p] = 1;
-      else if (t[p] > 4.0f) state[p] = 2;
-      else t[p] += in_cube ? std::max(0.9f * d[p], 1e-4f) : 0.02f;  // outside the cube: approach it
+  auto at = [&](uint32_t p, float offset, int axis) {
+    Vec3 q = eye + t[p] * dir[p];
+    (axis == 0 ? q.x : axis == 1 ? q.y : q.z) += offset;
+    return q;
+  };
+  std::vector<float> points;
+  for (int iteration = 0; iteration < 128 && !marching.empty(); ++iteration) {
+    points.resize(marching.size() * 3);
+    for (size_t i = 0; i < marching.size(); ++i) {
+      const Vec3 q = at(marching[i], 0, 0);
+      for (int k = 0; k < 3; ++k) points[3 * i + k] = std::clamp(q[k], 0.0f, 1.0f);
     }
+    const std::vector<float> d = field(points);
+    size_t kept = 0;
+    for (size_t i = 0; i < marching.size(); ++i) {
+      const uint32_t p = marching[i];
+      const Vec3 q = at(p, 0, 0);
+      const bool in_cube = q.x >= 0 && q.x <= 1 && q.y >= 0 && q.y <= 1 && q.z >= 0 && q.z <= 1;
+      if (in_cube && d[i] < 2e-4f) {
+        hits.push_back(p);
+      } else if (t[p] <= 4.0f) {
+        t[p] += in_cube ? std::max(0.9f * d[i], 1e-4f) : 0.02f;  // outside the cube: approach it
+        marching[kept++] = p;
+      }
+    }
+    marching.resize(kept);
   }
   // Normals by central differences of the field at the hit points.
   const float h = 1.0f / 1024;
-  std::vector<float> probes(n * 18);
-  for (size_t p = 0; p < n; ++p)
+  std::vector<float> probes(hits.size() * 18);
+  for (size_t i = 0; i < hits.size(); ++i)
     for (int a = 0; a < 3; ++a)
-      for (int s = 0; s < 2; ++s)
-        for (int k = 0; k < 3; ++k)
-          probes[p * 18 + (a * 2 + s) * 3 + k] = eye[k] + t[p] * dir[3 * p + k] + (k == a ? (s ? h : -h) : 0.0f);
+      for (int s = 0; s < 2; ++s) {
+        const Vec3 q = at(hits[i], s ? h : -h, a);
+        for (int k = 0; k < 3; ++k) probes[i * 18 + (a * 2 + s) * 3 + k] = q[k];
+      }
   const std::vector<float> f = field(probes);
   std::vector<float> rgb(n * 3, 1.0f);
-  for (size_t p = 0; p < n; ++p) {
-    if (state[p] != 1) continue;
-    float g[3];
-    for (int a = 0; a < 3; ++a) g[a] = f[p * 6 + a * 2 + 1] - f[p * 6 + a * 2];
-    const float len = std::sqrt(g[0] * g[0] + g[1] * g[1] + g[2] * g[2]);
-    for (int a = 0; a < 3; ++a) rgb[3 * p + a] = len > 0 ? 0.5f * (g[a] / len + 1.0f) : 0.5f;
+  for (size_t i = 0; i < hits.size(); ++i) {
+    const Vec3 g{f[i * 6 + 1] - f[i * 6], f[i * 6 + 3] - f[i * 6 + 2], f[i * 6 + 5] - f[i * 6 + 4]};
+    const float len = std::sqrt(dot(g, g));
+    for (int a = 0; a < 3; ++a) rgb[3 * hits[i] + a] = len > 0 ? 0.5f * (g[a] / len + 1.0f) : 0.5f;
   }
   return rgb;
 }
@@ -213,12 +219,11 @@ void run(const FitSdfOptions& o) {
   const Buffer<float> ones = make_buffer(dev, std::vector<float>(batch, 1.0f));
   if (o.eikonal > 0) fmt::print("fit sdf: eikonal term, weight {}\n", o.eikonal);
   SdfField field(*trainer, dev);
-  const double diagonal = std::sqrt(double(queries.bounds_max()[0] - queries.bounds_min()[0]) *
-                                        (queries.bounds_max()[0] - queries.bounds_min()[0]) +
-                                    double(queries.bounds_max()[1] - queries.bounds_min()[1]) *
-                                        (queries.bounds_max()[1] - queries.bounds_min()[1]) +
-                                    double(queries.bounds_max()[2] - queries.bounds_min()[2]) *
-                                        (queries.bounds_max()[2] - queries.bounds_min()[2]));
+  double diagonal2 = 0;  // of the mesh's bounding box: Chamfer distances are also given relative to it
+  for (int k = 0; k < 3; ++k)
+    diagonal2 += double(queries.bounds_max()[k] - queries.bounds_min()[k]) *
+                 (queries.bounds_max()[k] - queries.bounds_min()[k]);
+  const double diagonal = std::sqrt(diagonal2);
 
   nn::SessionOptions so;
   so.steps = o.steps ? o.steps : (o.seconds > 0 ? 0 : 2000);

@@ -398,27 +398,4 @@ Mesh load_mesh_from_memory(const void* data, size_t size, const std::string& nam
   throw Error(format_message("{}: mesh format '{}' is not read here; valid: {}", name, ext, kMeshFormats));
 }
 
-void compute_vertex_normals(Mesh& mesh) {
-  mesh.normals.assign(mesh.positions.size(), 0.0f);
-  for (size_t t = 0; t < mesh.n_triangles(); ++t) {
-    const uint32_t* v = &mesh.triangles[3 * t];
-    const float* a = &mesh.positions[3 * v[0]];
-    const float* b = &mesh.positions[3 * v[1]];
-    const float* c = &mesh.positions[3 * v[2]];
-    const float e1[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]}, e2[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
-    // The cross product's length is twice the area: the sum weights faces by area.
-    const float n[3] = {e1[1] * e2[2] - e1[2] * e2[1], e1[2] * e2[0] - e1[0] * e2[2], e1[0] * e2[1] - e1[1] * e2[0]};
-    for (int k = 0; k < 3; ++k)
-      for (int d = 0; d < 3; ++d) mesh.normals[3 * v[k] + d] += n[d];
-  }
-  for (size_t v = 0; v < mesh.n_vertices(); ++v) {
-    float* n = &mesh.normals[3 * v];
-    const float len = std::sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
-    if (len > 0 && std::isfinite(len))
-      for (int d = 0; d < 3; ++d) n[d] /= len;
-    else
-      n[0] = n[1] = n[2] = 0.0f;
-  }
-}
-
 }  // namespace tessera::geometry
