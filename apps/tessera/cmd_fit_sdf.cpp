@@ -8,6 +8,7 @@
 // --eikonal W adds W * mean (|grad f| - 1)^2 to the loss, trained through the model's second
 // derivatives. Outputs: the mesh (PLY), a normals rendering (PNG), the curve (CSV), a snapshot.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <filesystem>
 #include <vector>
@@ -199,11 +200,18 @@ void run(const FitSdfOptions& o) {
     resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.run.resume_path), o.run.resume_path);
   resumed.steps = trainer->steps();
   const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
+  // The samples come again from the seed and the mesh: a resumed run needs the same mesh.
+  TESSERA_CHECK(o.run.resume_path.empty() || json_get<uint64_t>(resumed.extra, "triangles", 0) == mesh.n_triangles(),
+                "fit sdf: {} was trained on a mesh of {} triangles, {} has {}; resume with the same mesh",
+                o.run.resume_path, json_get<uint64_t>(resumed.extra, "triangles", 0), o.mesh_path, mesh.n_triangles());
   ensure_output_folder(o.run.out_dir);
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.run.out_dir) / name).string(); };
   const std::string snapshot_path = o.run.snapshot_path.empty() ? out_path("model.tsnap") : o.run.snapshot_path;
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (cuda ? 18 : 14));
   const size_t pool = std::max(batch, size_t(1) << (o.log2_samples ? o.log2_samples : (cuda ? 22 : 18)));
+  TESSERA_CHECK(o.log2_samples == 0 || pool == size_t(1) << o.log2_samples,
+                "fit sdf: --log2-samples {} makes fewer samples than one batch (--log2-batch gives 2^{})",
+                o.log2_samples, std::countr_zero(batch));
   const uint32_t res = o.resolution ? o.resolution : (cuda ? 256 : 96);
   const uint32_t image_size = o.image_size ? o.image_size : (cuda ? 512 : 256);
 
@@ -285,6 +293,7 @@ void run(const FitSdfOptions& o) {
   write_file_atomic(out_path("chamfer.csv"), csv);
   nn::RunRecord saved = record;
   saved.extra["seed"] = seed;
+  saved.extra["triangles"] = mesh.n_triangles();
   nn::save_training_snapshot(*trainer, snapshot_path, saved.to_json());
 
   fmt::print("fit sdf: {} steps in {:.2f} s of training ({:.0f} steps/s)\n", record.steps, record.train_seconds,

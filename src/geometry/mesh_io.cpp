@@ -364,12 +364,11 @@ Mesh parse_ply(std::string_view data, const std::string& name, const MeshLimits&
   return b.finish();
 }
 
-std::string lower_extension(const std::string& path_or_hint) {
-  std::string ext = std::filesystem::path(path_or_hint).extension().string();
-  if (ext.empty()) ext = path_or_hint;
-  if (!ext.empty() && ext.front() == '.') ext.erase(0, 1);
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return ext;
+// "OBJ", ".obj" -> "obj".
+std::string format_name(std::string format) {
+  if (!format.empty() && format.front() == '.') format.erase(0, 1);
+  std::transform(format.begin(), format.end(), format.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return format;
 }
 
 }  // namespace
@@ -382,7 +381,10 @@ Mesh load_mesh(const std::string& path, const MeshLimits& limits) {
   std::ifstream in(path, std::ios::binary);
   std::string data(bytes, '\0');
   TESSERA_CHECK(in && in.read(data.data(), std::streamsize(bytes)), "{}: cannot read the mesh", path);
-  return load_mesh_from_memory(data.data(), data.size(), path, lower_extension(path), limits);
+  const std::string format = format_name(std::filesystem::path(path).extension().string());
+  TESSERA_CHECK(!format.empty(), "{}: the file name has no extension, which names the mesh format ({})", path,
+                kMeshFormats);
+  return load_mesh_from_memory(data.data(), data.size(), path, format, limits);
 }
 
 Mesh load_mesh_from_memory(const void* data, size_t size, const std::string& name, const std::string& format,
@@ -390,7 +392,7 @@ Mesh load_mesh_from_memory(const void* data, size_t size, const std::string& nam
   TESSERA_CHECK(size > 0, "{}: the file is empty", name);
   TESSERA_CHECK(size <= limits.max_bytes, "{}: {} bytes, more than the limit of {}", name, size, limits.max_bytes);
   const std::string_view text(static_cast<const char*>(data), size);
-  const std::string ext = lower_extension(format);
+  const std::string ext = format_name(format);
   if (ext == "obj") return parse_obj(text, name, limits);
   if (ext == "ply") return parse_ply(text, name, limits);
   if (ext == "stl") return parse_stl(text, name, limits);

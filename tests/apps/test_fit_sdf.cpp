@@ -113,6 +113,12 @@ TEST(FitSdf, ResumedRunMatchesTheRunThatNeverStopped) {
   EXPECT_EQ(resumed["steps"].get<int>(), 120);
   EXPECT_EQ(resumed["chamfer"], straight["chamfer"]) << resumed.dump(1) << straight.dump(1);
   EXPECT_EQ(resumed["eikonal_residual"], straight["eikonal_residual"]);
+  // Another mesh than the snapshot's: its samples would not be the ones trained on.
+  geometry::write_obj((dir / "sphere.obj").string(), test::uv_sphere(0, 0, 0, 0.5f, 8, 16));
+  r = run("fit sdf " + (dir / "sphere.obj").string() + common + "--steps 130 --resume " +
+          (dir / "second" / "model.tsnap").string() + " --out " + (dir / "third").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("resume with the same mesh"), std::string::npos) << r.output;
   bool first_runs_end = false;  // the first run's last evaluation, at step 60, opens the resumed curve
   for (const auto& e : resumed["evaluations"]) first_runs_end |= e["step"].get<int>() == 60;
   EXPECT_TRUE(first_runs_end) << resumed["evaluations"].dump();
@@ -130,7 +136,12 @@ TEST(FitSdf, BadMeshesAreClearErrors) {
       {write("nan.off", "OFF\n3 1 0\n0 0 0\n1 nan 0\n0 1 0\n3 0 1 2\n"), "not finite"},
       {write("flat.obj", "v 0 0 0\nv 0 0 0\nv 0 0 0\nf 1 2 3\n"), "cannot be scaled"},
       {write("mesh.fbx", "Kaydara FBX Binary"), "not read here"},
-      {(dir / "missing.stl").string(), "missing.stl"}};
+      {(dir / "missing.stl").string(), "missing.stl"},
+      {write("no_extension", "v 0 0 0\n"), "no extension"}};
+  const auto few = run("fit sdf " + write("tri.obj", "v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n") +
+                       " --device cpu --log2-batch 12 --log2-samples 10 --no-progress --out " + (dir / "out").string());
+  EXPECT_NE(few.code, 0);
+  EXPECT_NE(few.output.find("fewer samples than one batch"), std::string::npos) << few.output;
   for (const auto& [path, message] : cases) {
     const auto r = run("fit sdf " + path + " --device cpu --steps 10 --no-progress --out " + (dir / "out").string());
     EXPECT_NE(r.code, 0) << path;

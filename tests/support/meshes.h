@@ -12,7 +12,11 @@ namespace tessera::test {
 
 inline geometry::Mesh uv_sphere(float cx, float cy, float cz, float r, uint32_t rings = 32, uint32_t segments = 64) {
   geometry::Mesh m;
-  auto add = [&](float x, float y, float z) { m.positions.insert(m.positions.end(), {cx + x, cy + y, cz + z}); };
+  auto add = [&](float x, float y, float z) {  // (push_back: GCC 12 misreads an insert here as an overflow)
+    m.positions.push_back(cx + x);
+    m.positions.push_back(cy + y);
+    m.positions.push_back(cz + z);
+  };
   add(0, 0, r);  // north pole: vertex 0
   for (uint32_t i = 1; i < rings; ++i) {
     const float theta = float(M_PI) * float(i) / float(rings);
