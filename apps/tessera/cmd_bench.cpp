@@ -171,6 +171,7 @@ void register_bench(CLI::App& root) {
   mlp->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   mlp->callback([] { run_mlp(o); });
   register_bench_encoding(*bench);
+  register_bench_eikonal(*bench);
   register_bench_gemv(*bench);
   register_bench_gemm(*bench);
   register_bench_conv(*bench);

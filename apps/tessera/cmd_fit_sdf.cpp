@@ -187,8 +187,8 @@ void run(const FitSdfOptions& o) {
   const Device dev = choose_device(o.run.device);
   const bool cuda = dev.kind == DeviceKind::cuda;
   TESSERA_CHECK(o.eikonal == 0 || backend_for(dev).supports<ops::MlpBackwardBackward>(),
-                "fit sdf --eikonal: the MLP's second derivatives are not on {} yet (the CPU has them): use --device cpu, "
-                "or train without --eikonal", to_string(dev));
+                "fit sdf --eikonal: the MLP's second derivatives are not on {} (the CPU and CUDA have them): use "
+                "another --device, or train without --eikonal", to_string(dev));
   Stopwatch load_clock;
   const geometry::Mesh mesh = geometry::load_mesh(o.mesh_path);
   const geometry::MeshQueries queries(mesh);
@@ -346,8 +346,8 @@ void register_fit_sdf(CLI::App& fit) {
   cmd->add_option("--image-size", o.image_size, "normals rendering, pixels a side (default 512 on CUDA, 256 on the CPU)")
       ->check(CLI::Range(16, 4096));
   cmd->add_option("--eikonal", o.eikonal,
-                  "weight of an eikonal term, mean (|grad f| - 1)^2, trained through second derivatives (CPU "
-                  "for now; default 0: none)")
+                  "weight of an eikonal term, mean (|grad f| - 1)^2, trained through second derivatives "
+                  "(default 0: none)")
       ->check(finite_non_negative());
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples; a resumed run keeps its snapshot's)")
       ->capture_default_str();

@@ -19,6 +19,7 @@ void register_bench(CLI::App& root);
 void register_nerf(CLI::App& root);
 void register_nerf_prepare(CLI::App& nerf);
 void register_bench_encoding(CLI::App& bench);
+void register_bench_eikonal(CLI::App& bench);
 void register_bench_gemv(CLI::App& bench);
 void register_bench_gemm(CLI::App& bench);
 void register_bench_conv(CLI::App& bench);

@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -43,6 +43,14 @@ for step in "${steps[@]}"; do
     bench-encoding)
       "$BUILD/tessera" bench encoding --device cuda --json "$OUT/bench_encoding.json" 2>&1 | tee "$OUT/bench_encoding.log"
       summary+=("bench encoding: see bench_encoding.log")
+      ;;
+    eikonal)
+      # The step with an eikonal term against the plain step (C++), then the same model's
+      # double backward in plain PyTorch autograd and through tessera.torch (Python).
+      "$BUILD/tessera" bench eikonal --device cuda --json "$OUT/bench_eikonal.json" 2>&1 | tee "$OUT/bench_eikonal.log"
+      TESSERA_LIBRARY="$BUILD/libtessera.so" PYTHONPATH="$PWD/python" python3 bench/python_eikonal.py \
+        --json "$OUT/python_eikonal.json" 2>&1 | tee -a "$OUT/bench_eikonal.log"
+      summary+=("bench eikonal: $(grep -E 'eikonal term|faster than' "$OUT/bench_eikonal.log" | tr -s ' ' | tr '\n' ' ')")
       ;;
     bench-gemv)
       LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" "$BUILD/tessera" bench gemv --json "$OUT/bench_gemv.json" 2>&1 | tee "$OUT/bench_gemv.log"

@@ -27,15 +27,15 @@ def _errors(got, want):
             if r is not None and r.abs().max() > 0}
 
 
-def _cpu_only(device):
-    if device.type != "cpu":
-        pytest.skip("second derivatives of MLPs run on the CPU backend only so far (CUDA kernels: issue 33)")
+def _tolerance(device):
+    """fp32 (CPU) against float64; on CUDA the fused MLP's fp16 operands (3x the largest error
+    measured on an H100, 4.3e-3, HashGrid -> MLP)."""
+    return 1e-4 if device.type == "cpu" else 1.5e-2
 
 
 @pytest.mark.parametrize("activation,output_activation", [("ReLU", "None"), ("Tanh", "Sigmoid"), ("Softplus", "None"),
                                                           ("SiLU", "Exponential"), ("Sine", "LeakyReLU")])
 def test_network_second_derivatives_match_reference(device, activation, output_activation):
-    _cpu_only(device)
     torch.manual_seed(9)
     config = {"otype": "FullyFusedMLP", "n_neurons": 16, "n_hidden_layers": 2, "activation": activation,
               "output_activation": output_activation}
@@ -48,16 +48,15 @@ def test_network_second_derivatives_match_reference(device, activation, output_a
     want = _second(lambda x, p: reference.mlp(x, p, 5, 3, 16, 2, activation, output_activation), x.double(), p64,
                    w.double(), v.double())
     errors = _errors(got, want)
-    print(f"MLP {activation}/{output_activation}: " + ", ".join(f"{k} {e:.2g}" for k, e in errors.items()))
+    print(f"MLP {activation}/{output_activation} on {device}: " + ", ".join(f"{k} {e:.2g}" for k, e in errors.items()))
     assert "d/dparams" in errors and "d/d(dL/dy)" in errors
     if activation != "ReLU":
         assert "d/dx" in errors  # the curvature of a smooth network
-    assert all(e < 1e-4 for e in errors.values()), errors  # fp32 against float64
+    assert all(e < _tolerance(device) for e in errors.values()), errors
 
 
 def test_encoded_network_second_derivatives_match_reference(device):
     """HashGrid -> MLP (a Sequential): the chain rule across modules, the grid's and the MLP's terms."""
-    _cpu_only(device)
     torch.manual_seed(10)
     encoding = {"otype": "HashGrid", "n_levels": 4, "n_features_per_level": 2, "log2_hashmap_size": 14,
                 "base_resolution": 4, "per_level_scale": 2.0}
@@ -77,9 +76,9 @@ def test_encoded_network_second_derivatives_match_reference(device):
     p64 = model.params.detach().double().cpu().requires_grad_(True)
     want = _second(ref, x.double(), p64, w.double(), v.double())
     errors = _errors(got, want)
-    print("HashGrid -> MLP: " + ", ".join(f"{k} {e:.2g}" for k, e in errors.items()))
+    print(f"HashGrid -> MLP on {device}: " + ", ".join(f"{k} {e:.2g}" for k, e in errors.items()))
     assert set(errors) == {"d/dparams", "d/dx", "d/d(dL/dy)"}
-    assert all(e < 1e-4 for e in errors.values()), errors
+    assert all(e < _tolerance(device) for e in errors.values()), errors
 
 
 @pytest.mark.parametrize("n_dims,hashed,interpolation", [(3, True, "Linear"), (2, False, "Linear"),

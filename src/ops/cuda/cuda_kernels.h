@@ -4,6 +4,7 @@
 // the library calls them through ops::call; tests and the benchmarks call them directly.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tessera/ops/conv.h"
 #include "tessera/ops/encodings.h"
@@ -65,6 +66,12 @@ void elementwise_encode(const ElementwiseEncoding& e, const float* in, uint32_t 
                         uint32_t out_stride, Stream* stream = nullptr);
 void elementwise_encode_backward(const ElementwiseEncoding& e, const float* in, uint32_t in_stride, size_t batch,
                                  const float* dL_dout, uint32_t dout_stride, float* dL_din, uint32_t din_stride, Stream* stream = nullptr);
+// ElementwiseEncodeBackwardBackward; null outputs are skipped.
+void elementwise_encode_backward_backward(const ElementwiseEncoding& e, const float* in, uint32_t in_stride,
+                                          size_t batch, const float* dL_dout, uint32_t dout_stride,
+                                          const float* dL_ddLdin, uint32_t ddin_stride, float* dL_ddLdout,
+                                          uint32_t ddout_stride, float* dL_din, uint32_t din_stride,
+                                          Stream* stream = nullptr);
 // params_half: fp16 bits [n_params].
 void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride, size_t batch,
                  float* out, uint32_t out_stride, Stream* stream = nullptr);
@@ -191,6 +198,16 @@ void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const T
 size_t loss_partials_needed(size_t n);
 void loss_forward_backward(const LossParams& loss, const float* y, const float* target, size_t n, float norm,
                            float* dL_dy, float* partials, TrainState* state, Stream* stream = nullptr);
+// ops::MlpBackwardBackward, fused (mlp_backward_backward.cu): widths 16, 32, 64 and 128
+// whose fp16 weights fit in shared memory; mlp_backward_backward_rejects says "" for
+// those, else why not. Strides in elements; null outputs are skipped; the parameter
+// gradients are added (accumulate) or written. Stream workspace: the weight-gradient
+// GEMMs' operands (2 x batch rows of bf16 per layer input and output).
+std::string mlp_backward_backward_rejects(const MlpShape& s);
+void mlp_backward_backward(Stream& stream, const MlpShape& s, MlpActivations acts, const float* params,
+                           size_t batch, const float* in, size_t in_stride, const float* dL_dout, size_t dout_stride,
+                           const float* dL_ddLdin, size_t ddin_stride, float* dL_ddLdout, size_t ddout_stride,
+                           float* dL_dparams, bool accumulate, float* dL_din, size_t din_stride);
 // ops::EikonalGradient over rows of d values (row strides in elements).
 void eikonal_gradient(float weight, const float* g, size_t g_stride, float* dE_dg, size_t out_stride, size_t batch,
                       uint32_t d, Stream* stream = nullptr);

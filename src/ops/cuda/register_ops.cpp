@@ -274,6 +274,19 @@ void register_ops(Backend& b) {
                                 dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()), dL_din.data<float>(),
                                 uint32_t(dL_din.row_stride()), &s);
   });
+  b.add_op<ElementwiseEncodeBackwardBackward>([](Stream& s, const ElementwiseEncoding& e, V in, V dL_dout,
+                                                 V dL_ddLdin, V dL_ddLdout, V dL_din) {
+    const char* op = "elementwise_encode_backward_backward";
+    const size_t batch = check_encoding_views(op, e.n_dims, e.output_width(), in, dL_dout);
+    check_encoding_views(op, e.n_dims, e.n_dims, in, dL_ddLdin);
+    if (dL_ddLdout) check_encoding_views(op, e.n_dims, e.output_width(), in, dL_ddLdout);
+    if (dL_din) check_encoding_views(op, e.n_dims, e.n_dims, in, dL_din);
+    elementwise_encode_backward_backward(e, in.data<const float>(), uint32_t(in.row_stride()), batch,
+                                         dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()),
+                                         dL_ddLdin.data<const float>(), uint32_t(dL_ddLdin.row_stride()),
+                                         dL_ddLdout.data<float>(), uint32_t(dL_ddLdout.row_stride()),
+                                         dL_din.data<float>(), uint32_t(dL_din.row_stride()), &s);
+  });
   b.add_op<GridEncode>([](Stream& s, const GridLayout& g, V, V params_half, V in, V out) {
     const size_t batch = check_encoding_views("grid_encode", g.n_dims, g.output_width(), in, out);
     grid_encode(g, params_half.data<const uint16_t>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
@@ -388,6 +401,16 @@ void register_ops(Backend& b) {
     check_view(dst, "unscale: dst", DType::f32, scaled.numel());
     unscale(scaled.data<const float>(), dst.data<float>(), scaled.numel(), accumulate, state.data<const TrainState>(),
             &s);
+  });
+  b.add_op<MlpBackwardBackward>([](Stream& s, const MlpShape& shape, MlpActivations acts, V params, V in, V dL_dout,
+                                   V dL_ddLdin, V dL_ddLdout, V dL_dparams, V dL_din, GradientMode mode) {
+    const size_t batch =
+        check_mlp_backward_backward(shape, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din);
+    mlp_backward_backward(s, shape, acts, params.data<const float>(), batch, in.data<const float>(), in.row_stride(),
+                          dL_dout.data<const float>(), dL_dout.row_stride(), dL_ddLdin.data<const float>(),
+                          dL_ddLdin.row_stride(), dL_ddLdout.data<float>(), dL_ddLdout.row_stride(),
+                          dL_dparams.data<float>(), mode == GradientMode::accumulate, dL_din.data<float>(),
+                          dL_din.row_stride());
   });
   b.add_op<EikonalGradient>([](Stream& s, float weight, V g, V dE_dg) {
     const size_t batch = check_eikonal_gradient(weight, g, dE_dg);
