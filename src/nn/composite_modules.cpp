@@ -190,6 +190,51 @@ class Sequential final : public CompositeBase {
     }
   }
 
+  // One forward of each child (fp32 hand-over: every intermediate is read again), the first
+  // backward for g (a grid as the first child skips its scatter), the term, each child's
+  // second backward, then one backward whose upstream at each boundary is the output loss's
+  // gradient plus the term's adjoint there (backward is linear in it): the default's second
+  // forward, and one of the two backward passes through the children, are saved.
+  void backward_with_input_gradient_term(const InputGradientStep& s) override {
+    const size_t k = owned_.size();
+    if (k == 1) return owned_[0]->backward_with_input_gradient_term(s);
+    check_shapes("Sequential step with an input-gradient term", s.in, s.seed);
+    const size_t batch = s.in.rows();
+    auto u = [&](size_t i) -> View {
+      return i == 0 ? s.in : i == k ? s.y : detail::scratch_view(act_[i - 1], batch, owned_[i]->input_width());
+    };
+    auto g = [&](size_t i) -> View {
+      return i == 0 ? s.g : i == k ? s.seed : detail::scratch_view(grad_[i - 1], batch, owned_[i]->input_width());
+    };
+    auto ddx = [&](size_t i) -> View {
+      return i == 0 ? s.dT_dg : detail::scratch_view(second_[i - 1].ddx, batch, owned_[i]->input_width());
+    };
+    auto adjoint = [&](size_t i) -> View {
+      return detail::scratch_view(second_[i - 1].adjoint, batch, owned_[i]->input_width());
+    };
+    std::vector<std::unique_ptr<ModuleContext>> ctx(k);
+    for (size_t i = 0; i < k; ++i) ctx[i] = owned_[i]->forward(u(i), u(i + 1));
+    for (size_t i = k; i-- > 0;)  // parameter gradients: overwritten by the second backward next
+      if (i > 0 || !owned_[0]->input_gradient_only(*ctx[0], u(0), g(1), g(0)))
+        owned_[i]->backward(*ctx[i], u(i), g(i + 1), g(i), GradientMode::overwrite);
+    s.term(s.g, s.dT_dg);
+    for (size_t i = 0; i < k; ++i)
+      owned_[i]->backward_backward_input(u(i), g(i + 1), ddx(i), i + 1 < k ? ddx(i + 1) : View(),
+                                         i > 0 ? adjoint(i) : View(), GradientMode::overwrite);
+    s.loss(s.y, s.dL_dy);
+    ConstView up = s.dL_dy;
+    for (size_t i = k; i-- > 0;) {
+      Module& m = *owned_[i];
+      // A composite child's second backward ran its children's forwards: its context is stale.
+      if (m.child(0)) ctx[i] = m.forward(u(i), u(i + 1));
+      const View dx = i > 0 ? detail::scratch_view(second_tmp_, batch, m.input_width()) : View();
+      m.backward(*ctx[i], u(i), up, dx, GradientMode::accumulate);
+      if (i == 0) break;
+      detail::copy_view(stream(), dx, adjoint(i), 1.0f);  // the loss's gradient plus the term's adjoint at u_i
+      up = adjoint(i);
+    }
+  }
+
  private:
   void run_forward(ConstView in, View out, CompositeContext* ctx) {
     const size_t batch = in.rows(), k = owned_.size();

@@ -114,6 +114,15 @@ class GridEncoding final : public Encoding {
     ops::call<ops::GridEncodeBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, p_.gradients, dL_din);
   }
 
+ public:
+  bool input_gradient_only(ModuleContext&, ConstView in, ConstView dL_dout, View dL_din) override {
+    check_shapes("grid encoding input gradient", in, dL_dout);
+    TESSERA_CHECK(p_.bound(), "grid encoding: parameters are not bound");
+    if (in.rows() && !dL_din.empty())
+      ops::call<ops::GridEncodeBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, View(), dL_din);
+    return true;
+  }
+
   void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout, View dL_din,
                                GradientMode mode) override {
     check_shapes("grid encoding second backward", in, dL_dout);

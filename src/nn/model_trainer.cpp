@@ -60,7 +60,7 @@ ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::
   state_.copy_from_host(&fresh, 1);
   model_->bind_train_state(state_.view());
   output_ = Buffer<float>(d, 0), dL_doutput_ = Buffer<float>(d, 0), loss_partials_ = Buffer<float>(d, 0);
-  input_gradient_ = Buffer<float>(d, 0), term_gradient_ = Buffer<float>(d, 0), term_params_ = Buffer<float>(d, 0);
+  input_gradient_ = Buffer<float>(d, 0), term_gradient_ = Buffer<float>(d, 0);
 }
 
 void ModelTrainer::training_step_async(ConstView input, ConstView target) {
@@ -74,7 +74,7 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
     opt_->step(optimizer_target());
     return;
   }
-  general_step(input, elementwise_loss(target), View(), ConstView());
+  general_step(input, elementwise_loss(target), View());
 }
 
 ModelTrainer::OutputLoss ModelTrainer::elementwise_loss(ConstView target) {
@@ -87,7 +87,7 @@ ModelTrainer::OutputLoss ModelTrainer::elementwise_loss(ConstView target) {
 }
 
 void ModelTrainer::training_step_async(ConstView input, const OutputLoss& loss, View dL_dinput) {
-  general_step(input, loss, dL_dinput, ConstView());
+  general_step(input, loss, dL_dinput);
 }
 
 void ModelTrainer::training_step_async(ConstView input, ConstView target, ConstView seed,
@@ -100,21 +100,17 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target, ConstV
   TESSERA_CHECK(seed.rank == 2 && seed.rows() == batch && seed.cols() == out,
                 "training_step: the input-gradient seed must be [{}, {}]", batch, out);
   output_.ensure(batch * out);
+  dL_doutput_.ensure(batch * out);
   input_gradient_.ensure(batch * in);
   term_gradient_.ensure(batch * in);
-  const View g = input_gradient_.matrix(batch, in), dT_dg = term_gradient_.matrix(batch, in);
-  {
-    auto ctx = model_->forward(input, output_.matrix(batch, out));
-    model_->backward(*ctx, input, seed, g, GradientMode::overwrite);  // its parameter gradients are overwritten next
-  }
-  term(g, dT_dg);
-  model_->backward_backward_input(input, seed, dT_dg, View(), View(), GradientMode::overwrite);
-  if (term_params_.size() != store_.size()) term_params_ = Buffer<float>(model_->device(), store_.size());
-  copy_view_to_view(stream(), term_params_.view(), store_.gradients());
-  general_step(input, elementwise_loss(target), View(), term_params_.view());
+  const OutputLoss loss = elementwise_loss(target);
+  model_->backward_with_input_gradient_term(
+      {input, seed, output_.matrix(batch, out), dL_doutput_.matrix(batch, out), input_gradient_.matrix(batch, in),
+       term_gradient_.matrix(batch, in), term, [&](ConstView y, View dL_dy) { loss(y, dL_dy, state_.view()); }});
+  settle_and_step();
 }
 
-void ModelTrainer::general_step(ConstView input, const OutputLoss& loss, View dL_dinput, ConstView extra_gradients) {
+void ModelTrainer::general_step(ConstView input, const OutputLoss& loss, View dL_dinput) {
   const size_t batch = input.rows();
   const uint32_t out = model_->output_width();
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
@@ -124,8 +120,10 @@ void ModelTrainer::general_step(ConstView input, const OutputLoss& loss, View dL
   auto ctx = model_->forward(input, y);
   loss(y, dL_dy, state_.view());
   model_->backward(*ctx, input, dL_dy, dL_dinput, GradientMode::overwrite);
-  if (!extra_gradients.empty())
-    ops::call<ops::MatrixAxpby>(stream(), 1.0f, extra_gradients.as_column(), 1.0f, store_.gradients().as_column());
+  settle_and_step();
+}
+
+void ModelTrainer::settle_and_step() {
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.

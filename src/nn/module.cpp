@@ -34,6 +34,17 @@ void Module::backward_backward_input(ConstView, ConstView, ConstView, View, View
       c.contains("otype") ? c.at("otype").get<std::string>() : std::string("this module")));
 }
 
+void Module::backward_with_input_gradient_term(const InputGradientStep& s) {
+  std::unique_ptr<ModuleContext> ctx = forward(s.in, s.y);
+  if (!input_gradient_only(*ctx, s.in, s.seed, s.g))
+    backward(*ctx, s.in, s.seed, s.g, GradientMode::overwrite);  // its parameter gradients are overwritten next
+  s.term(s.g, s.dT_dg);
+  backward_backward_input(s.in, s.seed, s.dT_dg, View(), View(), GradientMode::overwrite);
+  s.loss(s.y, s.dL_dy);
+  if (child(0)) ctx = forward(s.in, s.y);  // a composite's second backward ran its children's forwards
+  backward(*ctx, s.in, s.dL_dy, View(), GradientMode::accumulate);
+}
+
 void Module::set_stream(Stream& stream) {
   TESSERA_CHECK(stream.backend().device() == device(), "a stream of {} for a module on {}",
                 to_string(stream.backend().device()), to_string(device()));

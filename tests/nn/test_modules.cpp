@@ -199,6 +199,65 @@ TEST(Modules, SecondDerivativesThroughTheNerfShapedCompositeMatchFiniteDifferenc
   }
 }
 
+// Sequential's step with an input-gradient term shares passes (one forward per child, the
+// loss's gradient and the term's adjoints carried back together): it must give what the
+// separate passes of Module's default give, output, g and parameter gradients.
+TEST(Modules, StepWithAnInputGradientTermMatchesTheSeparatePasses) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  for (const bool with_grid : {true, false}) {
+    auto model = test::make_nerf_like_model(DeviceKind::cpu, with_grid);
+    Bound b = bind_random(*model, seed);
+    const size_t batch = 31;
+    const auto x = nerf_inputs(batch, seed + 2);
+    const auto seed_grad = test::random_floats(batch * 4, -1.0f, 1.0f, seed + 3);
+    const auto target = test::random_floats(batch * 4, -1.0f, 1.0f, seed + 4);
+    struct Run {
+      std::vector<float> y, g, grads;
+    };
+    auto run = [&](bool shared) {
+      std::vector<float> y(batch * 4, NAN), dy(batch * 4), g(batch * 6, NAN), dg(batch * 6);
+      std::fill(b.grads.begin(), b.grads.end(), NAN);  // overwritten: every entry written
+      nn::InputGradientStep s{test::ptr_view(x.data(), batch, 6), test::ptr_view(seed_grad.data(), batch, 4),
+                              test::ptr_view(y.data(), batch, 4), test::ptr_view(dy.data(), batch, 4),
+                              test::ptr_view(g.data(), batch, 6), test::ptr_view(dg.data(), batch, 6),
+                              [&](nn::ConstView gv, nn::View dT) {  // T = sum g^2 (dT/dg = 2 g)
+                                for (size_t i = 0; i < batch * 6; ++i) dT.data<float>()[i] = 2.0f * gv.data<const float>()[i];
+                              },
+                              [&](nn::ConstView yv, nn::View dL) {  // L = sum (y - t)^2 / 2
+                                for (size_t i = 0; i < batch * 4; ++i) dL.data<float>()[i] = yv.data<const float>()[i] - target[i];
+                              }};
+      if (shared) model->backward_with_input_gradient_term(s);
+      else model->nn::Module::backward_with_input_gradient_term(s);
+      return Run{y, g, b.grads};
+    };
+    const Run separate = run(false), shared = run(true);
+    // The reference: each gradient on its own (overwrite), added here.
+    std::vector<float> y(batch * 4), dy(batch * 4), g(batch * 6), dg(batch * 6);
+    const auto in = test::ptr_view(x.data(), batch, 6);
+    auto ctx = model->forward(in, test::ptr_view(y.data(), batch, 4));
+    model->backward(*ctx, in, test::ptr_view(seed_grad.data(), batch, 4), test::ptr_view(g.data(), batch, 6),
+                    nn::GradientMode::overwrite);
+    for (size_t i = 0; i < g.size(); ++i) dg[i] = 2.0f * g[i];
+    model->backward_backward_input(in, test::ptr_view(seed_grad.data(), batch, 4), test::ptr_view(dg.data(), batch, 6),
+                                   nn::View(), nn::View(), nn::GradientMode::overwrite);
+    std::vector<float> want = b.grads;
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = y[i] - target[i];
+    ctx = model->forward(in, test::ptr_view(y.data(), batch, 4));
+    model->backward(*ctx, in, test::ptr_view(dy.data(), batch, 4), nn::View(), nn::GradientMode::overwrite);
+    for (size_t i = 0; i < want.size(); ++i) want[i] += b.grads[i];
+    auto err = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return rel_l2(std::vector<double>(a.begin(), a.end()), std::vector<double>(b.begin(), b.end()));
+    };
+    for (float v : shared.grads) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_EQ(shared.y, separate.y);
+    EXPECT_EQ(shared.y, y);
+    EXPECT_LT(err(shared.g, g), 1e-6);
+    EXPECT_LT(err(separate.grads, want), 1e-5) << (with_grid ? "grid" : "frequency");
+    EXPECT_LT(err(shared.grads, want), 1e-5) << (with_grid ? "grid" : "frequency");
+  }
+}
+
 TEST(Modules, ParallelZeroesGradientsOfColumnsNoBranchReads) {
   std::vector<nn::Branch> branches;
   branches.push_back({1, nn::make_identity(2, DeviceKind::cpu)});

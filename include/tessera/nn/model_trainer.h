@@ -49,9 +49,9 @@ class ModelTrainer {
   // The elementwise step plus a term on the model's input gradient (an eikonal term on a
   // distance field): g = dL/d(input) for dL/d(output) = `seed` [batch, model output] (ones:
   // g is the gradient of the outputs' sum), `term` writes dT/dg [batch, model input] from g
-  // on the device, and the model's second backward (Module::backward_backward_input) turns
-  // it into parameter gradients, added to the loss's before the settle and the optimizer.
-  using InputGradientTerm = std::function<void(ConstView g, View dT_dg)>;
+  // on the device, and the model's second backward turns it into parameter gradients, added
+  // to the loss's before the settle and the optimizer
+  // (Module::backward_with_input_gradient_term).
   void training_step_async(ConstView input, ConstView target, ConstView seed, const InputGradientTerm& term);
   void inference(ConstView input, View output) { model_->inference(input, output); }
   // The stream the model, the loss, the settle and the optimizer run on (Module::set_stream;
@@ -89,9 +89,10 @@ class ModelTrainer {
 
  private:
   ops::TrainState read_state();
-  // Forward, `loss`, backward (into the parameter gradients, plus extra_gradients where not
-  // empty), settle and the optimizer step.
-  void general_step(ConstView input, const OutputLoss& loss, View dL_dinput, ConstView extra_gradients);
+  // Forward, `loss`, backward (into the parameter gradients), settle and the optimizer step.
+  void general_step(ConstView input, const OutputLoss& loss, View dL_dinput);
+  // The model's one settle of the step, then the optimizer.
+  void settle_and_step();
   OutputLoss elementwise_loss(ConstView target);
 
   OptimizerTarget optimizer_target();
@@ -102,7 +103,7 @@ class ModelTrainer {
   ParamStore store_;
   Buffer<ops::TrainState> state_;
   Buffer<float> output_, dL_doutput_, loss_partials_;  // grow-only scratch
-  Buffer<float> input_gradient_, term_gradient_, term_params_;  // InputGradientTerm steps
+  Buffer<float> input_gradient_, term_gradient_;  // InputGradientTerm steps
   Buffer<float> live_params_;  // the live parameters while the averaged ones are in place
   bool averaged_in_place_ = false;
   bool fused_step_allowed_ = true;

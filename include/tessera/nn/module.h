@@ -12,6 +12,7 @@
 // context of a forward is valid for backward until the next forward of the same module
 // (backward checks this and says so).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,19 @@ using ops::GradientMode;
 // only reads.
 using View = TensorView;
 using ConstView = TensorView;
+
+// A training step whose loss has a term T(g) on the input gradient g = d<seed, y>/d(in) (an
+// eikonal term on a distance field: seed = ones, g = the field's gradient):
+// Module::backward_with_input_gradient_term.
+using InputGradientTerm = std::function<void(ConstView g, View dT_dg)>;  // writes dT/dg from g
+using OutputGradient = std::function<void(ConstView y, View dL_dy)>;     // writes dL/dy from y
+struct InputGradientStep {
+  ConstView in, seed;  // [batch, input_width], [batch, output_width]
+  View y, dL_dy;       // scratch [batch, output_width]: the forward's output, the loss's gradient
+  View g, dT_dg;       // scratch [batch, input_width]
+  InputGradientTerm term;
+  OutputGradient loss;
+};
 
 // What forward() keeps for backward(); opaque to callers.
 class ModuleContext {
@@ -91,9 +105,22 @@ class Module {
   // (mode: overwrite) or adds the parameter gradients, and writes dL/d(dL_dout) [batch,
   // output_width] and the second-order dL/d(in) where those views are not empty. Every
   // encoding, MLP, Sequential (mode overwrite) and Parallel has it; Conv2d throws an error
-  // saying so. CPU for all of them; on CUDA the grids only so far.
+  // saying so. CPU and CUDA.
   virtual void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout,
                                        View dL_din, GradientMode mode);
+  // The passes of a training step with an input-gradient term: forward into s.y, g for
+  // s.seed, s.term(g, dT/dg), s.loss(y, dL/dy), and the parameter gradients of L(y) + T
+  // (overwrite). Default: forward, backward, the second backward, and a backward of dL/dy
+  // on the same forward; Sequential shares passes between them (one forward of each child,
+  // one backward carrying the loss's gradient and the term's adjoints together).
+  virtual void backward_with_input_gradient_term(const InputGradientStep& s);
+  // dL/d(in) alone, the parameter gradients left as they are, where that is cheaper than
+  // backward() (a grid skips its scatter): true when done, false when the module has no
+  // such path (call backward()).
+  virtual bool input_gradient_only(ModuleContext& ctx, ConstView in, ConstView dL_dout, View dL_din) {
+    (void)ctx, (void)in, (void)dL_dout, (void)dL_din;
+    return false;
+  }
 
   // fp16 hand-over between neighbours of a Sequential (half the bytes of fp32, as the
   // fused step does), through the views' dtype: a producer that can write its output as a

@@ -80,7 +80,8 @@ struct GridEncodeHalf {
   using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
                   const TensorView& in, const TensorView& out);
 };
-// Adds into dL_dparams [n_params]; writes dL_din [batch, n_dims] (overwrite) unless empty.
+// Adds into dL_dparams [n_params] unless empty; writes dL_din [batch, n_dims] (overwrite)
+// unless empty.
 struct GridEncodeBackward {
   static constexpr const char* name = "grid_encode_backward";
   using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,

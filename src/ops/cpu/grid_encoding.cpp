@@ -66,9 +66,9 @@ void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uin
   const uint32_t F = g.n_features, n_corners = 1u << g.n_dims;
   // Parameter gradients: a level per thread (levels own disjoint table regions), its samples
   // in order, so every run adds in the same order: a resumed run then matches the run that
-  // never stopped bit for bit (atomics across samples would not).
+  // never stopped bit for bit (atomics across samples would not). None when dL_dparams is null.
 #pragma omp parallel for schedule(dynamic, 1)
-  for (long long l = 0; l < (long long)g.n_levels; ++l) {
+  for (long long l = 0; l < (dL_dparams ? (long long)g.n_levels : 0); ++l) {
     for (size_t i = 0; i < batch; ++i) {
       const T* x = in + i * in_stride;
       const T* dout = dL_dout + i * dout_stride + l * F;

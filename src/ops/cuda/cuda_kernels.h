@@ -78,7 +78,7 @@ void grid_encode(const GridLayout& g, const uint16_t* params_half, const float* 
 // The same with fp16 output (fp16 bits), for consumers that read fp16 (the fused MLP).
 void grid_encode_half(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
                       size_t batch, uint16_t* out, uint32_t out_stride, Stream* stream = nullptr);
-// Adds into dL_dparams [n_params] (fp32 atomics); writes dL_din when non-null.
+// Adds into dL_dparams [n_params] (fp32 atomics) when non-null; writes dL_din when non-null.
 void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
                           size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams, float* dL_din,
                           uint32_t din_stride, Stream* stream = nullptr);

@@ -170,19 +170,18 @@ __device__ __forceinline__ void level_features(const GridLayout& g, const __half
   }
 }
 
-// Adds dL/d(features of one sample in one level) into the level's fp32 gradient table.
-// Corners come in pairs along x (bit 0). The x prime is 1, so for an even cell
-// coordinate the pair's two entries are neighbours (2j, 2j+1, in either order) in the
+// Adds weight(c) * dout into the level's fp32 gradient table for each corner c of the
+// sample's cell. Corners come in pairs along x (bit 0). The x prime is 1, so for an even
+// cell coordinate the pair's two entries are neighbours (2j, 2j+1, in either order) in the
 // table: one 16-byte atomic then updates both (fewer atomic transactions, the scatter's
 // bottleneck).
-template <uint32_t D, uint32_t F>
-__device__ __forceinline__ void scatter_level(const GridLayout& g, float* __restrict__ grads, uint32_t level,
-                                              const float* x, const float* dout, bool vector_atomics) {
-  const LevelCell<D> cell(g, level, x);
-  float* level_grads = grads + size_t(g.offset[level]) * F;
+template <uint32_t D, uint32_t F, typename Weight>
+__device__ __forceinline__ void scatter_cell(const LevelCell<D>& cell, float* __restrict__ level_grads,
+                                             const float* dout, bool vector_atomics, Weight&& weight) {
 #pragma unroll
   for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const auto [w0, w1, i0, i1] = corner_pair<D>(cell, c);
+    const float w0 = weight(c), w1 = weight(c | 1u);
+    const uint32_t i0 = cell.index(c), i1 = cell.index(c | 1u);
     float v0[F], v1[F];
 #pragma unroll
     for (uint32_t k = 0; k < F; ++k) v0[k] = w0 * dout[k], v1[k] = w1 * dout[k];
@@ -204,6 +203,46 @@ __device__ __forceinline__ void scatter_level(const GridLayout& g, float* __rest
     add_features<F>(level_grads + size_t(i0) * F, v0, vector_atomics);
     add_features<F>(level_grads + size_t(i1) * F, v1, vector_atomics);
   }
+}
+
+// dL/d(features of one sample in one level) into the level's gradient table: the first
+// backward's scatter (corner weights).
+template <uint32_t D, uint32_t F>
+__device__ __forceinline__ void scatter_level(const GridLayout& g, float* __restrict__ grads, uint32_t level,
+                                              const float* x, const float* dout, bool vector_atomics) {
+  const LevelCell<D> cell(g, level, x);
+  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, dout, vector_atomics,
+                     [&](uint32_t c) { return cell.weight(c); });
+}
+
+// The second backward's scatter: each corner gets u . d(weight_c)/dx times dout (the
+// derivative of the input gradient's corner term in the direction u = dL/d(dL/dx)); the
+// same products as grid_corner_weight_gradient (the CPU reference) in the same order.
+template <uint32_t D, uint32_t F>
+__device__ __forceinline__ void scatter_level_directional(const GridLayout& g, float* __restrict__ grads,
+                                                          uint32_t level, const float* x, const float* u,
+                                                          const float* dout, bool vector_atomics) {
+  const LevelCell<D> cell(g, level, x);
+  float slope[D];  // d(upper weight)/dx_d, the level scale included
+#pragma unroll
+  for (uint32_t d = 0; d < D; ++d) {
+    const float p = x[d] * g.scale[level] + 0.5f;
+    slope[d] = grid_weight_derivative(g.interpolation, p - t_floor(p)) * g.scale[level];
+  }
+  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, dout, vector_atomics, [&](uint32_t c) {
+    float sum = 0.0f;
+#pragma unroll
+    for (uint32_t dim = 0; dim < D; ++dim) {
+      float w = 1.0f;
+#pragma unroll
+      for (uint32_t d = 0; d < D; ++d) {
+        const uint32_t upper = (c >> d) & 1u;
+        w *= d == dim ? (upper ? slope[d] : -slope[d]) : cell.w[d][upper];
+      }
+      sum += u[dim] * w;
+    }
+    return sum;
+  });
 }
 
 }  // namespace tessera::ops::cuda::grid

@@ -100,6 +100,36 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
   grid::scatter_level<D, F>(g, dL_dparams, l, s_in + lane * D, dout, vector_atomics);
 }
 
+// The second backward's parameter gradients, tiled and launched per level group as the
+// first backward's scatter (grid_backward_params_kernel), with each corner's weight
+// replaced by its derivative in the direction u = dL_ddLdin.
+template <uint32_t D, uint32_t F>
+__global__ void grid_backward_backward_params_kernel(GridLayout g, const float* __restrict__ in, uint32_t in_stride,
+                                                     uint64_t batch, const float* __restrict__ dL_dout,
+                                                     uint32_t dout_stride, const float* __restrict__ dL_ddLdin,
+                                                     uint32_t ddin_stride, float* __restrict__ dL_dparams,
+                                                     bool vector_atomics, uint32_t level0) {
+  extern __shared__ float smem[];
+  float* s_in = smem;
+  float* s_u = smem + kTileRows * D;
+  float* s_dout = s_u + kTileRows * D;
+  const uint32_t width = (blockDim.x / 32) * F, pitch = width + 1;
+  const uint64_t row0 = uint64_t(blockIdx.x) * kTileRows;
+  load_input_tile<D>(s_in, in, in_stride, row0, batch);
+  load_input_tile<D>(s_u, dL_ddLdin, ddin_stride, row0, batch);
+  for (uint32_t k = threadIdx.x; k < kTileRows * width; k += blockDim.x) {
+    const uint64_t r = row0 + k / width;
+    s_dout[(k / width) * pitch + k % width] = r < batch ? dL_dout[r * dout_stride + level0 * F + k % width] : 0.0f;
+  }
+  __syncthreads();
+  const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
+  if (row0 + lane >= batch) return;
+  float dout[F];
+#pragma unroll
+  for (uint32_t k = 0; k < F; ++k) dout[k] = s_dout[lane * pitch + lw * F + k];
+  grid::scatter_level_directional<D, F>(g, dL_dparams, l, s_in + lane * D, s_u + lane * D, dout, vector_atomics);
+}
+
 // dL/dx: one thread per sample over all levels (the sum over levels stays in registers).
 template <uint32_t D, uint32_t F>
 __global__ void grid_backward_input_kernel(GridLayout g, const __half* __restrict__ table, const float* __restrict__ in,
@@ -132,29 +162,29 @@ __global__ void grid_backward_input_kernel(GridLayout g, const __half* __restric
   for (uint32_t d = 0; d < D; ++d) dL_din[i * din_stride + d] = dx[d];
 }
 
-// The second backward (GridEncodeBackwardBackward): a thread per sample over every level, the
-// per-level math shared with the CPU (grid_backward_backward_level); parameter gradients by
-// fp32 atomics, features read from the fp16 table as the first backward does.
+// The second backward's dL/d(dout) and dL/dx (GridEncodeBackwardBackward): a thread per
+// sample over every level, the per-level math shared with the CPU
+// (grid_backward_backward_level), features read from the fp16 table as the first backward
+// does. Its parameter gradients: grid_backward_backward_params_kernel.
 template <uint32_t D, uint32_t F>
 __global__ void grid_backward_backward_kernel(GridLayout g, const __half* __restrict__ table,
                                               const float* __restrict__ in, uint32_t in_stride, uint64_t batch,
                                               const float* __restrict__ dL_dout, uint32_t dout_stride,
                                               const float* __restrict__ dL_ddLdin, uint32_t ddin_stride,
                                               float* __restrict__ dL_ddLdout, uint32_t ddout_stride,
-                                              float* __restrict__ dL_dparams, float* __restrict__ dL_din,
-                                              uint32_t din_stride) {
+                                              float* __restrict__ dL_din, uint32_t din_stride) {
   const uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (i >= batch) return;
   float x[D], u[D], dx[D] = {};
 #pragma unroll
   for (uint32_t d = 0; d < D; ++d) x[d] = in[i * in_stride + d], u[d] = dL_ddLdin[i * ddin_stride + d];
   const auto features = [&](size_t index, float* f) { load_features<F>(table + index, f); };
-  const auto add = [&](size_t index, float value) { atomicAdd(dL_dparams + index, value); };
+  const auto no_params = [](size_t, float) {};
   for (uint32_t l = 0; l < g.n_levels; ++l) {
     float dout[F];
 #pragma unroll
     for (uint32_t k = 0; k < F; ++k) dout[k] = dL_dout[i * dout_stride + l * F + k];
-    grid_backward_backward_level<D>(g, l, x, dout, u, features, dL_dparams != nullptr, add,
+    grid_backward_backward_level<D>(g, l, x, dout, u, features, false, no_params,
                                     dL_ddLdout ? dL_ddLdout + i * ddout_stride + l * F : nullptr,
                                     dL_din ? dx : nullptr);
   }
@@ -250,18 +280,20 @@ void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, cons
                           uint32_t din_stride, Stream* stream) {
   if (batch == 0) return;
   const cudaStream_t cs = detail::native_stream(stream);
-  TESSERA_CHECK(in && dL_dout && dL_dparams, "grid_encode_backward: null pointer argument");
-  // Vector atomics need 16-byte aligned levels (level offsets are multiples of 8 entries).
-  const bool vector_atomics = reinterpret_cast<uintptr_t>(dL_dparams) % 16 == 0;
-  with_grid_dims(g, [&](auto d, auto f) {
-    constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
-    // fp32 gradient tables: see for_level_groups.
-    for_level_groups<F>(g, sizeof(float), [&](uint32_t l0, uint32_t l1) {
-      grid_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g), cs>>>(
-          g, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, vector_atomics, l0);
+  TESSERA_CHECK(in && dL_dout, "grid_encode_backward: null pointer argument");
+  if (dL_dparams) {
+    // Vector atomics need 16-byte aligned levels (level offsets are multiples of 8 entries).
+    const bool vector_atomics = reinterpret_cast<uintptr_t>(dL_dparams) % 16 == 0;
+    with_grid_dims(g, [&](auto d, auto f) {
+      constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
+      // fp32 gradient tables: see for_level_groups.
+      for_level_groups<F>(g, sizeof(float), [&](uint32_t l0, uint32_t l1) {
+        grid_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g), cs>>>(
+            g, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, vector_atomics, l0);
+      });
     });
-  });
-  TESSERA_CUDA_CHECK_LAUNCH("grid_backward_params_kernel");
+    TESSERA_CUDA_CHECK_LAUNCH("grid_backward_params_kernel");
+  }
   if (!dL_din) return;
   TESSERA_CHECK(params_half, "grid_encode_backward: input gradients need the fp16 table");
   with_grid_dims(g, [&](auto d, auto f) {
@@ -279,11 +311,24 @@ void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_h
                                    Stream* stream) {
   if (batch == 0) return;
   TESSERA_CHECK(params_half && in && dL_dout && dL_ddLdin, "grid_encode_backward_backward: null pointer argument");
+  const cudaStream_t cs = detail::native_stream(stream);
+  if (dL_dparams) {
+    const bool vector_atomics = reinterpret_cast<uintptr_t>(dL_dparams) % 16 == 0;
+    with_grid_dims(g, [&](auto d, auto f) {
+      constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
+      for_level_groups<F>(g, sizeof(float), [&](uint32_t l0, uint32_t l1) {
+        grid_backward_backward_params_kernel<D, F>
+            <<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g) + sizeof(float) * kTileRows * D, cs>>>(
+                g, in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin, ddin_stride, dL_dparams, vector_atomics, l0);
+      });
+    });
+    TESSERA_CUDA_CHECK_LAUNCH("grid_backward_backward_params_kernel");
+  }
+  if (!dL_ddLdout && !dL_din) return;
   with_grid_dims(g, [&](auto d, auto f) {
-    grid_backward_backward_kernel<decltype(d)::value, decltype(f)::value>
-        <<<blocks_for(batch), kThreads, 0, detail::native_stream(stream)>>>(
-            g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin,
-            ddin_stride, dL_ddLdout, ddout_stride, dL_dparams, dL_din, din_stride);
+    grid_backward_backward_kernel<decltype(d)::value, decltype(f)::value><<<blocks_for(batch), kThreads, 0, cs>>>(
+        g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin,
+        ddin_stride, dL_ddLdout, ddout_stride, dL_din, din_stride);
   });
   TESSERA_CUDA_CHECK_LAUNCH("grid_backward_backward_kernel");
 }
