@@ -114,16 +114,6 @@ struct LevelCell {
   }
 };
 
-// Corners c and c | 1 (the two ends of an x edge of the cell): weights and table entries.
-struct CornerPair {
-  float w0, w1;
-  uint32_t i0, i1;
-};
-template <uint32_t D>
-__device__ __forceinline__ CornerPair corner_pair(const LevelCell<D>& cell, uint32_t c) {
-  return {cell.weight(c), cell.weight(c | 1u), cell.index(c), cell.index(c | 1u)};
-}
-
 // The two table entries of a corner pair, loaded one of two ways:
 //  * groups (F <= 2): the 16-byte group of the fp16 table holding both, one load, when they
 //    share one (3 of 4 pairs: the x prime is 1, so the entries are neighbours or nearly);
@@ -152,22 +142,71 @@ __device__ __forceinline__ void load_pair(const __half* __restrict__ level_table
   load_features<F>(level_table + size_t(i1) * F, f1);
 }
 
+// sum over the corners c of the sample's cell of weight(c) * the corner's features.
+template <uint32_t D, uint32_t F, TableLoads L, typename Weight>
+__device__ __forceinline__ void cell_features(const LevelCell<D>& cell, const __half* __restrict__ level_table,
+                                              float* acc, Weight&& weight) {
+#pragma unroll
+  for (uint32_t k = 0; k < F; ++k) acc[k] = 0.0f;
+#pragma unroll
+  for (uint32_t c = 0; c < (1u << D); c += 2) {
+    const float w0 = weight(c), w1 = weight(c | 1u);
+    float f0[F], f1[F];
+    load_pair<F, L>(level_table, cell.index(c), cell.index(c | 1u), f0, f1);
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) acc[k] += w0 * f0[k] + w1 * f1[k];
+  }
+}
+
 // The interpolated features of one sample (coordinates x) in one level.
 template <uint32_t D, uint32_t F, TableLoads L>
 __device__ __forceinline__ void level_features(const GridLayout& g, const __half* __restrict__ table, uint32_t level,
                                                const float* x, float* acc) {
   const LevelCell<D> cell(g, level, x);
-  const __half* level_table = table + size_t(g.offset[level]) * F;
+  cell_features<D, F, L>(cell, table + size_t(g.offset[level]) * F, acc, [&](uint32_t c) { return cell.weight(c); });
+}
+
+// The corner weights' derivatives in a direction u: u . d(weight_c)/dx, the level scale
+// included; the same products as grid_corner_weight_gradient (the CPU reference) in the
+// same order.
+template <uint32_t D>
+struct DirectionalWeights {
+  const LevelCell<D>& cell;
+  const float* u;
+  float slope[D];  // d(upper weight)/dx_d
+  __device__ __forceinline__ DirectionalWeights(const GridLayout& g, uint32_t level, const LevelCell<D>& cell_,
+                                                const float* x, const float* u_)
+      : cell(cell_), u(u_) {
 #pragma unroll
-  for (uint32_t k = 0; k < F; ++k) acc[k] = 0.0f;
-#pragma unroll
-  for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const auto [w0, w1, i0, i1] = corner_pair<D>(cell, c);
-    float f0[F], f1[F];
-    load_pair<F, L>(level_table, i0, i1, f0, f1);
-#pragma unroll
-    for (uint32_t k = 0; k < F; ++k) acc[k] += w0 * f0[k] + w1 * f1[k];
+    for (uint32_t d = 0; d < D; ++d) {
+      const float p = x[d] * g.scale[level] + 0.5f;
+      slope[d] = grid_weight_derivative(g.interpolation, p - t_floor(p)) * g.scale[level];
+    }
   }
+  __device__ __forceinline__ float operator()(uint32_t c) const {
+    float sum = 0.0f;
+#pragma unroll
+    for (uint32_t dim = 0; dim < D; ++dim) {
+      float w = 1.0f;
+#pragma unroll
+      for (uint32_t d = 0; d < D; ++d) {
+        const uint32_t upper = (c >> d) & 1u;
+        w *= d == dim ? (upper ? slope[d] : -slope[d]) : cell.w[d][upper];
+      }
+      sum += u[dim] * w;
+    }
+    return sum;
+  }
+};
+
+// The second backward's dL/d(dout) of one sample in one level: the features weighted by
+// the corner weights' derivatives in the direction u.
+template <uint32_t D, uint32_t F, TableLoads L>
+__device__ __forceinline__ void level_features_directional(const GridLayout& g, const __half* __restrict__ table,
+                                                           uint32_t level, const float* x, const float* u,
+                                                           float* acc) {
+  const LevelCell<D> cell(g, level, x);
+  cell_features<D, F, L>(cell, table + size_t(g.offset[level]) * F, acc, DirectionalWeights<D>(g, level, cell, x, u));
 }
 
 // Adds weight(c) * dout into the level's fp32 gradient table for each corner c of the
@@ -216,33 +255,14 @@ __device__ __forceinline__ void scatter_level(const GridLayout& g, float* __rest
 }
 
 // The second backward's scatter: each corner gets u . d(weight_c)/dx times dout (the
-// derivative of the input gradient's corner term in the direction u = dL/d(dL/dx)); the
-// same products as grid_corner_weight_gradient (the CPU reference) in the same order.
+// derivative of the input gradient's corner term in the direction u = dL/d(dL/dx)).
 template <uint32_t D, uint32_t F>
 __device__ __forceinline__ void scatter_level_directional(const GridLayout& g, float* __restrict__ grads,
                                                           uint32_t level, const float* x, const float* u,
                                                           const float* dout, bool vector_atomics) {
   const LevelCell<D> cell(g, level, x);
-  float slope[D];  // d(upper weight)/dx_d, the level scale included
-#pragma unroll
-  for (uint32_t d = 0; d < D; ++d) {
-    const float p = x[d] * g.scale[level] + 0.5f;
-    slope[d] = grid_weight_derivative(g.interpolation, p - t_floor(p)) * g.scale[level];
-  }
-  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, dout, vector_atomics, [&](uint32_t c) {
-    float sum = 0.0f;
-#pragma unroll
-    for (uint32_t dim = 0; dim < D; ++dim) {
-      float w = 1.0f;
-#pragma unroll
-      for (uint32_t d = 0; d < D; ++d) {
-        const uint32_t upper = (c >> d) & 1u;
-        w *= d == dim ? (upper ? slope[d] : -slope[d]) : cell.w[d][upper];
-      }
-      sum += u[dim] * w;
-    }
-    return sum;
-  });
+  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, dout, vector_atomics,
+                     DirectionalWeights<D>(g, level, cell, x, u));
 }
 
 }  // namespace tessera::ops::cuda::grid

@@ -49,23 +49,28 @@ __device__ __forceinline__ void store_out(__half* p, float v) { *p = __float2hal
 
 // OutT: float, or __half when the consumer (the fused MLP) reads fp16 directly. L: how the
 // table is read (grid::TableLoads: per entry where it sits in L2, in 16-byte groups where
-// it comes from HBM).
-template <uint32_t D, uint32_t F, typename OutT, grid::TableLoads L>
+// it comes from HBM). Directional: the second backward's dL/d(dout), the features weighted
+// by the corner weights' derivatives in the direction u [batch, >= D] (the forward's
+// derivative along u).
+template <uint32_t D, uint32_t F, typename OutT, grid::TableLoads L, bool Directional = false>
 __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ table,  // [n_params]
                                     const float* __restrict__ in, uint32_t in_stride,  // [batch, >= D]
                                     uint64_t batch, OutT* __restrict__ out, uint32_t out_stride,  // [batch, L*F]
-                                    uint32_t level0) {
+                                    uint32_t level0, const float* __restrict__ u = nullptr, uint32_t u_stride = 0) {
   // This launch covers levels level0 .. level0 + blockDim.x / 32 - 1 (see the launcher).
   extern __shared__ float smem[];
   float* s_in = smem;                      // [32][D]
-  float* s_out = smem + kTileRows * D;     // [32][levels * F + 1]
+  float* s_u = smem + kTileRows * D;       // [32][D] (Directional)
+  float* s_out = s_u + (Directional ? kTileRows * D : 0);  // [32][levels * F + 1]
   const uint32_t width = (blockDim.x / 32) * F, pitch = width + 1;
   const uint64_t row0 = uint64_t(blockIdx.x) * kTileRows;
   load_input_tile<D>(s_in, in, in_stride, row0, batch);
+  if constexpr (Directional) load_input_tile<D>(s_u, u, u_stride, row0, batch);
   __syncthreads();
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
   float acc[F];
-  grid::level_features<D, F, L>(g, table, l, s_in + lane * D, acc);
+  if constexpr (Directional) grid::level_features_directional<D, F, L>(g, table, l, s_in + lane * D, s_u + lane * D, acc);
+  else grid::level_features<D, F, L>(g, table, l, s_in + lane * D, acc);
 #pragma unroll
   for (uint32_t k = 0; k < F; ++k) s_out[lane * pitch + lw * F + k] = acc[k];
   __syncthreads();
@@ -162,10 +167,10 @@ __global__ void grid_backward_input_kernel(GridLayout g, const __half* __restric
   for (uint32_t d = 0; d < D; ++d) dL_din[i * din_stride + d] = dx[d];
 }
 
-// The second backward's dL/d(dout) and dL/dx (GridEncodeBackwardBackward): a thread per
-// sample over every level, the per-level math shared with the CPU
-// (grid_backward_backward_level), features read from the fp16 table as the first backward
-// does. Its parameter gradients: grid_backward_backward_params_kernel.
+// The second backward's dL/dx (GridEncodeBackwardBackward): a thread per sample over every
+// level, the per-level math shared with the CPU (grid_backward_backward_level), features
+// read from the fp16 table as the first backward does. Its parameter gradients:
+// grid_backward_backward_params_kernel; dL/d(dout): grid_forward_kernel<..., Directional>.
 template <uint32_t D, uint32_t F>
 __global__ void grid_backward_backward_kernel(GridLayout g, const __half* __restrict__ table,
                                               const float* __restrict__ in, uint32_t in_stride, uint64_t batch,
@@ -242,7 +247,8 @@ void for_level_groups(const GridLayout& g, size_t bytes_per_value, Launch&& laun
 namespace {
 template <typename OutT>
 void launch_grid_forward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
-                         size_t batch, OutT* out, uint32_t out_stride, cudaStream_t cs) {
+                         size_t batch, OutT* out, uint32_t out_stride, cudaStream_t cs, const float* u = nullptr,
+                         uint32_t u_stride = 0) {
   if (batch == 0) return;
   TESSERA_CHECK(params_half && in && out, "grid_encode: null pointer argument");
   const bool table_in_l2 = size_t(g.n_params()) * sizeof(__half) <= detail::l2_bytes() / 2;
@@ -250,14 +256,21 @@ void launch_grid_forward(const GridLayout& g, const uint16_t* params_half, const
     constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
     for_level_groups<F>(g, sizeof(__half), [&](uint32_t l0, uint32_t l1) {
       const dim3 grid(tiles_for(batch)), block(kTileRows * (l1 - l0));
-      const size_t smem = tile_shared_bytes<D>(g);
+      const size_t smem = tile_shared_bytes<D>(g) + (u ? sizeof(float) * kTileRows * D : 0);
       const auto* table = reinterpret_cast<const __half*>(params_half);
-      if (F > 2 || table_in_l2)  // (F > 2 reads whole entries either way)
-        grid_forward_kernel<D, F, OutT, grid::TableLoads::entries><<<grid, block, smem, cs>>>(
-            g, table, in, in_stride, batch, out, out_stride, l0);
+      constexpr auto entries = grid::TableLoads::entries, groups = grid::TableLoads::groups;
+      if (u && (F > 2 || table_in_l2))
+        grid_forward_kernel<D, F, OutT, entries, true><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
+                                                                                 out_stride, l0, u, u_stride);
+      else if (u)
+        grid_forward_kernel<D, F, OutT, groups, true><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
+                                                                                out_stride, l0, u, u_stride);
+      else if (F > 2 || table_in_l2)  // (F > 2 reads whole entries either way)
+        grid_forward_kernel<D, F, OutT, entries><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
+                                                                           out_stride, l0);
       else
-        grid_forward_kernel<D, F, OutT, grid::TableLoads::groups><<<grid, block, smem, cs>>>(
-            g, table, in, in_stride, batch, out, out_stride, l0);
+        grid_forward_kernel<D, F, OutT, groups><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
+                                                                          out_stride, l0);
     });
   });
   TESSERA_CUDA_CHECK_LAUNCH("grid_forward_kernel");
@@ -324,11 +337,14 @@ void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_h
     });
     TESSERA_CUDA_CHECK_LAUNCH("grid_backward_backward_params_kernel");
   }
-  if (!dL_ddLdout && !dL_din) return;
+  // dL/d(dout): the forward's derivative along dL_ddLdin, tiled by level as the forward.
+  if (dL_ddLdout)
+    launch_grid_forward(g, params_half, in, in_stride, batch, dL_ddLdout, ddout_stride, cs, dL_ddLdin, ddin_stride);
+  if (!dL_din) return;
   with_grid_dims(g, [&](auto d, auto f) {
     grid_backward_backward_kernel<decltype(d)::value, decltype(f)::value><<<blocks_for(batch), kThreads, 0, cs>>>(
         g, reinterpret_cast<const __half*>(params_half), in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin,
-        ddin_stride, dL_ddLdout, ddout_stride, dL_din, din_stride);
+        ddin_stride, nullptr, 0, dL_din, din_stride);
   });
   TESSERA_CUDA_CHECK_LAUNCH("grid_backward_backward_kernel");
 }
