@@ -50,7 +50,7 @@ for step in "${steps[@]}"; do
       "$BUILD/tessera" bench eikonal --device cuda --json "$OUT/bench_eikonal.json" 2>&1 | tee "$OUT/bench_eikonal.log"
       TESSERA_LIBRARY="$BUILD/libtessera.so" PYTHONPATH="$PWD/python" python3 bench/python_eikonal.py \
         --json "$OUT/python_eikonal.json" 2>&1 | tee -a "$OUT/bench_eikonal.log"
-      summary+=("bench eikonal: $(grep -E 'eikonal term|faster than' "$OUT/bench_eikonal.log" | tr -s ' ' | tr '\n' ' ')")
+      summary+=("bench eikonal: $(grep -E "eikonal term|faster than" "$OUT/bench_eikonal.log" | tr -s ' ' | tr '\n' ' ')")
       ;;
     bench-gemv)
       LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" "$BUILD/tessera" bench gemv --json "$OUT/bench_gemv.json" 2>&1 | tee "$OUT/bench_gemv.log"

@@ -218,13 +218,19 @@ class Sequential final : public CompositeBase {
       if (i > 0 || !owned_[0]->input_gradient_only(*ctx[0], u(0), g(1), g(0)))
         owned_[i]->backward(*ctx[i], u(i), g(i + 1), g(i), GradientMode::overwrite);
     s.term(s.g, s.dT_dg);
-    for (size_t i = 0; i < k; ++i)
+    // The first child's parameter gradients may wait for the last backward and share its pass.
+    const bool first_split = owned_[0]->second_backward_outputs(u(0), g(1), ddx(0), ddx(1));
+    for (size_t i = first_split ? 1 : 0; i < k; ++i)
       owned_[i]->backward_backward_input(u(i), g(i + 1), ddx(i), i + 1 < k ? ddx(i + 1) : View(),
                                          i > 0 ? adjoint(i) : View(), GradientMode::overwrite);
     s.loss(s.y, s.dL_dy);
     ConstView up = s.dL_dy;
     for (size_t i = k; i-- > 0;) {
       Module& m = *owned_[i];
+      if (i == 0 && first_split) {  // its gradients were not written yet: overwrite
+        m.second_backward_params(u(0), g(1), ddx(0), up, GradientMode::overwrite);
+        break;
+      }
       // A composite child's second backward ran its children's forwards: its context is stale.
       if (m.child(0)) ctx[i] = m.forward(u(i), u(i + 1));
       const View dx = i > 0 ? detail::scratch_view(second_tmp_, batch, m.input_width()) : View();

@@ -130,7 +130,26 @@ class GridEncoding final : public Encoding {
     if (mode == GradientMode::overwrite) zero_view_bytes(stream(), p_.gradients);
     if (in.rows() == 0) return;
     ops::call<ops::GridEncodeBackwardBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, dL_ddLdin,
-                                               dL_ddLdout, p_.gradients, dL_din);
+                                               dL_ddLdout, p_.gradients, dL_din, View());
+  }
+
+  bool second_backward_outputs(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout) override {
+    check_shapes("grid encoding second backward", in, dL_dout);
+    TESSERA_CHECK(p_.bound(), "grid encoding: parameters are not bound");
+    if (in.rows() && !dL_ddLdout.empty())
+      ops::call<ops::GridEncodeBackwardBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, dL_ddLdin,
+                                                 dL_ddLdout, View(), View(), View());
+    return true;
+  }
+
+  void second_backward_params(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, ConstView dL_dout_first,
+                              GradientMode mode) override {
+    check_shapes("grid encoding second backward", in, dL_dout);
+    TESSERA_CHECK(p_.bound() && !p_.gradients.empty(), "grid encoding: parameters and gradients are not bound");
+    if (mode == GradientMode::overwrite) zero_view_bytes(stream(), p_.gradients);
+    if (in.rows() == 0) return;
+    ops::call<ops::GridEncodeBackwardBackward>(stream(), g_, p_.params, p_.params_half, in, dL_dout, dL_ddLdin, View(),
+                                               p_.gradients, View(), dL_dout_first);
   }
 
  private:

@@ -45,6 +45,10 @@ void Module::backward_with_input_gradient_term(const InputGradientStep& s) {
   backward(*ctx, s.in, s.dL_dy, View(), GradientMode::accumulate);
 }
 
+void Module::second_backward_params(ConstView, ConstView, ConstView, ConstView, GradientMode) {
+  throw Error("second_backward_params: this module has no split second backward (second_backward_outputs said so)");
+}
+
 void Module::set_stream(Stream& stream) {
   TESSERA_CHECK(stream.backend().device() == device(), "a stream of {} for a module on {}",
                 to_string(stream.backend().device()), to_string(device()));

@@ -83,8 +83,12 @@ size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_widt
 size_t check_grid_backward_backward(const GridLayout& g, const TensorView& params, const TensorView& in,
                                     const TensorView& dL_dout, const TensorView& dL_ddLdin,
                                     const TensorView& dL_ddLdout, const TensorView& dL_dparams,
-                                    const TensorView& dL_din) {
+                                    const TensorView& dL_din, const TensorView& dL_dout_first) {
   const char* op = "grid_encode_backward_backward";
+  if (dL_dout_first) {
+    check_encoding_views(op, g.n_dims, g.output_width(), in, dL_dout_first);
+    TESSERA_CHECK(dL_dparams, "grid_encode_backward_backward: dL_dout_first needs dL_dparams (its gradients go there)");
+  }
   const size_t batch = check_encoding_views(op, g.n_dims, g.output_width(), in, dL_dout);
   check_encoding_views(op, g.n_dims, g.n_dims, in, dL_ddLdin);
   if (dL_ddLdout) check_encoding_views(op, g.n_dims, g.output_width(), in, dL_ddLdout);

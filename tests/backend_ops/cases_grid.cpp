@@ -31,7 +31,16 @@ struct GridCase {
   ops::GridInterpolation interp;
 };
 
-enum class Output { forward, forward_half, param_grads, input_grads, second_params, second_dout, second_inputs };
+enum class Output {
+  forward,
+  forward_half,
+  param_grads,
+  input_grads,
+  second_params,
+  second_params_with_first,
+  second_dout,
+  second_inputs
+};
 // The second backward (GridEncodeBackwardBackward): the same sums in another arrangement,
 // fp32 both sides; measured <= 3.4e-6 on the H200 (2026-11-25).
 constexpr double kSecondTol = 2e-5;
@@ -75,16 +84,20 @@ std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_
   Buffer<float> dparams(b.device(), n), dx(b.device(), batch * c.dims);
   dparams.zero();
   detail::fill_bytes(b.device(), dx.data(), 0xff, dx.bytes());
-  if (what == Output::second_params || what == Output::second_dout || what == Output::second_inputs) {
+  if (what == Output::second_params || what == Output::second_params_with_first || what == Output::second_dout ||
+      what == Output::second_inputs) {
+    const bool params = what == Output::second_params || what == Output::second_params_with_first;
     Buffer<float> ddin = upload(b, random_floats(batch * c.dims, -1, 1, seed + 3));
+    // A first backward's upstream gradient, scattered in the same pass.
+    Buffer<float> first = upload(b, random_floats(batch * out_w, -1, 1, seed + 4));
     Buffer<float> ddout(b.device(), batch * out_w);
     detail::fill_bytes(b.device(), ddout.data(), 0xff, ddout.bytes());  // NaN poison
     ops::call<ops::GridEncodeBackwardBackward>(
         s, g, d_table.view(), d_half.view(), d_x.matrix(batch, c.dims), dout.matrix(batch, out_w),
         ddin.matrix(batch, c.dims), what == Output::second_dout ? ddout.matrix(batch, out_w) : TensorView(),
-        what == Output::second_params ? dparams.view() : TensorView(),
-        what == Output::second_inputs ? dx.matrix(batch, c.dims) : TensorView());
-    append(out, what == Output::second_params ? dparams.to_host()
+        params ? dparams.view() : TensorView(), what == Output::second_inputs ? dx.matrix(batch, c.dims) : TensorView(),
+        what == Output::second_params_with_first ? first.matrix(batch, out_w) : TensorView());
+    append(out, params ? dparams.to_host()
                 : what == Output::second_dout ? ddout.to_host()
                                               : dx.to_host());
     return out;
@@ -115,7 +128,10 @@ const RegisterOpCases grid_cases([](std::vector<OpCase>& cases) {
                      has_op<ops::GridEncodeBackward>(),
                      [c](Backend& b, uint64_t seed) { return run_grid(b, c, Output::input_grads, seed); }});
     const std::pair<const char*, Output> second[] = {
-        {"_params", Output::second_params}, {"_dout", Output::second_dout}, {"_inputs", Output::second_inputs}};
+        {"_params", Output::second_params},
+        {"_params_with_first", Output::second_params_with_first},
+        {"_dout", Output::second_dout},
+        {"_inputs", Output::second_inputs}};
     for (const auto& [suffix, output] : second) {
       const Output what = output;  // (C++20 lambdas cannot capture a structured binding in clang 15)
       cases.push_back({"grid_encode_backward_backward", std::string(c.name) + suffix, kSecondTol,

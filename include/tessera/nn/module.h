@@ -121,6 +121,18 @@ class Module {
     (void)ctx, (void)in, (void)dL_dout, (void)dL_din;
     return false;
   }
+  // The second backward split in two for that step, where the module can share a pass
+  // between its parameter gradients and a later first backward's (a grid: one scatter
+  // instead of two). second_backward_outputs writes backward_backward_input's dL_ddLdout
+  // only and returns true (false: no split; the caller runs the unsplit calls); then
+  // second_backward_params writes (overwrite) or adds the second backward's parameter
+  // gradients plus those of a backward of dL_dout_first.
+  virtual bool second_backward_outputs(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout) {
+    (void)in, (void)dL_dout, (void)dL_ddLdin, (void)dL_ddLdout;
+    return false;
+  }
+  virtual void second_backward_params(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, ConstView dL_dout_first,
+                                      GradientMode mode);
 
   // fp16 hand-over between neighbours of a Sequential (half the bytes of fp32, as the
   // fused step does), through the views' dtype: a producer that can write its output as a

@@ -92,12 +92,15 @@ struct GridEncodeBackward {
 // backward_backward_input, for losses on dL/d(in) such as an eikonal term): given
 // dL_ddLdin [batch, n_dims], writes dL_ddLdout [batch, width], adds into dL_dparams
 // [n_params] and writes the second-order dL_din [batch, n_dims]; each output only where its
-// view is not empty.
+// view is not empty. With dL_dout_first [batch, width] (not empty), GridEncodeBackward's
+// parameter gradients for it are added too, in the same scatter on CUDA (a training step
+// with an eikonal term: one pass over the table instead of two).
 struct GridEncodeBackwardBackward {
   static constexpr const char* name = "grid_encode_backward_backward";
   using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
                   const TensorView& in, const TensorView& dL_dout, const TensorView& dL_ddLdin,
-                  const TensorView& dL_ddLdout, const TensorView& dL_dparams, const TensorView& dL_din);
+                  const TensorView& dL_ddLdout, const TensorView& dL_dparams, const TensorView& dL_din,
+                  const TensorView& dL_dout_first);
 };
 // Checks an encoding's input and output views (types, widths, equal batch): the batch.
 size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_width, const TensorView& in,
@@ -106,6 +109,6 @@ size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_widt
 size_t check_grid_backward_backward(const GridLayout& g, const TensorView& params, const TensorView& in,
                                     const TensorView& dL_dout, const TensorView& dL_ddLdin,
                                     const TensorView& dL_ddLdout, const TensorView& dL_dparams,
-                                    const TensorView& dL_din);
+                                    const TensorView& dL_din, const TensorView& dL_dout_first);
 
 }  // namespace tessera::ops

@@ -120,8 +120,13 @@ void register_ops(Backend& b) {
                                 dL_dparams.data<float>(), dL_din.data<float>(), uint32_t(dL_din.row_stride()));
   });
   b.add_op<GridEncodeBackwardBackward>([](Stream&, const GridLayout& g, V params, V, V in, V dL_dout, V dL_ddLdin,
-                                          V dL_ddLdout, V dL_dparams, V dL_din) {
-    const size_t batch = check_grid_backward_backward(g, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din);
+                                          V dL_ddLdout, V dL_dparams, V dL_din, V dL_dout_first) {
+    const size_t batch = check_grid_backward_backward(g, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din,
+                                                      dL_dout_first);
+    if (dL_dout_first)  // the first backward's parameter gradients (the reference need not share the pass)
+      grid_encode_backward<float>(g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()),
+                                  batch, dL_dout_first.data<const float>(), uint32_t(dL_dout_first.row_stride()),
+                                  dL_dparams.data<float>(), nullptr, 0);
     grid_encode_backward_backward<float>(
         g, params.data<const float>(), in.data<const float>(), uint32_t(in.row_stride()), batch,
         dL_dout.data<const float>(), uint32_t(dL_dout.row_stride()), dL_ddLdin.data<const float>(),

@@ -82,11 +82,13 @@ void grid_encode_half(const GridLayout& g, const uint16_t* params_half, const fl
 void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, const float* in, uint32_t in_stride,
                           size_t batch, const float* dL_dout, uint32_t dout_stride, float* dL_dparams, float* dL_din,
                           uint32_t din_stride, Stream* stream = nullptr);
-// GridEncodeBackwardBackward: adds into dL_dparams (fp32 atomics); null outputs are skipped.
+// GridEncodeBackwardBackward: adds into dL_dparams (fp32 atomics; with dL_dout_first, a
+// first backward's too, in the same scatter); null outputs are skipped.
 void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_half, const float* in,
                                    uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
                                    const float* dL_ddLdin, uint32_t ddin_stride, float* dL_ddLdout,
                                    uint32_t ddout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride,
+                                   const float* dL_dout_first = nullptr, uint32_t first_stride = 0,
                                    Stream* stream = nullptr);
 
 // ---- gemm (tessera/ops/gemm.h) ----

@@ -209,21 +209,20 @@ __device__ __forceinline__ void level_features_directional(const GridLayout& g, 
   cell_features<D, F, L>(cell, table + size_t(g.offset[level]) * F, acc, DirectionalWeights<D>(g, level, cell, x, u));
 }
 
-// Adds weight(c) * dout into the level's fp32 gradient table for each corner c of the
-// sample's cell. Corners come in pairs along x (bit 0). The x prime is 1, so for an even
-// cell coordinate the pair's two entries are neighbours (2j, 2j+1, in either order) in the
+// Adds value(c) [F] into the level's fp32 gradient table for each corner c of the sample's
+// cell. Corners come in pairs along x (bit 0). The x prime is 1, so for an even cell
+// coordinate the pair's two entries are neighbours (2j, 2j+1, in either order) in the
 // table: one 16-byte atomic then updates both (fewer atomic transactions, the scatter's
 // bottleneck).
-template <uint32_t D, uint32_t F, typename Weight>
+template <uint32_t D, uint32_t F, typename Value>
 __device__ __forceinline__ void scatter_cell(const LevelCell<D>& cell, float* __restrict__ level_grads,
-                                             const float* dout, bool vector_atomics, Weight&& weight) {
+                                             bool vector_atomics, Value&& value) {
 #pragma unroll
   for (uint32_t c = 0; c < (1u << D); c += 2) {
-    const float w0 = weight(c), w1 = weight(c | 1u);
     const uint32_t i0 = cell.index(c), i1 = cell.index(c | 1u);
     float v0[F], v1[F];
-#pragma unroll
-    for (uint32_t k = 0; k < F; ++k) v0[k] = w0 * dout[k], v1[k] = w1 * dout[k];
+    value(c, v0);
+    value(c | 1u, v1);
 #if __CUDA_ARCH__ >= 900
     if constexpr (F <= 2) {
       if (vector_atomics && (i0 ^ i1) == 1u) {
@@ -245,24 +244,38 @@ __device__ __forceinline__ void scatter_cell(const LevelCell<D>& cell, float* __
 }
 
 // dL/d(features of one sample in one level) into the level's gradient table: the first
-// backward's scatter (corner weights).
+// backward's scatter (corner weights times dout).
 template <uint32_t D, uint32_t F>
 __device__ __forceinline__ void scatter_level(const GridLayout& g, float* __restrict__ grads, uint32_t level,
                                               const float* x, const float* dout, bool vector_atomics) {
   const LevelCell<D> cell(g, level, x);
-  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, dout, vector_atomics,
-                     [&](uint32_t c) { return cell.weight(c); });
+  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, vector_atomics, [&](uint32_t c, float* v) {
+    const float w = cell.weight(c);
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) v[k] = w * dout[k];
+  });
 }
 
 // The second backward's scatter: each corner gets u . d(weight_c)/dx times dout (the
-// derivative of the input gradient's corner term in the direction u = dL/d(dL/dx)).
+// derivative of the input gradient's corner term in the direction u = dL/d(dL/dx)), plus,
+// when `first` is not null, a first backward's weight_c times first: both in one scatter.
 template <uint32_t D, uint32_t F>
 __device__ __forceinline__ void scatter_level_directional(const GridLayout& g, float* __restrict__ grads,
                                                           uint32_t level, const float* x, const float* u,
-                                                          const float* dout, bool vector_atomics) {
+                                                          const float* dout, const float* first,
+                                                          bool vector_atomics) {
   const LevelCell<D> cell(g, level, x);
-  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, dout, vector_atomics,
-                     DirectionalWeights<D>(g, level, cell, x, u));
+  const DirectionalWeights<D> du(g, level, cell, x, u);
+  scatter_cell<D, F>(cell, grads + size_t(g.offset[level]) * F, vector_atomics, [&](uint32_t c, float* v) {
+    const float d = du(c);
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) v[k] = d * dout[k];
+    if (first) {
+      const float w = cell.weight(c);
+#pragma unroll
+      for (uint32_t k = 0; k < F; ++k) v[k] += w * first[k];
+    }
+  });
 }
 
 }  // namespace tessera::ops::cuda::grid

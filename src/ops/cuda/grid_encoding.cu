@@ -107,32 +107,42 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
 
 // The second backward's parameter gradients, tiled and launched per level group as the
 // first backward's scatter (grid_backward_params_kernel), with each corner's weight
-// replaced by its derivative in the direction u = dL_ddLdin.
+// replaced by its derivative in the direction u = dL_ddLdin; with dL_dout_first, a first
+// backward's parameter gradients in the same scatter.
 template <uint32_t D, uint32_t F>
 __global__ void grid_backward_backward_params_kernel(GridLayout g, const float* __restrict__ in, uint32_t in_stride,
                                                      uint64_t batch, const float* __restrict__ dL_dout,
                                                      uint32_t dout_stride, const float* __restrict__ dL_ddLdin,
-                                                     uint32_t ddin_stride, float* __restrict__ dL_dparams,
+                                                     uint32_t ddin_stride, const float* __restrict__ dL_dout_first,
+                                                     uint32_t first_stride, float* __restrict__ dL_dparams,
                                                      bool vector_atomics, uint32_t level0) {
   extern __shared__ float smem[];
+  const uint32_t width = (blockDim.x / 32) * F, pitch = width + 1;
   float* s_in = smem;
   float* s_u = smem + kTileRows * D;
   float* s_dout = s_u + kTileRows * D;
-  const uint32_t width = (blockDim.x / 32) * F, pitch = width + 1;
+  float* s_first = s_dout + kTileRows * pitch;  // with dL_dout_first
   const uint64_t row0 = uint64_t(blockIdx.x) * kTileRows;
   load_input_tile<D>(s_in, in, in_stride, row0, batch);
   load_input_tile<D>(s_u, dL_ddLdin, ddin_stride, row0, batch);
   for (uint32_t k = threadIdx.x; k < kTileRows * width; k += blockDim.x) {
     const uint64_t r = row0 + k / width;
-    s_dout[(k / width) * pitch + k % width] = r < batch ? dL_dout[r * dout_stride + level0 * F + k % width] : 0.0f;
+    const bool ok = r < batch;
+    s_dout[(k / width) * pitch + k % width] = ok ? dL_dout[r * dout_stride + level0 * F + k % width] : 0.0f;
+    if (dL_dout_first)
+      s_first[(k / width) * pitch + k % width] = ok ? dL_dout_first[r * first_stride + level0 * F + k % width] : 0.0f;
   }
   __syncthreads();
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
   if (row0 + lane >= batch) return;
-  float dout[F];
+  float dout[F], first[F];
 #pragma unroll
-  for (uint32_t k = 0; k < F; ++k) dout[k] = s_dout[lane * pitch + lw * F + k];
-  grid::scatter_level_directional<D, F>(g, dL_dparams, l, s_in + lane * D, s_u + lane * D, dout, vector_atomics);
+  for (uint32_t k = 0; k < F; ++k) {
+    dout[k] = s_dout[lane * pitch + lw * F + k];
+    first[k] = dL_dout_first ? s_first[lane * pitch + lw * F + k] : 0.0f;
+  }
+  grid::scatter_level_directional<D, F>(g, dL_dparams, l, s_in + lane * D, s_u + lane * D, dout,
+                                        dL_dout_first ? first : nullptr, vector_atomics);
 }
 
 // dL/dx: one thread per sample over all levels (the sum over levels stays in registers).
@@ -321,7 +331,7 @@ void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_h
                                    uint32_t in_stride, size_t batch, const float* dL_dout, uint32_t dout_stride,
                                    const float* dL_ddLdin, uint32_t ddin_stride, float* dL_ddLdout,
                                    uint32_t ddout_stride, float* dL_dparams, float* dL_din, uint32_t din_stride,
-                                   Stream* stream) {
+                                   const float* dL_dout_first, uint32_t first_stride, Stream* stream) {
   if (batch == 0) return;
   TESSERA_CHECK(params_half && in && dL_dout && dL_ddLdin, "grid_encode_backward_backward: null pointer argument");
   const cudaStream_t cs = detail::native_stream(stream);
@@ -330,9 +340,11 @@ void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_h
     with_grid_dims(g, [&](auto d, auto f) {
       constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
       for_level_groups<F>(g, sizeof(float), [&](uint32_t l0, uint32_t l1) {
-        grid_backward_backward_params_kernel<D, F>
-            <<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g) + sizeof(float) * kTileRows * D, cs>>>(
-                g, in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin, ddin_stride, dL_dparams, vector_atomics, l0);
+        const size_t smem = tile_shared_bytes<D>(g) + sizeof(float) * kTileRows * D +
+                            (dL_dout_first ? sizeof(float) * kTileRows * (g.output_width() + 1) : 0);
+        grid_backward_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), smem, cs>>>(
+            g, in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin, ddin_stride, dL_dout_first, first_stride,
+            dL_dparams, vector_atomics, l0);
       });
     });
     TESSERA_CUDA_CHECK_LAUNCH("grid_backward_backward_params_kernel");

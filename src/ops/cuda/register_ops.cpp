@@ -306,14 +306,16 @@ void register_ops(Backend& b) {
                          dL_din.data<float>(), uint32_t(dL_din.row_stride()), &s);
   });
   b.add_op<GridEncodeBackwardBackward>([](Stream& s, const GridLayout& g, V params, V params_half, V in, V dL_dout,
-                                          V dL_ddLdin, V dL_ddLdout, V dL_dparams, V dL_din) {
-    const size_t batch = check_grid_backward_backward(g, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din);
+                                          V dL_ddLdin, V dL_ddLdout, V dL_dparams, V dL_din, V dL_dout_first) {
+    const size_t batch = check_grid_backward_backward(g, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din,
+                                                      dL_dout_first);
     grid_encode_backward_backward(g, params_half.data<const uint16_t>(), in.data<const float>(),
                                   uint32_t(in.row_stride()), batch, dL_dout.data<const float>(),
                                   uint32_t(dL_dout.row_stride()), dL_ddLdin.data<const float>(),
                                   uint32_t(dL_ddLdin.row_stride()), dL_ddLdout.data<float>(),
                                   uint32_t(dL_ddLdout.row_stride()), dL_dparams.data<float>(), dL_din.data<float>(),
-                                  uint32_t(dL_din.row_stride()), &s);
+                                  uint32_t(dL_din.row_stride()), dL_dout_first.data<const float>(),
+                                  uint32_t(dL_dout_first.row_stride()), &s);
   });
   b.add_op<SampleImage>([](Stream& s, V image, uint32_t w, uint32_t h, uint64_t seed, V xy, V rgb) {
     check_view(image, "sample_image: image", DType::f32, size_t(w) * h * 3);
