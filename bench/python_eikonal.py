@@ -19,7 +19,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from python_step import PRIMES, TorchHashGrid, timed_loops  # noqa: E402
+from python_step import TorchHashGrid, timed_loops  # noqa: E402
 
 import tessera.torch as tcnn  # noqa: E402
 
@@ -36,23 +36,14 @@ class IndexSelectHashGrid(TorchHashGrid):
     corner weights as explicit products instead of prod() (whose double backward takes a
     slow path for inputs that may hold zeros)."""
 
-    def forward(self, x):
-        out = []
-        for scale, res, size, offset, dense in self.levels:
-            pos = x * scale + 0.5
-            cell = torch.floor(pos)
-            frac = pos - cell
-            vertex = cell.long()[:, None, :] + self.corners[None]
-            sel = torch.where(self.corners[None].bool(), frac[:, None, :], 1 - frac[:, None, :])
-            w = sel[..., 0] * sel[..., 1] * sel[..., 2]
-            if dense:
-                idx = vertex[..., 0] + vertex[..., 1] * res + vertex[..., 2] * res * res
-            else:
-                idx = (vertex[..., 0] * PRIMES[0]) ^ (vertex[..., 1] * PRIMES[1]) ^ (vertex[..., 2] * PRIMES[2])
-            idx = idx % size + offset
-            f = self.table.index_select(0, idx.reshape(-1)).view(*idx.shape, -1)
-            out.append((w[..., None] * f).sum(1))
-        return torch.cat(out, dim=1)
+    def corner_weights(self, per_dim):
+        w = per_dim[..., 0]
+        for d in range(1, per_dim.shape[-1]):
+            w = w * per_dim[..., d]
+        return w
+
+    def lookup(self, idx):
+        return self.table.index_select(0, idx.reshape(-1)).view(*idx.shape, -1)
 
 
 def torch_model(device, grid_class):

@@ -58,14 +58,21 @@ class TorchHashGrid(torch.nn.Module):
             cell = torch.floor(pos)
             frac = pos - cell
             vertex = cell.long()[:, None, :] + self.corners[None]  # [B, 2^d, d]
-            w = torch.where(self.corners[None].bool(), frac[:, None, :], 1 - frac[:, None, :]).prod(-1)
+            w = self.corner_weights(torch.where(self.corners[None].bool(), frac[:, None, :], 1 - frac[:, None, :]))
             if dense:
                 idx = vertex[..., 0] + vertex[..., 1] * res + vertex[..., 2] * res * res
             else:
                 idx = (vertex[..., 0] * PRIMES[0]) ^ (vertex[..., 1] * PRIMES[1]) ^ (vertex[..., 2] * PRIMES[2])
-            idx = idx % size
-            out.append((w[..., None] * self.table[offset + idx]).sum(1))
+            out.append((w[..., None] * self.lookup(offset + idx % size)).sum(1))
         return torch.cat(out, dim=1)
+
+    def corner_weights(self, per_dim):
+        """[B, 2^d] from each corner's per-dimension weights [B, 2^d, d]."""
+        return per_dim.prod(-1)
+
+    def lookup(self, idx):
+        """The table rows at idx [B, 2^d]: [B, 2^d, F]."""
+        return self.table[idx]
 
 
 def torch_model(case, device):

@@ -8,6 +8,7 @@
 
 #include "fused_mlp_internal.h"
 #include "grid_device.h"
+#include "mma_fragments.h"
 #include "ptx.h"
 #include "stream.h"
 #include "core/cuda/cuda_check.h"
@@ -157,32 +158,6 @@ using ptx::ldsm_x4_trans;
 using ptx::mma16816;
 __device__ __forceinline__ void cp_async_wait_one() { ptx::cp_async_wait<1>(); }
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-__device__ __forceinline__ float2 unpack_half2(uint32_t v) {
-  return __half22float2(*reinterpret_cast<__half2*>(&v));
-}
-
-// Lane offsets for ldmatrix.x4 (see the fragment layouts of mma.m16n8k16):
-// B from W[n][k] (forward): rows n = (lane&7) + 8*(lane>>4), cols k = 8*((lane>>3)&1).
-// B from M[k][n] row-major via .trans (backward, weight grads): rows k = (lane&7) +
-// 8*((lane>>3)&1), cols n = 8*(lane>>4). A = M^T from M[k][m] via .trans (weight
-// grads): rows k = (lane&7) + 8*(lane>>4), cols m = 8*((lane>>3)&1).
-struct LaneOffsets {
-  int fwd_row, fwd_col, tr_row, tr_col, at_row, at_col;
-  __device__ LaneOffsets() {
-    const int lane = threadIdx.x & 31;
-    fwd_row = (lane & 7) + ((lane >> 4) << 3);
-    fwd_col = ((lane >> 3) & 1) << 3;
-    tr_row = (lane & 7) + (((lane >> 3) & 1) << 3);
-    tr_col = (lane >> 4) << 3;
-    at_row = fwd_row;
-    at_col = fwd_col;
-  }
-};
-
 // Copies the tile's input (and target / upstream gradient) rows into a staging buffer;
 // threads tid, tid + n_threads, ... each copy a share.
 __device__ __forceinline__ void stage_rows(const float* src, int width, size_t row0, int valid_rows, float* dst,
@@ -230,10 +205,6 @@ __device__ __forceinline__ void stage_input(const MmaParams& p, size_t row0, int
     stage_rows(p.input, p.in_w, row0, valid_rows, dst, ld, vec_in, tid, n_threads);
   }
 }
-
-// One element of the thread's C fragment: (row, col) within the warp's 16 rows.
-__device__ __forceinline__ int frag_row(int e) { return ((threadIdx.x & 31) >> 2) + ((e >> 1) << 3); }
-__device__ __forceinline__ int frag_col(int e) { return (((threadIdx.x & 31) & 3) << 1) + (e & 1); }
 
 // Layer 0: A from the fp32 staging rows (zero outside the input / batch), C = x W0^T.
 // When `x16` is set the fp16 input is also stored there (for the weight gradient).

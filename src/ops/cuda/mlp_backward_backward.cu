@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "device_attributes.h"
+#include "mma_fragments.h"
 #include "ptx.h"
 #include "stream.h"
 #include "core/cuda/cuda_check.h"
@@ -79,26 +80,12 @@ __host__ __device__ inline size_t store_az_offset(const BbParams& p, int W, int 
   return store_ht_offset(p, W, l) + 2 * p.batch * size_t(layer_cols(p, W, l));
 }
 
-// The mma fragment element e of this lane: row (+0 / +8) and column (+0 / +1).
-__device__ __forceinline__ int frag_row(int e) { return ((threadIdx.x & 31) >> 2) + ((e >> 1) << 3); }
-__device__ __forceinline__ int frag_col(int e) { return (((threadIdx.x & 31) & 3) << 1) + (e & 1); }
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
-  __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&h);
-}
-__device__ __forceinline__ float2 unpack_half2(uint32_t v) { return __half22float2(*reinterpret_cast<__half2*>(&v)); }
-
-// Lane offsets for ldmatrix.x4: forward B from W[n][k]; backward B from W[k][n] (.trans).
-struct Lanes {
-  int fwd_row, fwd_col, tr_row, tr_col;
-  __device__ Lanes() {
-    const int lane = threadIdx.x & 31;
-    fwd_row = (lane & 7) + ((lane >> 4) << 3);
-    fwd_col = ((lane >> 3) & 1) << 3;
-    tr_row = (lane & 7) + (((lane >> 3) & 1) << 3);
-    tr_col = (lane >> 4) << 3;
-  }
-};
+using detail::frag_col;
+using detail::frag_row;
+using detail::ktile_from_c;
+using detail::LaneOffsets;
+using detail::pack_half2;
+using detail::unpack_half2;
 
 // A power of two that brings the largest |v| of a row into [1, 2) (1 for a zero or
 // non-finite row: those pass through unscaled).
@@ -129,7 +116,7 @@ __device__ __forceinline__ void store_bf16_pairs(__nv_bfloat16* dst, size_t ld, 
 // [16 kt, 16 kt + 16) over n_out16 x 16 columns: the backward product dA = dZ W.
 template <int NT>
 __device__ __forceinline__ void backward_ktile(float (&acc)[NT][4], const uint32_t (&a)[4], const __half* w, int ld,
-                                               int kt, int n16, const Lanes& lo) {
+                                               int kt, int n16, const LaneOffsets& lo) {
 #pragma unroll
   for (int q = 0; q < NT / 2; ++q) {
     if (q >= n16) break;
@@ -157,7 +144,7 @@ __global__ void __launch_bounds__(256) mlp_backward_backward_kernel(BbParams p) 
   uint32_t* slots = reinterpret_cast<uint32_t*>(smem + ((smem_weight_halves(p, W) * 2 + 15) / 16) * 16 +
                                                 size_t(warp) * warp_slot_bytes(p, W));
   auto slot = [&](int l, int idx) -> uint32_t& { return slots[(size_t(l) * (W / 2) + idx) * 32 + lane]; };
-  const Lanes lo;
+  const LaneOffsets lo;
   const size_t B = p.batch;
   const size_t n_chunks = (B + 15) / 16;
   const size_t warps_total = size_t(gridDim.x) * (blockDim.x >> 5);
@@ -206,13 +193,8 @@ __global__ void __launch_bounds__(256) mlp_backward_backward_kernel(BbParams p) 
           vt[j][e] = ok ? p.ddin[(row0 + r) * p.ddin_stride + col] * sigma[e >> 1] : 0.0f;
         }
       uint32_t ah[4], at[4];
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          ah[j * 2 + h] = pack_half2(vh[j][2 * h], vh[j][2 * h + 1]);
-          at[j * 2 + h] = pack_half2(vt[j][2 * h], vt[j][2 * h + 1]);
-        }
+      ktile_from_c(vh, ah);
+      ktile_from_c(vt, at);
       if (p.store) {
         const size_t ld = size_t(p.in_pad);
         __nv_bfloat16* ht = p.store + store_ht_offset(p, W, 0);
@@ -332,13 +314,8 @@ __global__ void __launch_bounds__(256) mlp_backward_backward_kernel(BbParams p) 
             }
         });
         uint32_t azA[4], bzA[4];
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            azA[j * 2 + h] = pack_half2(az[j][2 * h], az[j][2 * h + 1]);
-            bzA[j * 2 + h] = pack_half2(bz[j][2 * h], bz[j][2 * h + 1]);
-          }
+        ktile_from_c(az, azA);
+        ktile_from_c(bz, bzA);
         if (p.store) {
           const size_t lds = size_t(p.out_pad);
           __nv_bfloat16* s = p.store + store_az_offset(p, W, out_l);
