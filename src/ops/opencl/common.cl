@@ -17,51 +17,61 @@ void store_bf16(float v, __global ushort* p, ulong i) {
   p[i] = isnan(v) ? (ushort)0x7fc0 : (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-float activate(float z) {
-#if ACT == 1
-  return z > 0.0f ? z : 0.0f;
-#elif ACT == 2
-  return z > 0.0f ? z : 0.01f * z;
-#elif ACT == 3
-  return 1.0f / (1.0f + exp(-z));
-#elif ACT == 4
-  return tanh(z);
-#elif ACT == 5
-  return z > 15.0f ? z : log1p(exp(z));
-#elif ACT == 6
-  return exp(z);
-#elif ACT == 7
-  return z / (1.0f + exp(-z));
-#elif ACT == 8
-  return sin(z);
-#else
-  return z;
-#endif
+// The activations by their enum value `a` (constant-folded where a is a build-time define).
+float activation_value_of(int a, float z) {
+  switch (a) {
+    case 1: return z > 0.0f ? z : 0.0f;
+    case 2: return z > 0.0f ? z : 0.01f * z;
+    case 3: return 1.0f / (1.0f + exp(-z));
+    case 4: return tanh(z);
+    case 5: return z > 15.0f ? z : log1p(exp(z));
+    case 6: return exp(z);
+    case 7: return z / (1.0f + exp(-z));
+    case 8: return sin(z);
+    default: return z;
+  }
 }
 
 // dy/dz from the output y (and the input z for SiLU and Sine).
-float activation_derivative(float y, float z) {
-#if ACT == 1
-  return y > 0.0f ? 1.0f : 0.0f;
-#elif ACT == 2
-  return y > 0.0f ? 1.0f : 0.01f;
-#elif ACT == 3
-  return y * (1.0f - y);
-#elif ACT == 4
-  return 1.0f - y * y;
-#elif ACT == 5
-  return 1.0f - exp(-y);
-#elif ACT == 6
-  return y;
-#elif ACT == 7
-  const float s = 1.0f / (1.0f + exp(-z));
-  return s * (1.0f + z * (1.0f - s));
-#elif ACT == 8
-  return cos(z);
-#else
-  return 1.0f;
-#endif
+float activation_derivative_of(int a, float y, float z) {
+  switch (a) {
+    case 1: return y > 0.0f ? 1.0f : 0.0f;
+    case 2: return y > 0.0f ? 1.0f : 0.01f;
+    case 3: return y * (1.0f - y);
+    case 4: return 1.0f - y * y;
+    case 5: return 1.0f - exp(-y);
+    case 6: return y;
+    case 7: {
+      const float s = 1.0f / (1.0f + exp(-z));
+      return s * (1.0f + z * (1.0f - s));
+    }
+    case 8: return cos(z);
+    default: return 1.0f;
+  }
 }
+
+// d2y/dz2 from y and z (the MLP's second backward); zero for the piecewise-linear ones.
+float activation_second_derivative_of(int a, float y, float z) {
+  switch (a) {
+    case 3: return y * (1.0f - y) * (1.0f - 2.0f * y);
+    case 4: return -2.0f * y * (1.0f - y * y);
+    case 5: {
+      const float s = 1.0f - exp(-y);
+      return s * (1.0f - s);
+    }
+    case 6: return y;
+    case 7: {
+      const float s = 1.0f / (1.0f + exp(-z));
+      return s * (1.0f - s) * (2.0f + z * (1.0f - 2.0f * s));
+    }
+    case 8: return -y;
+    default: return 0.0f;
+  }
+}
+
+// The activation chosen at build time by -DACT.
+float activate(float z) { return activation_value_of(ACT, z); }
+float activation_derivative(float y, float z) { return activation_derivative_of(ACT, y, z); }
 
 typedef struct {
   float loss_scale;

@@ -12,6 +12,7 @@
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/loss_kind.h"
+#include "tessera/ops/mlp.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops::opencl {
@@ -26,6 +27,7 @@ extern const char* const kLoss;
 extern const char* const kMatrix;
 extern const char* const kConv;
 extern const char* const kConvWinograd;
+extern const char* const kMlp;
 }  // namespace sources
 
 using V = const TensorView&;
@@ -75,6 +77,8 @@ void loss_forward_backward(Stream& stream, const LossParams& loss, V y, V target
 void settle_step(Stream& stream, V grads, V state);
 void matrix_axpby(Stream& stream, float alpha, V src, float beta, V dst);
 void activation_backward(Stream& stream, Activation act, V y, V g, V dz);
+void mlp_backward_backward(Stream& stream, const MlpShape& s, MlpActivations acts, V params, V in, V dL_dout,
+                           V dL_ddLdin, V dL_ddLdout, V dL_dparams, V dL_din, GradientMode mode);
 void conv2d_forward(Stream& stream, const ConvDesc& d, Activation activation, V x, V w, V bias, V y);
 void conv2d_backward_data(Stream& stream, const ConvDesc& d, Activation below, V dz, V w, V x, V dx);
 void conv2d_backward_weight(Stream& stream, const ConvDesc& d, V x, V dz, V dw, V dbias);

@@ -22,6 +22,7 @@ void register_ops(Backend& b) {
   b.add_op<SettleStep>(settle_step);
   b.add_op<MatrixAxpby>(matrix_axpby);
   b.add_op<ActivationBackward>(activation_backward);
+  b.add_op<MlpBackwardBackward>(mlp_backward_backward);
   b.add_op<Conv2dForward>(conv2d_forward);
   b.add_op<Conv2dBackwardData>(conv2d_backward_data);
   b.add_op<Conv2dBackwardWeight>(conv2d_backward_weight);
