@@ -11,7 +11,6 @@ Times are device events around loops of steps, median of several loops after a w
 
     python3 bench/python_eikonal.py [--device cuda] [--json OUT.json]
 """
-import argparse
 import json
 import os
 import sys
@@ -19,7 +18,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from python_step import TorchHashGrid, timed_loops  # noqa: E402
+from python_step import TorchHashGrid, cuda_bench_args, timed_loops  # noqa: E402
 
 import tessera.torch as tcnn  # noqa: E402
 
@@ -73,14 +72,7 @@ def make_step(model, data, eikonal, autocast):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--log2-batch", type=int, default=18)
-    p.add_argument("--json")
-    args = p.parse_args()
-    device = torch.device(args.device)
-    if device.type != "cuda":
-        sys.exit("python_eikonal.py times CUDA steps (device events); give --device cuda[:N]")
+    args, device = cuda_bench_args(__doc__, "python_eikonal.py")
     batch = 1 << args.log2_batch
     gen = torch.Generator(device=device).manual_seed(3)
     xs = [torch.rand(batch, 3, device=device, generator=gen) for _ in range(3)]

@@ -178,15 +178,21 @@ def call_overhead(device):
     return {"empty_batch_inference_us": inference_us, "batch128_forward_backward_us": autograd_us}
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def cuda_bench_args(description, script):
+    """--device (a CUDA device), --log2-batch, --json: the Python benchmarks' command line."""
+    p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
     p.add_argument("--log2-batch", type=int, default=18)
     p.add_argument("--json")
     args = p.parse_args()
     device = torch.device(args.device)
     if device.type != "cuda":
-        sys.exit("python_step.py times CUDA steps (device events); give --device cuda[:N]")
+        sys.exit(f"{script} times CUDA steps (device events); give --device cuda[:N]")
+    return args, device
+
+
+def main():
+    args, device = cuda_bench_args(__doc__, "python_step.py")
     results = [bench_case(name, case, device, 1 << args.log2_batch) for name, case in CASES.items()]
     overhead = call_overhead(device)
     print(f"{'case':<34} {'fused Trainer':>14} {'torch Adam':>11} {'fused Adam':>11} {'plain torch':>12}  (ms/step)")
