@@ -105,7 +105,7 @@ class Module {
   // (mode: overwrite) or adds the parameter gradients, and writes dL/d(dL_dout) [batch,
   // output_width] and the second-order dL/d(in) where those views are not empty. Every
   // encoding, MLP, Sequential (mode overwrite) and Parallel has it; Conv2d throws an error
-  // saying so. CPU and CUDA.
+  // saying so. CPU and CUDA (the MLP on OpenCL too).
   virtual void backward_backward_input(ConstView in, ConstView dL_dout, ConstView dL_ddLdin, View dL_ddLdout,
                                        View dL_din, GradientMode mode);
   // The passes of a training step with an input-gradient term: forward into s.y, g for
