@@ -39,40 +39,53 @@ DeviceParams bind_on_gpu(nn::Module& m, const std::vector<float>& values) {
   return p;
 }
 
+// The NeRF-shaped model on the CPU and on CUDA with the same parameters (values fp16
+// represents exactly); host_grads / gpu_params.grads receive their gradients.
+struct ModelPair {
+  std::unique_ptr<nn::Module> cpu, gpu;
+  std::vector<float> host_params, host_grads;  // moving the vectors keeps the bound storage
+  DeviceParams gpu_params;
+};
+
+ModelPair make_model_pair(uint64_t seed) {
+  ModelPair m{test::make_nerf_like_model(DeviceKind::cpu), test::make_nerf_like_model(DeviceKind::cuda), {}, {}, {}};
+  EXPECT_EQ(m.cpu->n_params(), m.gpu->n_params());
+  auto values = test::random_floats(m.cpu->n_params(), -0.5f, 0.5f, seed);
+  for (auto& v : values) v = fp16_exact(v);
+  m.host_params = values, m.host_grads.assign(values.size(), 0.0f);
+  const nn::ParamBinding host_all{test::test_view(m.host_params), test::test_view(m.host_grads), TensorView()};
+  m.cpu->bind_params(host_all.slice(0, m.cpu->n_matrix_params()),
+                     host_all.slice(m.cpu->n_matrix_params(), m.cpu->n_table_params()));
+  std::copy(values.begin(), values.end(), m.host_params.begin());  // the MLPs moved their own init in
+  m.cpu->params_changed();
+  m.gpu_params = bind_on_gpu(*m.gpu, values);
+  return m;
+}
+
 TEST(ModulesCuda, NerfShapedCompositeMatchesCpu) {
   REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  auto cpu = test::make_nerf_like_model(DeviceKind::cpu);
-  auto gpu = test::make_nerf_like_model(DeviceKind::cuda);
-  ASSERT_EQ(cpu->n_params(), gpu->n_params());
-  auto values = test::random_floats(cpu->n_params(), -0.5f, 0.5f, seed);
-  for (auto& v : values) v = fp16_exact(v);
-  std::vector<float> host_params = values, host_grads(values.size());
-  const nn::ParamBinding host_all{test::test_view(host_params), test::test_view(host_grads), TensorView()};
-  cpu->bind_params(host_all.slice(0, cpu->n_matrix_params()),
-                   host_all.slice(cpu->n_matrix_params(), cpu->n_table_params()));
-  std::copy(values.begin(), values.end(), host_params.begin());  // the MLPs moved their own init in
-  cpu->params_changed();
-  DeviceParams dp = bind_on_gpu(*gpu, values);
+  ModelPair models = make_model_pair(seed);
+  nn::Module &cpu = *models.cpu, &gpu = *models.gpu;
 
   const size_t batch = 3000;
   auto x = test::random_floats(batch * 6, 0.02f, 0.98f, seed + 1);
   for (auto& v : x) v = fp16_exact(v);
   const auto g = test::random_floats(batch * 4, -1.0f, 1.0f, seed + 2);
   std::vector<float> y(batch * 4), dx(batch * 6);
-  auto cctx = cpu->forward(test::ptr_view(x.data(), batch, 6), test::ptr_view(y.data(), batch, 4));
-  cpu->backward(*cctx, test::ptr_view(x.data(), batch, 6), test::ptr_view(g.data(), batch, 4),
+  auto cctx = cpu.forward(test::ptr_view(x.data(), batch, 6), test::ptr_view(y.data(), batch, 4));
+  cpu.backward(*cctx, test::ptr_view(x.data(), batch, 6), test::ptr_view(g.data(), batch, 4),
                 test::ptr_view(dx.data(), batch, 6), nn::GradientMode::overwrite);
 
   Buffer<float> gx = make_buffer(DeviceKind::cuda, x), gg = make_buffer(DeviceKind::cuda, g);
   Buffer<float> gy(DeviceKind::cuda, batch * 4), gdx(DeviceKind::cuda, batch * 6);
-  auto gctx = gpu->forward(test::ptr_view(gx.data(), batch, 6), test::ptr_view(gy.data(), batch, 4));
-  gpu->backward(*gctx, test::ptr_view(gx.data(), batch, 6), test::ptr_view(gg.data(), batch, 4),
+  auto gctx = gpu.forward(test::ptr_view(gx.data(), batch, 6), test::ptr_view(gy.data(), batch, 4));
+  gpu.backward(*gctx, test::ptr_view(gx.data(), batch, 6), test::ptr_view(gg.data(), batch, 4),
                 test::ptr_view(gdx.data(), batch, 6), nn::GradientMode::overwrite);
 
   const double out_err = rel_error(gy.to_host(), y);
-  const double grad_err = rel_error(dp.grads.to_host(), host_grads);
+  const double grad_err = rel_error(models.gpu_params.grads.to_host(), models.host_grads);
   const double input_err = rel_error(gdx.to_host(), dx);
   std::printf("[ measured ] composite CUDA vs CPU: output %.2e, parameter gradients %.2e, input gradients %.2e\n",
               out_err, grad_err, input_err);
@@ -89,17 +102,8 @@ TEST(ModulesCuda, StepWithAnEikonalTermMatchesCpu) {
   REQUIRE_CUDA();
   const uint64_t seed = test::fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  auto cpu = test::make_nerf_like_model(DeviceKind::cpu);
-  auto gpu = test::make_nerf_like_model(DeviceKind::cuda);
-  auto values = test::random_floats(cpu->n_params(), -0.5f, 0.5f, seed);
-  for (auto& v : values) v = fp16_exact(v);
-  std::vector<float> host_params = values, host_grads(values.size());
-  const nn::ParamBinding host_all{test::test_view(host_params), test::test_view(host_grads), TensorView()};
-  cpu->bind_params(host_all.slice(0, cpu->n_matrix_params()),
-                   host_all.slice(cpu->n_matrix_params(), cpu->n_table_params()));
-  std::copy(values.begin(), values.end(), host_params.begin());
-  cpu->params_changed();
-  DeviceParams dp = bind_on_gpu(*gpu, values);
+  ModelPair models = make_model_pair(seed);
+  nn::Module &cpu = *models.cpu, &gpu = *models.gpu;
 
   const size_t batch = 3000;
   auto x = test::random_floats(batch * 6, 0.02f, 0.98f, seed + 1);
@@ -117,8 +121,8 @@ TEST(ModulesCuda, StepWithAnEikonalTermMatchesCpu) {
     m.stream().synchronize();
     return g.to_host();
   };
-  const auto g_cpu = step(*cpu, DeviceKind::cpu), g_gpu = step(*gpu, DeviceKind::cuda);
-  const double g_err = rel_error(g_gpu, g_cpu), grad_err = rel_error(dp.grads.to_host(), host_grads);
+  const auto g_cpu = step(cpu, DeviceKind::cpu), g_gpu = step(gpu, DeviceKind::cuda);
+  const double g_err = rel_error(g_gpu, g_cpu), grad_err = rel_error(models.gpu_params.grads.to_host(), models.host_grads);
   std::printf("[ measured ] eikonal step CUDA vs CPU: input gradient %.2e, parameter gradients %.2e\n", g_err,
               grad_err);
   // H200, 5 seeds: input gradient <= 4.7e-4, parameter gradients <= 3.2e-4.
