@@ -171,6 +171,8 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
   compact_samples_ = Buffer<float>(device, 0), compact_dt_ = Buffer<float>(device, 0);
   compact_scratch_ = Buffer<uint32_t>(device, 0);
+  stop_density_ = Buffer<float>(device, 0), window_positions_ = Buffer<float>(device, 0);
+  window_rows_ = Buffer<uint32_t>(device, 0);
   loss_partials_ = Buffer<float>(device, 0);
   dL_dsamples_ = Buffer<float>(device, 0);
   model_inputs_ = Buffer<float>(device, 0);

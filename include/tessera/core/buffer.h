@@ -43,7 +43,7 @@ template <typename T>
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(const Device& device, size_t count) : device_(device), count_(count) {
+  Buffer(const Device& device, size_t count) : device_(device), placed_(true), count_(count) {
     if (count_ > 0) data_ = static_cast<T*>(detail::device_alloc(device_, count_ * sizeof(T)));
   }
   ~Buffer() { release(); }
@@ -54,6 +54,7 @@ class Buffer {
     if (this != &other) {
       release();
       device_ = other.device_;
+      placed_ = other.placed_;
       count_ = std::exchange(other.count_, 0);
       data_ = std::exchange(other.data_, nullptr);
     }
@@ -79,8 +80,10 @@ class Buffer {
     return TensorView::of_matrix(data_, rows, cols, cols);
   }
 
-  // Grows (never shrinks) to at least `count` elements; contents are not kept.
+  // Grows (never shrinks) to at least `count` elements; contents are not kept. Only a buffer
+  // made for a device grows: a default-made one has none to allocate on.
   void ensure(size_t count) {
+    TESSERA_CHECK(placed_, "Buffer::ensure on a buffer made without a device (construct it with Buffer(device, 0))");
     if (count > count_) *this = Buffer(device_, count);
   }
   void zero() {
@@ -126,6 +129,7 @@ class Buffer {
     count_ = 0;
   }
   Device device_ = DeviceKind::cpu;
+  bool placed_ = false;  // made for device_ (not default-made)
   size_t count_ = 0;
   T* data_ = nullptr;
 };
