@@ -48,6 +48,7 @@ Json Adam::config() const {
   if (h_.relative_decay != 0.0f) c["relative_decay"] = h_.relative_decay;
   if (h_.absolute_decay != 0.0f) c["absolute_decay"] = h_.absolute_decay;
   if (h_.adabound) c["adabound"] = true;
+  if (h_.update_untouched) c["update_untouched"] = true;
   return c;
 }
 
@@ -179,7 +180,7 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
     check_known_keys(c, "Adam config",
                      {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg", "non_matrix_learning_rate_factor",
                       "optimize_matrix_params", "optimize_non_matrix_params", "relative_decay", "absolute_decay",
-                      "adabound"});
+                      "adabound", "update_untouched"});
     ops::AdamHyper h;
     h.learning_rate = json_get<float>(c, "learning_rate", 1e-3f);
     h.beta1 = json_get<float>(c, "beta1", 0.9f);
@@ -192,6 +193,7 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
     h.relative_decay = json_get<float>(c, "relative_decay", 0.0f);
     h.absolute_decay = json_get<float>(c, "absolute_decay", 0.0f);
     h.adabound = json_get<bool>(c, "adabound", false);
+    h.update_untouched = json_get<bool>(c, "update_untouched", false);
     TESSERA_CHECK(std::isfinite(h.relative_decay) && h.relative_decay >= 0 && std::isfinite(h.absolute_decay) &&
                       h.absolute_decay >= 0,
                   "Adam: relative_decay and absolute_decay must be finite and at least 0 (got {} and {})",

@@ -29,8 +29,9 @@ std::vector<double> state_fields(const Buffer<ops::TrainState>& d) {
 }
 
 // Adam, then SGD on the result, then a skipped SGD step (which must change nothing):
-// former OptimizersCuda.AdamAndSgdMatchCpu.
-std::vector<double> run_optimizers(Backend& b, uint64_t seed) {
+// former OptimizersCuda.AdamAndSgdMatchCpu. update_untouched: Adam moves the zero-gradient
+// table entries too.
+std::vector<double> run_optimizers(Backend& b, uint64_t seed, bool update_untouched) {
   const size_t n = 100003;
   auto g = random_floats(n, -1, 1, seed);
   for (size_t i = n / 2; i < n; i += 3) g[i] = 0.0f;  // untouched table entries
@@ -40,6 +41,7 @@ std::vector<double> run_optimizers(Backend& b, uint64_t seed) {
   Buffer<uint16_t> dh(b.device(), n);
   ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 1e-4f};
   h.non_matrix_learning_rate_factor = 0.5f;
+  h.update_untouched = update_untouched;
   ops::TrainState s;
   s.optimizer_steps = 3;
   Buffer<ops::TrainState> ds = upload_state(b, s);
@@ -184,7 +186,10 @@ std::vector<double> run_unscale(Backend& b, uint64_t seed) {
 }
 
 const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
-  cases.push_back({"adam_sgd", "100003_half_tables", 1e-6, has_op<ops::AdamStep>(), run_optimizers});
+  for (const bool untouched : {false, true})
+    cases.push_back({"adam_sgd", untouched ? "100003_half_tables_update_untouched" : "100003_half_tables", 1e-6,
+                     has_op<ops::AdamStep>(),
+                     [untouched](Backend& b, uint64_t seed) { return run_optimizers(b, seed, untouched); }});
   cases.push_back({"convert_to_half", "range_and_subnormals", 1e-12, has_op<ops::ConvertToHalf>(), run_convert});
   const std::pair<const char*, LossParams> losses[] = {{"L2", {LossKind::L2, 0.1f}},
                                                        {"L1", {LossKind::L1, 0.1f}},

@@ -234,10 +234,12 @@ struct ZeroTarget {
 // The Adam keys and ExponentialDecay's decay_end: honoured and kept by config().
 TEST(TinyCudaNnCompat, AdamExtrasAndDecayEndRoundTrip) {
   auto adam = nn::create_optimizer(
-      parse_json(R"({"otype": "Adam", "relative_decay": 0.1, "absolute_decay": 0.01, "adabound": true})"));
+      parse_json(R"({"otype": "Adam", "relative_decay": 0.1, "absolute_decay": 0.01, "adabound": true,
+                     "update_untouched": true})"));
   EXPECT_FLOAT_EQ(adam->config()["relative_decay"].get<float>(), 0.1f);
   EXPECT_FLOAT_EQ(adam->config()["absolute_decay"].get<float>(), 0.01f);
   EXPECT_TRUE(adam->config()["adabound"].get<bool>());
+  EXPECT_TRUE(adam->config()["update_untouched"].get<bool>());
   EXPECT_NE(error_of([] { nn::create_optimizer(parse_json(R"({"otype": "Adam", "relative_decay": -1})")); })
                 .find("relative_decay"),
             std::string::npos);

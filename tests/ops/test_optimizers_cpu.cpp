@@ -51,6 +51,34 @@ TEST(AdamCpu, NonMatrixParamsFollowTinyCudaNn) {
   EXPECT_EQ(v[5], 0.0f);
 }
 
+// update_untouched (PyTorch's Adam): a zero-gradient table entry takes the L2 term and its
+// moments move it (here m alone: l2_reg 0 leaves g = 0), while the default leaves it alone.
+TEST(AdamCpu, UpdateUntouchedMovesZeroGradientTableEntries) {
+  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 0.0f};
+  h.update_untouched = true;
+  std::vector<float> g = {0.0f, 0.0f}, p = {1.0f, 1.0f}, m = {0.1f, 0.0f}, v = {0.01f, 0.0f};
+  ops::TrainState s;
+  s.optimizer_steps = 2;
+  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), s);
+  const double m1 = 0.9 * 0.1, v1 = 0.99 * 0.01;
+  const double m_hat = m1 / (1 - 0.81), v_hat = v1 / (1 - 0.9801);
+  EXPECT_NEAR(p[0], 1.0 - 0.01 * m_hat / (std::sqrt(v_hat) + 1e-8), 1e-6);
+  EXPECT_NEAR(m[0], m1, 1e-7);
+  EXPECT_EQ(p[1], 1.0f);  // no moment, no L2: nothing moves it
+  // With L2 an untouched entry is pulled to 0: at step 1 Adam's step is lr x sign.
+  h.l2_reg = 1e-6f;
+  h.epsilon = 1e-15f;  // instant-ngp's: the step is lr x sign(p) to 1e-9 relative
+  p = {2.0f, -2.0f}, m = {0.0f, 0.0f}, v = {0.0f, 0.0f};
+  s.optimizer_steps = 1;
+  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), s);
+  EXPECT_NEAR(p[0], 2.0 - 0.01, 1e-5);
+  EXPECT_NEAR(p[1], -2.0 + 0.01, 1e-5);
+  h.update_untouched = false;  // tiny-cuda-nn: untouched entries keep everything
+  const auto before = p;
+  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), s);
+  EXPECT_EQ(p, before);
+}
+
 // tiny-cuda-nn's Adam extras. Decays: p' = (1 - relative * lr_t) p - sign(p) absolute lr_t
 // with lr_t = lr sqrt(1 - beta2^t) / (1 - beta1^t); a zero gradient (m = v = 0) leaves only
 // the decay. AdaBound: the per-unit step lr / bias1 / (sqrt(v_hat) + eps) clamped to

@@ -24,6 +24,10 @@ struct AdamHyper {
   // (the step size clamped to bounds that close on 0.1): see adam_update.
   float relative_decay = 0.0f, absolute_decay = 0.0f;
   bool adabound = false;
+  // Encoding entries no sample touched (zero gradient) are updated too, with the l2_reg
+  // term, as PyTorch's Adam updates every parameter (nerfacc's recipe); tiny-cuda-nn skips
+  // them. Their moments keep moving them after the batch left them.
+  bool update_untouched = false;
 };
 
 // Op tags (ops::call<Op>(stream, ...), dispatch.h). params, grad, m, v: fp32 [n]; the first

@@ -18,7 +18,7 @@ __global__ void adam_kernel(AdamHyper h, size_t n, size_t n_matrix, const float*
     // An encoding entry no sample touched keeps its state: skip its loads too (most of a
     // large hash table in any one step).
     const float g = grad[i];
-    if (i >= n_matrix && g == 0.0f) continue;
+    if (i >= n_matrix && g == 0.0f && !h.update_untouched) continue;
     float p = params[i], mi = m[i], vi = v[i];
     if (!adam_update(h, i < n_matrix, s, g, p, mi, vi)) continue;
     params[i] = p;

@@ -2,12 +2,14 @@
 // stride). Each reads the step's TrainState: a step flagged skip_this_step changes
 // nothing. Adam mirrors src/ops/adam_math.h: the first n_matrix parameters are
 // network weights (L2 term, the base learning rate); the rest (encoding tables) take
-// their own rate factor and keep their moments where the gradient is zero.
+// their own rate factor and keep their moments where the gradient is zero (unless
+// update_untouched).
 
 __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, const float beta1, const float beta2,
                         const float epsilon, const float l2_reg, const float non_matrix_factor,
                         const uint optimize_matrix, const uint optimize_non_matrix, const float relative_decay,
-                        const float absolute_decay, const uint adabound, __global const float* grad,
+                        const float absolute_decay, const uint adabound, const uint update_untouched,
+                        __global const float* grad,
                         const ulong g_off, __global float* params, const ulong p_off, __global float* m,
                         const ulong m_off, __global float* v, const ulong v_off, __global uchar* state_base,
                         const ulong state_off) {
@@ -19,9 +21,9 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
   for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
     const bool matrix = i < n_matrix;
     float g = grad[g_off + i];
-    if (matrix ? !optimize_matrix : (!optimize_non_matrix || g == 0.0f)) continue;
+    if (matrix ? !optimize_matrix : (!optimize_non_matrix || (g == 0.0f && !update_untouched))) continue;
     float p = params[p_off + i];
-    if (matrix) g += l2_reg * p;
+    if (matrix || update_untouched) g += l2_reg * p;
     const float rate = matrix ? lr : lr * non_matrix_factor;
     const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * g;
     const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * g * g;

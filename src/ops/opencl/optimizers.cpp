@@ -15,7 +15,7 @@ void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V pa
   cl_kernel k = program_kernel(rt, "optimizers.cl", sources::kOptimizers, "", "adam_step");
   Args{k}(cl_ulong(n))(cl_ulong(n_matrix))(h.learning_rate)(h.beta1)(h.beta2)(h.epsilon)(h.l2_reg)(
       h.non_matrix_learning_rate_factor)(cl_uint(h.optimize_matrix))(cl_uint(h.optimize_non_matrix))(
-      h.relative_decay)(h.absolute_decay)(cl_uint(h.adabound))
+      h.relative_decay)(h.absolute_decay)(cl_uint(h.adabound))(cl_uint(h.update_untouched))
       .view(rt, grad, 4)
       .view(rt, params, 4)
       .view(rt, m, 4)
