@@ -4,6 +4,7 @@
 
 #include "tessera/core/backend.h"
 #include "tessera/core/error.h"
+#include "tessera/dist/communicator.h"
 #include "tessera/ops/dispatch.h"
 #include "tessera/nn/loss.h"
 #include "tessera/ops/matrix.h"
@@ -70,7 +71,7 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
                 "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out,
                 target.rows(), target.cols(), target.row_stride());
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
-  if (fused_step_allowed_ && model_->fused_training_step(input, target, loss_)) {
+  if (fused_step_allowed_ && !comm_ && model_->fused_training_step(input, target, loss_)) {
     opt_->step(optimizer_target());
     return;
   }
@@ -127,9 +128,20 @@ void ModelTrainer::settle_and_step() {
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.
+  if (comm_) comm_->all_reduce(stream(), store_.gradients(), dist::ReduceOp::average);
   const size_t n_check = store_.n_matrix() ? store_.n_matrix() : store_.size();
   ops::call<ops::SettleStep>(stream(), store_.gradients().slice(0, 0, n_check), state_.view());
   opt_->step(optimizer_target());
+}
+
+void ModelTrainer::set_communicator(dist::Communicator* communicator) {
+  if (communicator) {
+    TESSERA_CHECK(communicator->device() == model_->device(), "set_communicator: rank {} is on {}, the model on {}",
+                  communicator->rank(), communicator->device().str(), model_->device().str());
+    communicator->broadcast(stream(), store_.params(), 0);
+    model_->params_changed();
+  }
+  comm_ = communicator;
 }
 
 float ModelTrainer::training_step(ConstView input, ConstView target) {

@@ -15,6 +15,10 @@
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/train_state.h"
 
+namespace tessera::dist {
+class Communicator;
+}
+
 namespace tessera::nn {
 
 class ModelTrainer {
@@ -65,6 +69,15 @@ class ModelTrainer {
   // Whether steps with an elementwise loss take the model's fused step where it has one
   // (default); off, every step runs the general path (benchmarks compare the two).
   void set_fused_step(bool allowed) { fused_step_allowed_ = allowed; }
+  // Data-parallel training: each rank's trainer (same model and config, on the rank's
+  // device) gets its rank's communicator. This copies rank 0's parameters to every rank;
+  // from then on each step averages the parameter gradients over the ranks before the
+  // settle and the optimizer, so every rank takes the same step: with equal shares of a
+  // batch, the whole batch's (the mean of the ranks' means). Such steps take the general
+  // path (the fused step settles inside its kernels, before an exchange could happen).
+  // null: back to one rank. The communicator must outlive its use here.
+  void set_communicator(dist::Communicator* communicator);
+  dist::Communicator* communicator() const { return comm_; }
   // The dynamic loss scale's next value (fp16 backward passes); it still halves on an
   // overflow and doubles after long clean runs. Models whose per-output gradients are tiny
   // (a mean over many rays) start it higher so fp16 keeps them.
@@ -107,6 +120,7 @@ class ModelTrainer {
   Buffer<float> live_params_;  // the live parameters while the averaged ones are in place
   bool averaged_in_place_ = false;
   bool fused_step_allowed_ = true;
+  dist::Communicator* comm_ = nullptr;
 };
 
 }  // namespace tessera::nn
