@@ -10,6 +10,7 @@
 #include "tessera/core/backend.h"
 #include "tessera/core/error.h"
 #include "tessera/core/log.h"
+#include "tessera/dist/communicator.h"
 #include "tessera/nn/loss.h"
 #include "tessera/nn/module.h"
 #include "tessera/nn/optimizer.h"
@@ -123,7 +124,8 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
 }  // namespace
 
 NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint64_t seed)
-    : train_(std::move(train)), device_(device), seed_arg_(seed), seed_(uint32_t(seed * 0x9E3779B97F4A7C15ull >> 32)) {
+    : train_(std::move(train)), device_(device), seed_arg_(seed), seed_(uint32_t(seed * 0x9E3779B97F4A7C15ull >> 32)),
+      ray_seed_(seed_) {
   TESSERA_CHECK(config.is_object(), "NeRF config must be a JSON object");
   // instant-ngp's configs/nerf/*.json load unchanged: the sections tessera does not train
   // (a learned environment map, a learned lens distortion map) are passed over with a note.
@@ -182,6 +184,17 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
 }
 
 NerfTrainer::~NerfTrainer() = default;
+
+void NerfTrainer::set_communicator(dist::Communicator* communicator) {
+  const FrameTraining& ft = *frame_training_;
+  TESSERA_CHECK(!communicator || !(ft.trains_poses() || ft.trains_focal_length() || ft.trains_embeddings() ||
+                                   ft.trains_exposure()),
+                "data-parallel NeRF training does not train per-frame values (exposure, poses, focal length, "
+                "appearance codes) yet: train them on one device");
+  model_->set_communicator(communicator);
+  const int rank = communicator ? communicator->rank() : 0;
+  ray_seed_ = rank == 0 ? seed_ : hash_u32(seed_ ^ hash_u32(0xd1570000u + uint32_t(rank)));
+}
 
 ops::NerfScene NerfTrainer::scene() const {
   ops::NerfScene s;
@@ -248,7 +261,7 @@ void NerfTrainer::step() {
   sel.training = true;
   sel.snap_to_pixel_centres = options_.snap_to_pixel_centers;
   sel.n_rays = n_rays_;
-  sel.seed = hash_u32(seed_ ^ hash_u32(uint32_t(step_)));
+  sel.seed = hash_u32(ray_seed_ ^ hash_u32(uint32_t(step_)));
   ops::call<ops::NerfMarchRays>(stream(), scene(), sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
                                 dt_.view(0, max_samples), counters_.view(0, 2));
   uint32_t counts[2];

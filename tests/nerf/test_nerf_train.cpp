@@ -7,12 +7,15 @@
 
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "support/cli.h"
+#include "support/errors.h"
 #include "support/gpu.h"
 #include "support/nerf_model.h"
 #include "support/paths.h"
 #include "support/procedural_scene.h"
+#include "tessera/dist/communicator.h"
 #include "tessera/nerf/evaluate.h"
 
 namespace tessera {
@@ -85,6 +88,56 @@ TEST(NerfTrain, AStopWindowTrainsTheSameModel) {
   const TensorView a = all.model().params(), w = windowed.model().params();
   ASSERT_EQ(a.numel(), w.numel());
   EXPECT_EQ(0, std::memcmp(a.data<float>(), w.data<float>(), a.numel() * sizeof(float)));
+}
+
+// Two ranks in lockstep (threads, CPU devices cpu:0 and cpu:1): each marches its own rays,
+// yet both hold the same model and occupancy grid, bit for bit, after every step.
+TEST(NerfTrain, DataParallelRanksHoldTheSameModel) {
+  SKIP_IN_CUDA_BUILD();
+  const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_data_parallel";
+  std::filesystem::remove_all(dir);
+  test::write_procedural_scene(dir, 8, 2, 32);
+  const Json config = test::cpu_test_nerf_config(4096);
+  const std::vector<Device> devices = {Device::parse("cpu:0"), Device::parse("cpu:1")};
+  std::vector<std::unique_ptr<nerf::NerfTrainer>> ranks;
+  for (const Device& d : devices)
+    ranks.push_back(std::make_unique<nerf::NerfTrainer>(config, nerf::load_dataset(dir.string(), {.split = "train"}), d, 3));
+  auto comms = dist::make_local_group(devices);
+  constexpr int kSteps = 40;
+  std::vector<std::vector<float>> losses(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        ranks[size_t(r)]->set_communicator(comms[size_t(r)].get());
+        for (int i = 0; i < kSteps; ++i) {
+          ranks[size_t(r)]->step();
+          losses[size_t(r)].push_back(ranks[size_t(r)]->last_loss());
+        }
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(errors[0] + errors[1], "");
+  const TensorView a = ranks[0]->model().params(), b = ranks[1]->model().params();
+  EXPECT_EQ(0, std::memcmp(a.data<float>(), b.data<float>(), a.bytes()));
+  EXPECT_EQ(ranks[0]->grid_density(), ranks[1]->grid_density());
+  EXPECT_NE(losses[0], losses[1]) << "the ranks must train on different rays";
+  const auto mean = [](const std::vector<float>& v, size_t first, size_t n) {
+    double s = 0;
+    for (size_t i = first; i < first + n; ++i) s += v[i];
+    return s / double(n);
+  };
+  EXPECT_LT(mean(losses[0], kSteps - 10, 10), 0.7 * mean(losses[0], 0, 10)) << "the shared model learns";
+
+  // Per-frame training is single-rank for now: a clear error.
+  Json exposure = config;
+  exposure["training"]["optimize_exposure"] = true;
+  nerf::NerfTrainer t(exposure, nerf::load_dataset(dir.string(), {.split = "train"}), devices[0], 3);
+  auto one = dist::make_local_group({devices[0]});
+  EXPECT_NE(test::error_of([&] { t.set_communicator(one[0].get()); }).find("per-frame"), std::string::npos);
 }
 
 }  // namespace

@@ -187,6 +187,14 @@ class NerfTrainer {
   // stream); reads from the host (losses, renders, the grid) wait for its work.
   void set_stream(Stream& stream) { model_->set_stream(stream); }
   Stream& stream() const { return model_->stream(); }
+  // Data-parallel training (ranks in lockstep, one trainer each, same config, scene and
+  // seed): each rank marches its own rays (rank 0 those of a single trainer), the model's
+  // gradients are averaged over the ranks every step (nn::ModelTrainer::set_communicator),
+  // and the occupancy grid refreshes from the same cells on every rank, so every rank holds
+  // the same model and grid. Each rank's target_samples is its share: two ranks at the
+  // default train 2 x 2^18 samples per step. Per-frame training (exposure, poses, focal
+  // length, appearance codes) is single-rank for now (an error).
+  void set_communicator(dist::Communicator* communicator);
   nn::ModelTrainer& model() { return *model_; }
 
  private:
@@ -205,6 +213,7 @@ class NerfTrainer {
   LossParams loss_;
   uint64_t seed_arg_;
   uint32_t seed_;
+  uint32_t ray_seed_;  // the rays' (a rank's own); seed_: what every rank shares
   std::unique_ptr<nn::ModelTrainer> model_;
   nn::Module* density_ = nullptr;  // the model's position -> [density, features] part
   Buffer<FrameView> frames_;  // the training cameras as the rays see them (pose corrections applied)
