@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <memory>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "follower_ranks.h"
 #include "plot.h"
 #include "subprocess.h"
 #include "tessera/core/backend.h"
@@ -19,6 +21,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
+#include "tessera/dist/communicator.h"
 #include "tessera/nerf/camera_path.h"
 #include "tessera/nerf/evaluate.h"
 #include "tessera/nerf/mesh.h"
@@ -35,6 +38,7 @@ namespace {
 struct NerfTrainOptions {
   std::string scene, config_path, device = "auto", out_dir = "nerf_out", json_path, eval_at = "5,15,30,60,120,300",
                                   snapshot_path, resume_path;
+  std::string devices;  // data-parallel: cuda:0,cuda:1 (empty: one device)
   double seconds = 0;
   uint64_t steps = 0;
   uint32_t holdout = 0, eval_views = 0;
@@ -108,7 +112,11 @@ uint32_t scene_holdout(const std::string& scene, uint32_t holdout) {
 }
 
 void run_train(const NerfTrainOptions& o) {
-  const Device dev = choose_device(o.device);
+  const std::vector<Device> devices = o.devices.empty() ? std::vector<Device>{choose_device(o.device)}
+                                                        : parse_device_list(o.devices);
+  const Device dev = devices[0];
+  TESSERA_CHECK(devices.size() == 1 || !o.serve->count(),
+                "nerf train: --serve watches one device's training; leave it out with --devices");
   const bool capture_flags = o.optimize_exposure || o.optimize_poses || o.optimize_focal || o.appearance_dims;
   TESSERA_CHECK(o.resume_path.empty() || (o.config_path.empty() && !capture_flags),
                 "nerf train: --resume continues with the snapshot's config; leave out --config, --optimize-exposure, "
@@ -137,10 +145,31 @@ void run_train(const NerfTrainOptions& o) {
   // Resumed: the snapshot's model, optimizer, grid and step count, and its run record
   // (training seconds, evaluations); --seconds and --steps count from the first run's start.
   Json run = Json::object();
-  std::unique_ptr<nerf::NerfTrainer> trainer_ptr =
-      o.resume_path.empty() ? std::make_unique<nerf::NerfTrainer>(config, std::move(train), dev, o.seed)
-                            : nerf::resume_snapshot(o.resume_path, std::move(train), dev, &run);
-  nerf::NerfTrainer& trainer = *trainer_ptr;
+  // Data-parallel (--devices): a trainer per device, rank 0 first; every rank starts from
+  // the same seed or snapshot, marches its own rays, and averages gradients with the others.
+  std::vector<std::unique_ptr<nerf::NerfTrainer>> ranks(devices.size());
+  for (size_t r = devices.size(); r-- > 0;) {
+    nerf::Dataset mine = r == 0 ? std::move(train) : train;
+    Json* record = r == 0 ? &run : nullptr;
+    ranks[r] = o.resume_path.empty() ? std::make_unique<nerf::NerfTrainer>(config, std::move(mine), devices[r], o.seed)
+                                     : nerf::resume_snapshot(o.resume_path, std::move(mine), devices[r], record);
+  }
+  nerf::NerfTrainer& trainer = *ranks[0];
+  std::vector<std::unique_ptr<dist::Communicator>> comms;
+  std::unique_ptr<FollowerRanks> followers;
+  if (devices.size() > 1) {
+    comms = make_device_group(devices);
+    std::vector<std::thread> joining;
+    for (size_t r = 1; r < ranks.size(); ++r) joining.emplace_back([&, r] { ranks[r]->set_communicator(comms[r].get()); });
+    trainer.set_communicator(comms[0].get());
+    for (auto& t : joining) t.join();
+    followers = std::make_unique<FollowerRanks>(comms, [&](int r, double fraction) {
+      ranks[size_t(r)]->set_budget_progress(fraction);
+      ranks[size_t(r)]->step();
+    });
+    fmt::print("nerf train: data-parallel over {} devices ({} communicator), each training its own rays\n",
+               devices.size(), comms[0]->kind());
+  }
   trainer.set_profiling(o.profile);
   nn::RunRecord resumed = o.resume_path.empty() ? nn::RunRecord() : nn::RunRecord::from_json(run, o.resume_path);
   resumed.steps = trainer.steps();
@@ -166,6 +195,7 @@ void run_train(const NerfTrainOptions& o) {
   double final_eval_seconds = 0;
   nn::TrainingSession::Hooks hooks;
   hooks.step = [&](const nn::TrainingSession& s) {
+    if (followers) followers->step(s.fraction_done());
     trainer.set_budget_progress(s.fraction_done());
     trainer.step();
   };
@@ -200,7 +230,16 @@ void run_train(const NerfTrainOptions& o) {
   bar = std::make_unique<ProgressBar>(fmt::format("nerf train ({})", to_string(dev)), session.progress_total(),
                                       !o.no_progress);
   Stopwatch loop_clock;  // wall time of the loop: steps, evaluations and the viewer's frames
-  const nn::RunRecord& record = session.run();
+  const nn::RunRecord& record = [&]() -> const nn::RunRecord& {
+    try {
+      const nn::RunRecord& r = session.run();
+      if (followers) followers->finish();
+      return r;
+    } catch (const std::exception& e) {
+      if (followers) followers->abort(e.what());  // no rank waits on rank 0 any more
+      throw;
+    }
+  }();
   const double loop_seconds = loop_clock.seconds() - final_eval_seconds;
   const uint64_t step = record.steps;
   const double train_seconds = record.train_seconds;
@@ -263,6 +302,7 @@ void run_train(const NerfTrainOptions& o) {
   write_json_result(o.json_path, Json{{"command", "nerf train"},
                                       {"scene", o.scene},
                                       {"device", to_string(dev)},
+                                      {"devices", o.devices.empty() ? to_string(dev) : o.devices},
                                       {"steps", step},
                                       {"train_seconds", train_seconds},
                                       {"loop_seconds", loop_seconds},
@@ -479,6 +519,11 @@ void register_nerf(CLI::App& root) {
                   "count, PSNR curve); --seconds and --steps then count from the start of the first run")
       ->check(CLI::ExistingFile);
   add_device_option(*cmd, o.device);
+  cmd->add_option("--devices", o.devices,
+                  "data-parallel training on these devices (cuda:0,cuda:1; cpu:0,cpu:1 to try it without GPUs): each "
+                  "marches and trains its own rays (target_samples each), gradients averaged every step (NCCL on "
+                  "GPUs); evaluation and the snapshot come from the first")
+      ->excludes("--device");
   cmd->add_option("--out", o.out_dir, "folder for psnr.csv, psnr.png and the test renderings")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tnerf)")

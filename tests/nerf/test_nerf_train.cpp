@@ -202,6 +202,37 @@ TEST(NerfCli, TrainWritesItsOutputsAndRefusesBadInput) {
 }
 
 // nerf mesh and nerf render --path on a briefly trained spheres scene.
+// --devices: two CPU devices train data-parallel through the host-memory communicator
+// (the same code path as two GPUs but for NCCL); bad device lists are refused by name.
+TEST(NerfCli, TrainsDataParallelAndRefusesBadDeviceLists) {
+  const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_cli_devices";
+  std::filesystem::remove_all(dir);
+  test::write_procedural_scene(dir / "scene", 6, 2, 16);
+  std::ofstream(dir / "small.json") << R"({"encoding": {"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 14},
+    "training": {"target_samples": 4096, "grid_update_interval": 64}})";
+  const std::string common = "nerf train " + (dir / "scene").string() + " --config " + (dir / "small.json").string() +
+                             " --steps 20 --eval-at 1000 --no-progress --out " + (dir / "out").string();
+  const std::string json = (dir / "result.json").string();
+  auto r = test::run_cli(common + " --devices cpu:0,cpu:1 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("data-parallel over 2 devices"), std::string::npos) << r.output;
+  const Json j = load_json_file(json);
+  EXPECT_EQ(j["devices"].get<std::string>(), "cpu:0,cpu:1");
+  EXPECT_EQ(j["steps"].get<int>(), 20);
+  EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
+  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "model.tnerf"));
+
+  r = test::run_cli(common + " --devices cpu:0,cpu:0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("cpu:0 appears twice"), std::string::npos) << r.output;
+  r = test::run_cli(common + " --devices cpu:0,,cpu:1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("empty entry"), std::string::npos) << r.output;
+  r = test::run_cli(common + " --devices cpu:0,cpu:1 --device cpu");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("excludes"), std::string::npos) << r.output;
+}
+
 TEST(NerfCli, MeshFollowsTheSpheresAndCameraPathsRenderToVideo) {
   const auto dir = test::fresh_dir("tessera_nerf_mesh");
   test::write_procedural_scene(dir / "scene", 16, 2, 32);
