@@ -115,7 +115,7 @@ void run_train(const NerfTrainOptions& o) {
   const std::vector<Device> devices = o.devices.empty() ? std::vector<Device>{choose_device(o.device)}
                                                         : parse_device_list(o.devices);
   const Device dev = devices[0];
-  TESSERA_CHECK(devices.size() == 1 || !o.serve->count(),
+  TESSERA_CHECK(o.devices.empty() || !o.serve->count(),
                 "nerf train: --serve watches one device's training; leave it out with --devices");
   const bool capture_flags = o.optimize_exposure || o.optimize_poses || o.optimize_focal || o.appearance_dims;
   TESSERA_CHECK(o.resume_path.empty() || (o.config_path.empty() && !capture_flags),
@@ -157,7 +157,7 @@ void run_train(const NerfTrainOptions& o) {
   nerf::NerfTrainer& trainer = *ranks[0];
   std::vector<std::unique_ptr<dist::Communicator>> comms;
   std::unique_ptr<FollowerRanks> followers;
-  if (devices.size() > 1) {
+  if (!o.devices.empty()) {  // one device too: the same path, a group of one
     comms = make_device_group(devices);
     std::vector<std::thread> joining;
     for (size_t r = 1; r < ranks.size(); ++r) joining.emplace_back([&, r] { ranks[r]->set_communicator(comms[r].get()); });

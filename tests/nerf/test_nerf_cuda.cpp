@@ -49,10 +49,11 @@ TEST(NerfCuda, LearnsTheProceduralScene) {
 }
 
 // stop_window on the GPU (the CPU test, tests/nerf/test_nerf_train.cpp, checks whole runs
-// bit for bit): the stops, hence the trained samples and the loss, agree with inferring
-// every marched sample up to rounding (the density network may take another kernel for the
-// window's smaller batches, so a density can differ in its last bits and move a stop by a
-// sample), and stay close over later steps (the grid backward's atomic sums differ too).
+// bit for bit; on the GPU the grid backward's atomic sums make two runs drift apart): the
+// windowed trainer runs (its buffers once sat in host memory: an illegal address on CUDA
+// only) and, once the spheres are opaque enough for rays to stop, trains about as many
+// samples per step as inferring every marched sample does. (Weights scaled up, as the CPU
+// test does, give no stops on the GPU: measured 0 of 31 steps on an H200.)
 TEST(NerfCuda, AStopWindowFindsTheSameStops) {
   REQUIRE_CUDA();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_stop_window_cuda";
@@ -62,31 +63,24 @@ TEST(NerfCuda, AStopWindowFindsTheSameStops) {
   nerf::NerfTrainer all(config, nerf::load_dataset(dir.string(), {.split = "train"}), kCuda, 3);
   config["training"]["stop_window"] = 4;
   nerf::NerfTrainer windowed(config, nerf::load_dataset(dir.string(), {.split = "train"}), kCuda, 3);
-  for (nerf::NerfTrainer* t : {&all, &windowed}) {
-    // Weights scaled up make dense spots everywhere, so rays stop from the first step on.
-    const TensorView params = t->model().params();
-    std::vector<float> p(params.numel());
-    download_from_view(kCuda, p.data(), params, p.size() * sizeof(float));
-    for (float& x : p) x *= 6.0f;
-    upload_to_view(kCuda, params, p.data(), p.size() * sizeof(float));
-    t->model().params_changed();
-  }
-  for (int i = 0; i < 31; ++i) {
+  constexpr int kWarmup = 400, kCompared = 40;
+  int steps_with_stops = 0;
+  double trained_all = 0, trained_windowed = 0, loss_all = 0, loss_windowed = 0;
+  for (int i = 0; i < kWarmup + kCompared; ++i) {
     all.step();
     windowed.step();
-    const double ratio = double(windowed.samples_last_step()) / double(all.samples_last_step());
-    const double loss_ratio = double(windowed.last_loss()) / double(all.last_loss());
-    std::printf("step %d: marched %u / %u, trained %u / %u (all / windowed), loss %.6g / %.6g\n", i,
-                all.samples_marched_last_step(), windowed.samples_marched_last_step(), all.samples_last_step(),
-                windowed.samples_last_step(), all.last_loss(), windowed.last_loss());
-    if (i == 0) {
-      ASSERT_LT(all.samples_last_step(), all.samples_marched_last_step()) << "no ray stopped: nothing to leave out";
-      EXPECT_NEAR(ratio, 1.0, 0.01);
-      EXPECT_NEAR(loss_ratio, 1.0, 0.01);
-    }
-    EXPECT_NEAR(ratio, 1.0, 0.1) << "step " << i;
     ASSERT_TRUE(std::isfinite(windowed.last_loss())) << "step " << i;
+    if (i < kWarmup) continue;
+    steps_with_stops += windowed.samples_last_step() < windowed.samples_marched_last_step();
+    trained_all += all.samples_last_step(), trained_windowed += windowed.samples_last_step();
+    loss_all += all.last_loss(), loss_windowed += windowed.last_loss();
   }
+  std::printf("last %d steps: %d with stops; trained samples %.0f / %.0f, mean loss %.5g / %.5g (all / windowed)\n",
+              kCompared, steps_with_stops, trained_all, trained_windowed, loss_all / kCompared,
+              loss_windowed / kCompared);
+  EXPECT_GE(steps_with_stops, kCompared / 2) << "rays must stop for the window to leave samples out";
+  EXPECT_NEAR(trained_windowed / trained_all, 1.0, 0.05);
+  EXPECT_NEAR(loss_windowed / loss_all, 1.0, 0.1);
 }
 
 }  // namespace
