@@ -30,8 +30,11 @@ Json default_nerf_config() {
       // (x0.33 every 10000 from step 20000); this one follows the budget: the rate holds
       // for the first half of --seconds/--steps, then falls to 0.03x at the end. Lego and
       // the fox, H200, a run per budget: +0.3 / +0.4 dB at 15 s, the same or +0.1 at 30 s,
-      // the same at 5, 60 and 120 s (BENCHMARKS.md, issue 32). instant-ngp's base.json,
-      // loaded as a config, keeps its own.
+      // the same at 5, 60 and 120 s (BENCHMARKS.md, issue 32). Every table entry is updated
+      // every step (update_untouched, PyTorch's dense Adam: an entry's momentum carries it
+      // on after the batch left it), without L2: lego +0.4 / +0.2 dB at 5 / 15 s, the fox
+      // +0.25 / +0.2 at 5 / 15 s (BENCHMARKS.md, issue 32). instant-ngp's base.json, loaded
+      // as a config, keeps its own.
       {"optimizer",
        {{"otype", "Ema"},
         {"decay", 0.95},
@@ -45,7 +48,8 @@ Json default_nerf_config() {
             {"beta1", 0.9},
             {"beta2", 0.99},
             {"epsilon", 1e-15},
-            {"l2_reg", 1e-6}}}}}}},
+            {"l2_reg", 0.0},
+            {"update_untouched", true}}}}}}},
       {"encoding",
        {{"otype", "HashGrid"},
         {"n_levels", 16},
@@ -71,6 +75,17 @@ Json default_nerf_config() {
 namespace {
 
 constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most this x target_samples
+
+// Sets a true boolean `key` of the Adam nested anywhere in an optimizer config to false;
+// returns whether it was true.
+bool disable_adam_key(Json& optimizer, const char* key) {
+  if (!optimizer.is_object()) return false;
+  if (optimizer.contains(key) && optimizer.at(key).is_boolean() && optimizer.at(key).get<bool>()) {
+    optimizer[key] = false;
+    return true;
+  }
+  return optimizer.contains("nested") && disable_adam_key(optimizer.at("nested"), key);
+}
 
 NerfTrainingOptions parse_training(const Json& c, Device device) {
   check_known_keys(c, "NeRF config \"training\"",
@@ -142,6 +157,12 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   }
   config_.at("encoding") = with_scene_grid_scale(config_.at("encoding"), train_.aabb_scale);
   options_ = parse_training(config_.at("training"), device);
+  // Pose refinement needs the scene's tables to hold still where the batch left them: with
+  // every entry moving every step (update_untouched) the scene bends to the wrong poses
+  // first (measured: a 3-degree error went from 3.5 px to 1.0 px without it, stayed at
+  // 1.05 px with it; tests/nerf/test_frame_training.cpp).
+  if (options_.optimize_extrinsics && disable_adam_key(config_.at("optimizer"), "update_untouched"))
+    log(LogLevel::info, "NeRF: pose refinement trains the tables with tiny-cuda-nn's sparse Adam (update_untouched off)");
   loss_ = nn::parse_loss(config_.at("loss"));
 
   NerfModel model = make_nerf_model(config_, device);
