@@ -32,7 +32,7 @@ Json default_nerf_config() {
       // the fox, H200, a run per budget: +0.3 / +0.4 dB at 15 s, the same or +0.1 at 30 s,
       // the same at 5, 60 and 120 s (BENCHMARKS.md, issue 32). Every table entry is updated
       // every step (update_untouched, PyTorch's dense Adam: an entry's momentum carries it
-      // on after the batch left it), without L2: lego +0.4 / +0.2 dB at 5 / 15 s, the fox
+      // on after the batch left it): lego +0.4 / +0.2 dB at 5 / 15 s, the fox
       // +0.25 / +0.2 at 5 / 15 s (BENCHMARKS.md, issue 32). instant-ngp's base.json, loaded
       // as a config, keeps its own.
       {"optimizer",
@@ -48,7 +48,7 @@ Json default_nerf_config() {
             {"beta1", 0.9},
             {"beta2", 0.99},
             {"epsilon", 1e-15},
-            {"l2_reg", 0.0},
+            {"l2_reg", 1e-6},
             {"update_untouched", true}}}}}}},
       {"encoding",
        {{"otype", "HashGrid"},

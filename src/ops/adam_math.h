@@ -26,13 +26,13 @@ TESSERA_HD AdamStepScalars adam_step_scalars(const AdamHyper& h, uint32_t applie
 // `matrix` marks network weights; the rest (encoding tables) follow tiny-cuda-nn: no L2
 // term, their own learning-rate factor, and entries with a zero gradient (untouched by the
 // batch) keep their moments, which is what makes sparse hash-table updates work (unless
-// h.update_untouched: every entry, with L2, as PyTorch's Adam). The
+// h.update_untouched: every entry every step, as PyTorch's Adam; still no L2). The
 // decays shrink p by the step's bias-corrected rate as tiny-cuda-nn's weight_decay does.
 // Returns whether p changed.
 TESSERA_HD bool adam_update(const AdamHyper& h, bool matrix, const AdamStepScalars& s, float g, float& p, float& m,
                             float& v) {
   if (matrix ? !h.optimize_matrix : (!h.optimize_non_matrix || (g == 0.0f && !h.update_untouched))) return false;
-  if (matrix || h.update_untouched) g += h.l2_reg * p;
+  if (matrix) g += h.l2_reg * p;
   const float lr = matrix ? h.learning_rate : h.learning_rate * h.non_matrix_learning_rate_factor;
   m = h.beta1 * m + (1.0f - h.beta1) * g;
   v = h.beta2 * v + (1.0f - h.beta2) * g * g;

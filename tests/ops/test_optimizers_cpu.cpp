@@ -51,8 +51,8 @@ TEST(AdamCpu, NonMatrixParamsFollowTinyCudaNn) {
   EXPECT_EQ(v[5], 0.0f);
 }
 
-// update_untouched (PyTorch's Adam): a zero-gradient table entry takes the L2 term and its
-// moments move it (here m alone: l2_reg 0 leaves g = 0), while the default leaves it alone.
+// update_untouched (PyTorch's Adam): a zero-gradient table entry is moved by its moments,
+// while the default leaves it alone; tables take no L2 term either way.
 TEST(AdamCpu, UpdateUntouchedMovesZeroGradientTableEntries) {
   ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 0.0f};
   h.update_untouched = true;
@@ -65,14 +65,15 @@ TEST(AdamCpu, UpdateUntouchedMovesZeroGradientTableEntries) {
   EXPECT_NEAR(p[0], 1.0 - 0.01 * m_hat / (std::sqrt(v_hat) + 1e-8), 1e-6);
   EXPECT_NEAR(m[0], m1, 1e-7);
   EXPECT_EQ(p[1], 1.0f);  // no moment, no L2: nothing moves it
-  // With L2 an untouched entry is pulled to 0: at step 1 Adam's step is lr x sign.
+  // No L2 on tables: with l2_reg an untouched entry without moments stays put (PyTorch's
+  // weight decay would make that a full lr step towards 0); a matrix entry takes it.
   h.l2_reg = 1e-6f;
-  h.epsilon = 1e-15f;  // instant-ngp's: the step is lr x sign(p) to 1e-9 relative
+  h.epsilon = 1e-15f;  // instant-ngp's
   p = {2.0f, -2.0f}, m = {0.0f, 0.0f}, v = {0.0f, 0.0f};
   s.optimizer_steps = 1;
-  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), s);
-  EXPECT_NEAR(p[0], 2.0 - 0.01, 1e-5);
-  EXPECT_NEAR(p[1], -2.0 + 0.01, 1e-5);
+  ops::cpu::adam_step(h, 2, 1, g.data(), p.data(), m.data(), v.data(), s);
+  EXPECT_NEAR(p[0], 2.0 - 0.01, 1e-5);  // matrix: g = 2e-6, step 1 is lr x sign
+  EXPECT_EQ(p[1], -2.0f);
   h.update_untouched = false;  // tiny-cuda-nn: untouched entries keep everything
   const auto before = p;
   ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), s);

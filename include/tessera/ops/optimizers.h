@@ -24,9 +24,11 @@ struct AdamHyper {
   // (the step size clamped to bounds that close on 0.1): see adam_update.
   float relative_decay = 0.0f, absolute_decay = 0.0f;
   bool adabound = false;
-  // Encoding entries no sample touched (zero gradient) are updated too, with the l2_reg
-  // term, as PyTorch's Adam updates every parameter (nerfacc's recipe); tiny-cuda-nn skips
-  // them. Their moments keep moving them after the batch left them.
+  // Encoding entries no sample touched (zero gradient) are updated too, as PyTorch's Adam
+  // updates every parameter (nerfacc's recipe); tiny-cuda-nn skips them. Their moments keep
+  // moving them after the batch left them. The tables still take no L2 term: PyTorch's
+  // weight decay there would be a gradient of its own on every untouched entry, which Adam
+  // turns into a full-rate step towards zero (measured: NeRF lost 6 dB).
   bool update_untouched = false;
 };
 

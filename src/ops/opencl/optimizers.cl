@@ -23,7 +23,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
     float g = grad[g_off + i];
     if (matrix ? !optimize_matrix : (!optimize_non_matrix || (g == 0.0f && !update_untouched))) continue;
     float p = params[p_off + i];
-    if (matrix || update_untouched) g += l2_reg * p;
+    if (matrix) g += l2_reg * p;
     const float rate = matrix ? lr : lr * non_matrix_factor;
     const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * g;
     const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * g * g;
