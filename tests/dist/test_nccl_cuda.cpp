@@ -84,8 +84,10 @@ TEST(NcclCuda, AOneProcessGroupTrainsLikeNoGroup) {
                 "n_hidden_layers": 2},
     "loss": {"otype": "L2"}, "optimizer": {"otype": "Adam", "learning_rate": 1e-2}})");
   auto plain = nn::ModelTrainer::from_config(config, 3, 4, gpu, 9);
+  auto again = nn::ModelTrainer::from_config(config, 3, 4, gpu, 9);  // how far two plain runs drift
   auto ranked = nn::ModelTrainer::from_config(config, 3, 4, gpu, 9);
   plain->set_fused_step(false);
+  again->set_fused_step(false);
   ranked->set_communicator(comm.get());
   constexpr uint32_t kBatch = 1u << 14;
   Buffer<float> x(gpu, kBatch * 3), y(gpu, kBatch * 4);
@@ -93,16 +95,25 @@ TEST(NcclCuda, AOneProcessGroupTrainsLikeNoGroup) {
     x.copy_from_host(test::random_floats(kBatch * 3, 0.0f, 1.0f, s));
     y.copy_from_host(test::random_floats(kBatch * 4, 0.0f, 1.0f, 100 + s));
     plain->training_step(x.matrix(kBatch, 3), y.matrix(kBatch, 4));
+    again->training_step(x.matrix(kBatch, 3), y.matrix(kBatch, 4));
     ranked->training_step(x.matrix(kBatch, 3), y.matrix(kBatch, 4));
   }
-  std::vector<float> a(plain->n_params()), b(ranked->n_params());
-  download_from_view(gpu, a.data(), plain->params(), a.size() * sizeof(float));
-  download_from_view(gpu, b.data(), ranked->params(), b.size() * sizeof(float));
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
-  std::printf("one-rank NCCL trainer vs no group after 20 steps: max |difference| %.3g\n", worst);
-  // The grid backward's atomic sums differ between any two runs.
-  EXPECT_LT(worst, 1e-3);
+  auto host = [&](nn::ModelTrainer& t) {
+    std::vector<float> p(t.n_params());
+    download_from_view(gpu, p.data(), t.params(), p.size() * sizeof(float));
+    return p;
+  };
+  const std::vector<float> a = host(*plain), b = host(*ranked), c = host(*again);
+  double worst = 0.0, drift = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, double(std::abs(a[i] - b[i])));
+    drift = std::max(drift, double(std::abs(a[i] - c[i])));
+  }
+  std::printf("after 20 steps, max |difference| to a plain trainer: one-rank NCCL trainer %.3g, another plain run %.3g\n",
+              worst, drift);
+  // The grid backward's atomic sums make any two runs drift apart (H200: 6.1e-4 after 20
+  // Adam steps); the one-rank group must stay within that noise.
+  EXPECT_LT(worst, 10.0 * drift + 1e-5);
 }
 
 }  // namespace
