@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "follower_ranks.h"
+#include "data_parallel.h"
 #include "plot.h"
 #include "subprocess.h"
 #include "tessera/core/backend.h"
@@ -38,7 +38,7 @@ namespace {
 struct NerfTrainOptions {
   std::string scene, config_path, device = "auto", out_dir = "nerf_out", json_path, eval_at = "5,15,30,60,120,300",
                                   snapshot_path, resume_path;
-  std::string devices;  // data-parallel: cuda:0,cuda:1 (empty: one device)
+  DataParallelOptions parallel;
   double seconds = 0;
   uint64_t steps = 0;
   uint32_t holdout = 0, eval_views = 0;
@@ -112,11 +112,11 @@ uint32_t scene_holdout(const std::string& scene, uint32_t holdout) {
 }
 
 void run_train(const NerfTrainOptions& o) {
-  const std::vector<Device> devices = o.devices.empty() ? std::vector<Device>{choose_device(o.device)}
-                                                        : parse_device_list(o.devices);
+  DataParallel group(o.parallel, o.device, "nerf train");
+  const std::vector<Device>& devices = group.devices();
   const Device dev = devices[0];
-  TESSERA_CHECK(o.devices.empty() || !o.serve->count(),
-                "nerf train: --serve watches one device's training; leave it out with --devices");
+  TESSERA_CHECK(!group.grouped() || !o.serve->count(),
+                "nerf train: --serve watches one device's training; leave it out of data-parallel runs");
   const bool capture_flags = o.optimize_exposure || o.optimize_poses || o.optimize_focal || o.appearance_dims;
   TESSERA_CHECK(o.resume_path.empty() || (o.config_path.empty() && !capture_flags),
                 "nerf train: --resume continues with the snapshot's config; leave out --config, --optimize-exposure, "
@@ -129,7 +129,7 @@ void run_train(const NerfTrainOptions& o) {
     if (o.optimize_focal) training["optimize_focal_length"] = true;
     if (o.appearance_dims) training["n_extra_learnable_dims"] = o.appearance_dims;
   }
-  ensure_output_folder(o.out_dir);
+  if (group.leads()) ensure_output_folder(o.out_dir);
   const std::string snapshot_path =
       o.snapshot_path.empty() ? (std::filesystem::path(o.out_dir) / "model.tnerf").string() : o.snapshot_path;
   Stopwatch load_clock;
@@ -145,8 +145,8 @@ void run_train(const NerfTrainOptions& o) {
   // Resumed: the snapshot's model, optimizer, grid and step count, and its run record
   // (training seconds, evaluations); --seconds and --steps count from the first run's start.
   Json run = Json::object();
-  // Data-parallel (--devices): a trainer per device, rank 0 first; every rank starts from
-  // the same seed or snapshot, marches its own rays, and averages gradients with the others.
+  // Data-parallel: a trainer per device of this process; every rank starts from the same
+  // seed or snapshot, marches its own rays, and averages gradients with the others.
   std::vector<std::unique_ptr<nerf::NerfTrainer>> ranks(devices.size());
   for (size_t r = devices.size(); r-- > 0;) {
     nerf::Dataset mine = r == 0 ? std::move(train) : train;
@@ -155,20 +155,24 @@ void run_train(const NerfTrainOptions& o) {
                                      : nerf::resume_snapshot(o.resume_path, std::move(mine), devices[r], record);
   }
   nerf::NerfTrainer& trainer = *ranks[0];
-  std::vector<std::unique_ptr<dist::Communicator>> comms;
-  std::unique_ptr<FollowerRanks> followers;
-  if (!o.devices.empty()) {  // one device too: the same path, a group of one
-    comms = make_device_group(devices);
+  if (group.grouped()) {  // one device too: the same path, a group of one
     std::vector<std::thread> joining;
-    for (size_t r = 1; r < ranks.size(); ++r) joining.emplace_back([&, r] { ranks[r]->set_communicator(comms[r].get()); });
-    trainer.set_communicator(comms[0].get());
+    for (size_t r = 1; r < ranks.size(); ++r) joining.emplace_back([&, r] { ranks[r]->set_communicator(group.comm(r)); });
+    trainer.set_communicator(group.comm(0));
     for (auto& t : joining) t.join();
-    followers = std::make_unique<FollowerRanks>(comms, [&](int r, double fraction) {
-      ranks[size_t(r)]->set_budget_progress(fraction);
-      ranks[size_t(r)]->step();
-    });
-    fmt::print("nerf train: data-parallel over {} devices ({} communicator), each training its own rays\n",
-               devices.size(), comms[0]->kind());
+    fmt::print("nerf train: data-parallel, {}, each rank training its own rays\n", group.describe());
+  }
+  group.start(
+      [&](size_t r, double fraction) {
+        ranks[r]->set_budget_progress(fraction);
+        ranks[r]->step();
+      },
+      [&](size_t r) -> Stream& { return ranks[r]->stream(); });
+  if (!group.leads()) {
+    const uint64_t steps = group.follow();
+    fmt::print("nerf train: rank {} took {} steps; rank 0 evaluates and writes the outputs\n", group.first_rank(),
+               steps);
+    return;
   }
   trainer.set_profiling(o.profile);
   nn::RunRecord resumed = o.resume_path.empty() ? nn::RunRecord() : nn::RunRecord::from_json(run, o.resume_path);
@@ -194,11 +198,7 @@ void run_train(const NerfTrainOptions& o) {
   double last_psnr = resumed.evaluations.empty() ? 0 : evaluation_of(resumed.evaluations.back()).psnr_white;
   double final_eval_seconds = 0;
   nn::TrainingSession::Hooks hooks;
-  hooks.step = [&](const nn::TrainingSession& s) {
-    if (followers) followers->step(s.fraction_done());
-    trainer.set_budget_progress(s.fraction_done());
-    trainer.step();
-  };
+  hooks.step = [&](const nn::TrainingSession& s) { group.step(s.fraction_done()); };
   hooks.read_loss = [&] { return trainer.last_loss(); };
   hooks.evaluate = [&](const nn::SessionEvaluation& at, nn::EvalReason why) {
     Stopwatch clock;
@@ -233,10 +233,10 @@ void run_train(const NerfTrainOptions& o) {
   const nn::RunRecord& record = [&]() -> const nn::RunRecord& {
     try {
       const nn::RunRecord& r = session.run();
-      if (followers) followers->finish();
+      group.finish();
       return r;
     } catch (const std::exception& e) {
-      if (followers) followers->abort(e.what());  // no rank waits on rank 0 any more
+      group.abort(e.what());  // no rank waits on rank 0 any more
       throw;
     }
   }();
@@ -302,7 +302,8 @@ void run_train(const NerfTrainOptions& o) {
   write_json_result(o.json_path, Json{{"command", "nerf train"},
                                       {"scene", o.scene},
                                       {"device", to_string(dev)},
-                                      {"devices", o.devices.empty() ? to_string(dev) : o.devices},
+                                      {"devices", o.parallel.devices.empty() ? to_string(dev) : o.parallel.devices},
+                                      {"world_size", group.world_size()},
                                       {"steps", step},
                                       {"train_seconds", train_seconds},
                                       {"loop_seconds", loop_seconds},
@@ -519,11 +520,8 @@ void register_nerf(CLI::App& root) {
                   "count, PSNR curve); --seconds and --steps then count from the start of the first run")
       ->check(CLI::ExistingFile);
   add_device_option(*cmd, o.device);
-  cmd->add_option("--devices", o.devices,
-                  "data-parallel training on these devices (cuda:0,cuda:1; cpu:0,cpu:1 to try it without GPUs): each "
-                  "marches and trains its own rays (target_samples each), gradients averaged every step (NCCL on "
-                  "GPUs); evaluation and the snapshot come from the first")
-      ->excludes("--device");
+  add_data_parallel_options(*cmd, o.parallel,
+                            "each marches and trains its own rays (target_samples each, at the same learning rate)");
   cmd->add_option("--out", o.out_dir, "folder for psnr.csv, psnr.png and the test renderings")->capture_default_str();
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->add_option("--snapshot", o.snapshot_path, "where to write the trained model (default: OUT/model.tnerf)")

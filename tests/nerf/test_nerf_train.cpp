@@ -215,9 +215,10 @@ TEST(NerfCli, TrainsDataParallelAndRefusesBadDeviceLists) {
   const std::string json = (dir / "result.json").string();
   auto r = test::run_cli(common + " --devices cpu:0,cpu:1 --json " + json);
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("data-parallel over 2 devices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("data-parallel, 2 devices in this process"), std::string::npos) << r.output;
   const Json j = load_json_file(json);
   EXPECT_EQ(j["devices"].get<std::string>(), "cpu:0,cpu:1");
+  EXPECT_EQ(j["world_size"].get<int>(), 2);
   EXPECT_EQ(j["steps"].get<int>(), 20);
   EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "model.tnerf"));
@@ -231,6 +232,19 @@ TEST(NerfCli, TrainsDataParallelAndRefusesBadDeviceLists) {
   r = test::run_cli(common + " --devices cpu:0,cpu:1 --device cpu");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("excludes"), std::string::npos) << r.output;
+  // One process per rank: checked before any work, and only on GPUs.
+  r = test::run_cli(common + " --rank 2 --world-size 2 --init tcp://127.0.0.1:29511");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--rank 2 is not below --world-size 2"), std::string::npos) << r.output;
+  r = test::run_cli(common + " --rank 0 --world-size 2");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--init"), std::string::npos) << r.output;
+  r = test::run_cli(common + " --rank 0 --world-size 2 --init 127.0.0.1:29511");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("expected tcp://HOST:PORT"), std::string::npos) << r.output;
+  r = test::run_cli(common + " --rank 1 --world-size 2 --init tcp://127.0.0.1:29511 --device cpu");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("one process per rank runs on CUDA GPUs"), std::string::npos) << r.output;
 }
 
 TEST(NerfCli, MeshFollowsTheSpheresAndCameraPathsRenderToVideo) {
