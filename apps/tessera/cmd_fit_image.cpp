@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "data_parallel.h"
 #include "image_io.h"
 #include "plot.h"
 #include "tessera/core/buffer.h"
@@ -19,8 +21,6 @@
 #include "tessera/core/image_metrics.h"
 #include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
-#include "tessera/ops/dispatch.h"
-#include "tessera/ops/image_sample.h"
 
 namespace tessera::app {
 
@@ -44,10 +44,11 @@ struct FitImageOptions {
   std::string image_path, config_path;
   uint64_t steps = 0;      // 0: until --seconds
   double seconds = 0;      // 0: until --steps
-  uint32_t log2_batch = 0; // 0: 2^18 on CUDA, 2^12 on the CPU
+  uint32_t log2_batch = 0; // 0: 2^18 on CUDA, 2^12 on the CPU; split over data-parallel ranks
   uint32_t eval_every = 0; // extra evaluations every N steps
   uint64_t seed = 1337;
   FitRunOptions run{.out_dir = "fit_image_out"};
+  DataParallelOptions parallel;
 };
 
 
@@ -91,24 +92,69 @@ class ImageEvaluator {
   std::vector<float> prediction_;
 };
 
+// One data-parallel rank of this process: its model and its share of each batch.
+struct ImageRank {
+  std::unique_ptr<nn::ModelTrainer> trainer;
+  Buffer<float> image, xy, target;
+  float loss = 0;
+};
+
 void run(const FitImageOptions& o) {
-  const Device dev = choose_device(o.run.device);
+  DataParallel group(o.parallel, o.run.device, "fit image");
+  const Device dev = group.devices()[0];
   const ImageRgb img = load_image_rgb(o.image_path);
   const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
-  auto trainer = nn::ModelTrainer::from_config(config, 2, 3, dev, o.seed);
+  const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev.kind == DeviceKind::cuda ? 18 : 12));
+  TESSERA_CHECK(batch % size_t(group.world_size()) == 0 && batch / size_t(group.world_size()) >= 16,
+                "fit image: a batch of {} does not split into {} ranks of at least 16 samples", batch,
+                group.world_size());
+  const size_t share = batch / size_t(group.world_size());
   // Resumed: the snapshot's weights, optimizer state and step count, and its run record
   // (seed, training time, evaluations); --steps and --seconds count from the first run's start.
   nn::RunRecord resumed;
-  if (!o.run.resume_path.empty())
-    resumed = nn::RunRecord::from_json(nn::load_training_snapshot(*trainer, o.run.resume_path), o.run.resume_path);
+  std::vector<ImageRank> ranks(group.devices().size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const Device d = group.devices()[r];
+    ranks[r].trainer = nn::ModelTrainer::from_config(config, 2, 3, d, o.seed);
+    if (!o.run.resume_path.empty()) {
+      const Json extra = nn::load_training_snapshot(*ranks[r].trainer, o.run.resume_path);
+      if (r == 0) resumed = nn::RunRecord::from_json(extra, o.run.resume_path);
+    }
+    ranks[r].image = make_buffer(d, img.rgb);
+    ranks[r].xy = Buffer<float>(d, share * 2);
+    ranks[r].target = Buffer<float>(d, share * 3);
+  }
+  nn::ModelTrainer* trainer = ranks[0].trainer.get();
   resumed.steps = trainer->steps();
   const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
+  if (group.grouped()) {
+    std::vector<std::thread> joining;
+    for (size_t r = 1; r < ranks.size(); ++r)
+      joining.emplace_back([&, r] { ranks[r].trainer->set_communicator(group.comm(r)); });
+    trainer->set_communicator(group.comm(0));
+    for (auto& t : joining) t.join();
+    fmt::print("fit image: data-parallel, {}, {} samples per rank\n", group.describe(), share);
+  }
+  // Each rank draws its own coordinates: the batch of one step is split over the ranks.
+  group.start(
+      [&](size_t r, double fraction) {
+        ImageRank& me = ranks[r];
+        me.trainer->optimizer().set_progress(fraction);
+        const uint64_t sample_seed = (seed * 0x9e3779b97f4a7c15ULL + me.trainer->steps()) * uint64_t(group.world_size()) +
+                                     uint64_t(group.first_rank() + int(r));
+        ops::call<ops::SampleImage>(me.xy.device(), me.image.view(), img.width, img.height, sample_seed,
+                                    me.xy.matrix(share, 2), me.target.matrix(share, 3));
+        me.loss = me.trainer->training_step(me.xy.matrix(share, 2), me.target.matrix(share, 3));  // waits for the step
+      },
+      [&](size_t r) -> Stream& { return ranks[r].trainer->stream(); });
+  if (!group.leads()) {
+    const uint64_t steps = group.follow();
+    fmt::print("fit image: rank {} took {} steps; rank 0 evaluates and writes the outputs\n", group.first_rank(), steps);
+    return;
+  }
   ensure_output_folder(o.run.out_dir);
   const std::string snapshot_path = o.run.snapshot_path.empty() ? (std::filesystem::path(o.run.out_dir) / "model.tsnap").string()
                                                              : o.run.snapshot_path;
-  const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : (dev.kind == DeviceKind::cuda ? 18 : 12));
-
-  Buffer<float> image = make_buffer(dev, img.rgb), xy(dev, batch * 2), target(dev, batch * 3);
   ImageEvaluator evaluator(img, dev);
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.run.out_dir) / name).string(); };
 
@@ -124,16 +170,10 @@ void run(const FitImageOptions& o) {
   so.seconds = o.seconds;
   so.eval_at = kMilestones;
   so.eval_every = o.eval_every;
-  float loss = 0;
+  const float& loss = ranks[0].loss;
   double last_psnr = resumed.evaluations.empty() ? 0 : json_get<double>(resumed.evaluations.back().metrics, "psnr_db", 0);
   nn::TrainingSession::Hooks hooks;
-  hooks.step = [&](const nn::TrainingSession& s) {
-    trainer->optimizer().set_progress(s.fraction_done());
-    const uint64_t sample_seed = seed * 0x9e3779b97f4a7c15ULL + trainer->steps();
-    ops::call<ops::SampleImage>(dev, image.view(), img.width, img.height, sample_seed, xy.matrix(batch, 2),
-                                target.matrix(batch, 3));
-    loss = trainer->training_step(xy.matrix(batch, 2), target.matrix(batch, 3));  // waits for the step
-  };
+  hooks.step = [&](const nn::TrainingSession& s) { group.step(s.fraction_done()); };
   hooks.read_loss = [&] { return loss; };
   hooks.evaluate = [&](const nn::SessionEvaluation& at, nn::EvalReason why) {
     last_psnr = evaluator.psnr(*trainer);
@@ -149,7 +189,16 @@ void run(const FitImageOptions& o) {
   nn::TrainingSession session(so, hooks, resumed, o.run.resume_path.empty() ? "fit image" : o.run.resume_path);
   bar = std::make_unique<ProgressBar>(fmt::format("fit image ({})", to_string(dev)), session.progress_total(),
                                       !o.run.no_progress);
-  const nn::RunRecord& record = session.run();
+  const nn::RunRecord& record = [&]() -> const nn::RunRecord& {
+    try {
+      const nn::RunRecord& r = session.run();
+      group.finish();
+      return r;
+    } catch (const std::exception& e) {
+      group.abort(e.what());  // no rank waits on rank 0 any more
+      throw;
+    }
+  }();
   bar->finish(fmt::format("psnr {:.2f} dB", last_psnr));
   write_image_png(out_path("reconstruction.png"), img.width, img.height, evaluator.prediction());
 
@@ -186,6 +235,7 @@ void run(const FitImageOptions& o) {
                                       {"width", img.width},
                                       {"height", img.height},
                                       {"device", to_string(dev)},
+                                      {"world_size", group.world_size()},
                                       {"batch", batch},
                                       {"steps", record.steps},
                                       {"train_seconds", record.train_seconds},
@@ -206,12 +256,15 @@ void register_fit_image(CLI::App& fit) {
                   "tiny-cuda-nn style JSON (encoding, network, loss, optimizer); default: configs/config_hash.json");
   cmd->add_option("--steps", o.steps, "training steps (default 2000 unless --seconds is given)");
   cmd->add_option("--seconds", o.seconds, "stop after this much training time")->check(finite_non_negative());
-  cmd->add_option("--log2-batch", o.log2_batch, "samples per step = 2^N (default 18 on CUDA, 12 on the CPU)")
+  cmd->add_option("--log2-batch", o.log2_batch,
+                  "samples per step = 2^N (default 18 on CUDA, 12 on the CPU), split over the ranks of a "
+                  "data-parallel run")
       ->check(CLI::Range(4, 24));
   cmd->add_option("--eval-every", o.eval_every, "also measure PSNR every N steps");
   cmd->add_option("--seed", o.seed, "random seed (initialization and samples; a resumed run keeps its snapshot's)")
       ->capture_default_str();
   add_fit_run_options(*cmd, o.run, "fit image", "same config", "reconstruction PNGs, psnr.csv, psnr.png");
+  add_data_parallel_options(*cmd, o.parallel, "each trains on its share of every batch");
   cmd->callback([] { run(o); });
 }
 

@@ -90,6 +90,29 @@ TEST(FitImage, LearnsAGeneratedImageOnCpu) {
   EXPECT_EQ(header, "step,train_seconds,loss,psnr_db");
 }
 
+// Two CPU ranks, each on half of every 4096-sample batch, learn the card as well as one
+// device on the whole batch does (LearnsAGeneratedImageOnCpu's bar); a batch that does not
+// split is refused.
+TEST(FitImage, TwoDataParallelRanksLearnTheImage) {
+  const auto dir = tessera::test::fresh_dir("tessera_fit_image_parallel");
+  write_test_card(dir / "card.png");
+  const std::string json = (dir / "result.json").string(), card = (dir / "card.png").string();
+  Result r = run("fit image " + card + " --devices cpu:0,cpu:1 --steps 300 --log2-batch 12 --no-progress --out " +
+                 (dir / "out").string() + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("data-parallel, 2 devices in this process (local), 2048 samples per rank"),
+            std::string::npos) << r.output;
+  const auto j = tessera::load_json_file(json);
+  EXPECT_EQ(j["world_size"].get<int>(), 2);
+  EXPECT_EQ(j["batch"].get<int>(), 4096);
+  EXPECT_GT(j["final_psnr_db"].get<double>(), 28.0) << j.dump(2);
+  EXPECT_TRUE(fs::exists(dir / "out" / "model.tsnap"));
+  r = run("fit image " + card + " --devices cpu:0,cpu:1,cpu:2 --steps 3 --log2-batch 12 --no-progress --out " +
+          (dir / "three").string());
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("does not split into 3 ranks"), std::string::npos) << r.output;
+}
+
 TEST(FitImage, BadImagesAreClearErrors) {
   const auto dir = tessera::test::fresh_dir("tessera_fit_image_errors");
   Result r = run("fit image " + (dir / "missing.png").string() + " --device cpu --no-progress");
