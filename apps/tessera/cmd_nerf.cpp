@@ -375,6 +375,7 @@ void run_eval(const NerfEvalOptions& o) {
 
 struct NerfRenderOptions {
   std::string snapshot, camera_path, path, device = "auto", out_dir = "nerf_render", video_path;
+  std::string devices;  // frames shared out over these devices (empty: --device)
   uint32_t orbit = 0, width = 0, height = 0, frames = 120;
   double fps = 30;
   bool no_video = false, no_progress = false;
@@ -412,8 +413,12 @@ void encode_video(const NerfRenderOptions& o, const std::string& video) {
 void run_render(const NerfRenderOptions& o) {
   const int ways = (o.orbit > 0) + !o.camera_path.empty() + !o.path.empty();
   TESSERA_CHECK(ways == 1, "nerf render: give one of --path orbit|FILE, --orbit N or --camera FILE");
-  const Device dev = choose_device(o.device);
-  auto trainer = nerf::load_snapshot(o.snapshot, dev);
+  const std::vector<Device> devices =
+      o.devices.empty() ? std::vector<Device>{choose_device(o.device)} : parse_device_list(o.devices);
+  std::vector<std::unique_ptr<nerf::NerfTrainer>> models;  // the snapshot on each device
+  std::vector<nerf::NerfTrainer*> renderers;
+  for (const Device& d : devices) renderers.push_back((models.emplace_back(nerf::load_snapshot(o.snapshot, d))).get());
+  nerf::NerfTrainer* trainer = renderers[0];
   ensure_output_folder(o.out_dir);
   std::vector<nerf::FrameView> cameras;
   const std::string file = !o.camera_path.empty() ? o.camera_path : (o.path == "orbit" ? "" : o.path);
@@ -430,15 +435,16 @@ void run_render(const NerfRenderOptions& o) {
   const nerf::Vec3 bg{o.background[0], o.background[1], o.background[2]};
   ProgressBar bar("nerf render", cameras.size(), !o.no_progress);
   const nerf::RenderStats stats =
-      nerf::render_frames(*trainer, cameras, bg, o.out_dir, [&](size_t done) { bar.update(done); });
+      nerf::render_frames(renderers, cameras, bg, o.out_dir, [&](size_t done) { bar.update(done); });
   bar.finish();
   const std::vector<double>& render_ms = stats.render_ms;
   std::vector<double> sorted = render_ms;
   std::sort(sorted.begin(), sorted.end());
-  fmt::print("nerf render: {} frames of {}x{} in {:.2f} s ({:.1f} frames/s with the PNGs; {:.1f} ms per frame "
+  fmt::print("nerf render: {} frames of {}x{} on {} in {:.2f} s ({:.1f} frames/s with the PNGs; {:.1f} ms per frame "
              "rendering, median; the first {:.1f} ms), written to {}/frame_*.png\n",
              cameras.size(), cameras.empty() ? 0 : cameras[0].camera.width,
-             cameras.empty() ? 0 : cameras[0].camera.height, stats.seconds,
+             cameras.empty() ? 0 : cameras[0].camera.height, o.devices.empty() ? devices[0].str() : o.devices,
+             stats.seconds,
              double(cameras.size()) / std::max(stats.seconds, 1e-9),
              sorted.empty() ? 0.0 : sorted[sorted.size() / 2], render_ms.empty() ? 0.0 : render_ms[0], o.out_dir);
   if (!o.no_video && cameras.size() > 1) {
@@ -607,6 +613,10 @@ void register_nerf(CLI::App& root) {
   rn->add_option("--height", r.height, "image height")->check(CLI::Range(1u, 16384u));
   rn->add_option("--background", r.background, "background colour, linear RGB")->expected(3)->check(CLI::Range(0.0f, 1.0f));
   add_device_option(*rn, r.device);
+  rn->add_option("--devices", r.devices,
+                 "render on these devices together (cuda:0,cuda:1): each takes the next frame; the files are "
+                 "numbered in path order")
+      ->excludes("--device");
   rn->add_option("--out", r.out_dir, "folder for frame_NNNN.png and video.mp4")->capture_default_str();
   rn->callback([] { run_render(r); });
 }

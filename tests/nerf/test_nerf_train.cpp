@@ -307,6 +307,19 @@ TEST(NerfCli, MeshFollowsTheSpheresAndCameraPathsRenderToVideo) {
   r = test::run_cli("nerf render " + snapshot + " --device cpu --path orbit --orbit 3 --out " + (dir / "x").string());
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("give one of"), std::string::npos) << r.output;
+  // Shared out over two devices: the same frames, under the same names.
+  r = test::run_cli("nerf render " + snapshot + " --devices cpu:0,cpu:1 --path " + (dir / "base_cam.json").string() +
+                    " --frames 8 --width 24 --height 24 --no-video --no-progress --out " + (dir / "path2").string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("on cpu:0,cpu:1"), std::string::npos) << r.output;
+  auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "frame_000" + std::to_string(i) + ".png";
+    EXPECT_EQ(bytes(dir / "path2" / name), bytes(dir / "path" / name)) << name;
+  }
 }
 
 }  // namespace

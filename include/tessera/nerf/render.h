@@ -27,8 +27,11 @@ struct RenderStats {
 
 // Renders cameras[i] over `background` (linear RGB) to folder/frame_%04d.png, after removing
 // the folder's earlier frame_*.png (an earlier, longer run's would join the video);
-// `progress(done)` after each frame.
-RenderStats render_frames(NerfTrainer& trainer, const std::vector<FrameView>& cameras, Vec3 background,
-                          const std::string& folder, const std::function<void(size_t done)>& progress = {});
+// `progress(done)` after each frame. Several trainers (the same model on several devices)
+// share the frames out, each rendering the next one not taken; the files are numbered by
+// camera whichever renders them.
+RenderStats render_frames(const std::vector<NerfTrainer*>& trainers, const std::vector<FrameView>& cameras,
+                          Vec3 background, const std::string& folder,
+                          const std::function<void(size_t done)>& progress = {});
 
 }  // namespace tessera::nerf
