@@ -260,9 +260,8 @@ void write_png(const std::string& path, int width, int height, int channels, std
   image.version = PNG_IMAGE_VERSION;
   image.width = png_uint_32(width), image.height = png_uint_32(height);
   image.format = channels == 4 ? PNG_FORMAT_RGBA : PNG_FORMAT_RGB;
-  png_alloc_size_t size = 0;
-  TESSERA_CHECK(png_image_write_to_memory(&image, nullptr, &size, 0, pixels.data(), 0, nullptr),
-                "PNG encoding failed for '{}': {}", path, image.message);
+  // Encoded once into libpng's worst-case size (asking for the exact size first encodes twice).
+  png_alloc_size_t size = PNG_IMAGE_PNG_SIZE_MAX(image);
   std::string encoded(size, '\0');
   TESSERA_CHECK(png_image_write_to_memory(&image, encoded.data(), &size, 0, pixels.data(), 0, nullptr),
                 "PNG encoding failed for '{}': {}", path, image.message);
