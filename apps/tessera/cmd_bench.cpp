@@ -176,6 +176,7 @@ void register_bench(CLI::App& root) {
   register_bench_gemm(*bench);
   register_bench_conv(*bench);
   register_bench_viewer(*bench);
+  register_bench_data_parallel(*bench);
 }
 
 }  // namespace tessera::app

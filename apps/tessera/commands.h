@@ -24,6 +24,7 @@ void register_bench_gemv(CLI::App& bench);
 void register_bench_gemm(CLI::App& bench);
 void register_bench_conv(CLI::App& bench);
 void register_bench_viewer(CLI::App& bench);
+void register_bench_data_parallel(CLI::App& bench);
 
 // `bench gemv|gemm|conv --device opencl[:N]`: our OpenCL kernels vs CLBlast on that device
 // (apps/tessera/opencl/; a clear error in builds without OpenCL).

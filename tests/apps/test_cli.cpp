@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "support/cli.h"
+#include "tessera/core/config.h"
 
 #include <array>
 #include <cstdio>
@@ -20,6 +21,24 @@ TEST(Cli, HelpEverywhere) {
     EXPECT_EQ(r.code, 0) << sub << ": " << r.output;
     EXPECT_NE(r.output.find("Usage"), std::string::npos) << sub;
   }
+}
+
+// Two CPU ranks on halves of a small batch: both cases run, the all-reduce is timed, and the
+// JSON says what was measured. (Speed-ups mean something on GPUs only.)
+TEST(Cli, BenchDataParallelRunsOnCpuRanks) {
+  const std::string json = testing::TempDir() + "/bench_dp.json";
+  const Result r = run("bench data-parallel --devices cpu:0,cpu:1 --log2-batch 8 --steps 2 --repeats 1 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const tessera::Json j = tessera::load_json_file(json);
+  ASSERT_EQ(j["results"].size(), 2u) << j.dump(1);
+  for (const auto& c : j["results"]) {
+    EXPECT_EQ(c["ranks"].get<int>(), 2);
+    EXPECT_EQ(c["communicator"].get<std::string>(), "local");
+    EXPECT_GT(c["group_step_ms"].get<double>(), 0.0);
+    EXPECT_GT(c["all_reduce_ms"].get<double>(), 0.0);
+  }
+  EXPECT_NE(run("bench data-parallel --devices cpu:0,cpu:1,cpu:2 --log2-batch 8").output.find("does not split"),
+            std::string::npos);
 }
 
 TEST(Cli, InfoListsBackends) {
