@@ -4,6 +4,7 @@
 
 #include <boost/asio.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <functional>
@@ -75,8 +76,63 @@ std::optional<ProcessGroup> ProcessGroup::from_environment() {
 
 namespace {
 
-// Rank 0: accepts world_size - 1 connections; each peer sends its rank (4 bytes), then
-// receives the blob's size (4 bytes) and the blob.
+constexpr uint8_t kMagic[4] = {'T', 'S', 'R', 'V'};
+constexpr uint32_t kProtocolVersion = 1;
+
+void put_u32(uint8_t* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out[i] = uint8_t(v >> (8 * i));
+}
+uint32_t get_u32(const uint8_t* in) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t(in[i]) << (8 * i);
+  return v;
+}
+bool has_magic(const uint8_t* in) { return std::equal(kMagic, kMagic + 4, in); }
+
+}  // namespace
+
+std::array<uint8_t, kJoinRequestBytes> encode_join_request(const JoinRequest& request) {
+  std::array<uint8_t, kJoinRequestBytes> out{};
+  std::copy(kMagic, kMagic + 4, out.data());
+  put_u32(out.data() + 4, kProtocolVersion);
+  put_u32(out.data() + 8, request.rank);
+  put_u32(out.data() + 12, request.world_size);
+  return out;
+}
+
+std::optional<JoinRequest> decode_join_request(std::span<const uint8_t, kJoinRequestBytes> bytes, int world_size) {
+  if (!has_magic(bytes.data())) return std::nullopt;
+  const uint32_t version = get_u32(bytes.data() + 4);
+  const JoinRequest r{get_u32(bytes.data() + 8), get_u32(bytes.data() + 12)};
+  TESSERA_CHECK(version == kProtocolVersion, "a peer speaks rendezvous protocol version {}, this build {}", version,
+                kProtocolVersion);
+  TESSERA_CHECK(r.world_size == uint32_t(world_size),
+                "a peer (rank {}) was started with world size {}, rank 0 with {}: every rank needs the same "
+                "--world-size",
+                r.rank, r.world_size, world_size);
+  TESSERA_CHECK(r.rank >= 1 && r.rank < uint32_t(world_size), "a peer claimed rank {}, not one of 1..{}", r.rank,
+                world_size - 1);
+  return r;
+}
+
+std::array<uint8_t, kReplyHeaderBytes> encode_reply_header(uint32_t blob_bytes) {
+  std::array<uint8_t, kReplyHeaderBytes> out{};
+  std::copy(kMagic, kMagic + 4, out.data());
+  put_u32(out.data() + 4, blob_bytes);
+  return out;
+}
+
+uint32_t decode_reply_header(std::span<const uint8_t, kReplyHeaderBytes> bytes) {
+  TESSERA_CHECK(has_magic(bytes.data()), "what answered at rank 0's address is not a tessera rank 0");
+  const uint32_t size = get_u32(bytes.data() + 4);
+  TESSERA_CHECK(size <= kMaxBlobBytes, "rank 0 announced a {}-byte id (at most {})", size, kMaxBlobBytes);
+  return size;
+}
+
+namespace {
+
+// Rank 0: accepts world_size - 1 peers; each sends a join request, then receives the reply
+// header and the blob. Connections that do not speak the protocol are dropped.
 void serve_blob(const ProcessGroup& g, const std::vector<uint8_t>& blob, std::chrono::milliseconds timeout) {
   asio::io_context io;
   tcp::acceptor acceptor(io);
@@ -87,27 +143,33 @@ void serve_blob(const ProcessGroup& g, const std::vector<uint8_t>& blob, std::ch
   if (!ec) acceptor.bind(where, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   TESSERA_CHECK(!ec, "rank 0: cannot listen on port {}: {}", g.port, ec.message());
-  const uint32_t size = uint32_t(blob.size());
-  std::vector<bool> served(size_t(g.world_size), false);
-  served[0] = true;
+  const auto header = encode_reply_header(uint32_t(blob.size()));
+  std::vector<bool> claimed(size_t(g.world_size), false), served(size_t(g.world_size), false);
+  claimed[0] = served[0] = true;
   int left = g.world_size - 1;
   std::string problem;
   std::function<void()> accept_next = [&] {
     auto socket = std::make_shared<tcp::socket>(io);
     acceptor.async_accept(*socket, [&, socket](const boost::system::error_code& e) {
       if (e) return;
-      auto peer_rank = std::make_shared<uint32_t>(0);
-      asio::async_read(*socket, asio::buffer(peer_rank.get(), 4), [&, socket, peer_rank](auto e2, size_t) {
+      auto request = std::make_shared<std::array<uint8_t, kJoinRequestBytes>>();
+      asio::async_read(*socket, asio::buffer(*request), [&, socket, request](auto e2, size_t) {
         if (e2) return;
-        if (*peer_rank == 0 || *peer_rank >= uint32_t(g.world_size) || served[*peer_rank]) {
-          problem = "a peer claimed rank " + std::to_string(*peer_rank) + ", which is not a free rank";
-          io.stop();
-          return;
+        std::optional<JoinRequest> peer;
+        try {
+          peer = decode_join_request(*request, g.world_size);
+        } catch (const Error& e) {
+          problem = e.what();
         }
-        const std::array<asio::const_buffer, 2> out{asio::buffer(&size, 4), asio::buffer(blob)};
-        asio::async_write(*socket, out, [&, socket, peer_rank](auto e3, size_t) {
+        if (peer && claimed[peer->rank]) problem = "two peers claimed rank " + std::to_string(peer->rank);
+        if (!problem.empty()) return io.stop();
+        if (!peer) return;  // not a rank: dropped
+        const uint32_t rank = peer->rank;
+        claimed[rank] = true;
+        const std::array<asio::const_buffer, 2> out{asio::buffer(header), asio::buffer(blob)};
+        asio::async_write(*socket, out, [&, socket, rank](auto e3, size_t) {
           if (e3) return;
-          served[*peer_rank] = true;
+          served[rank] = true;
           if (--left == 0) io.stop();
         });
       });
@@ -148,17 +210,20 @@ std::vector<uint8_t> fetch_blob(const ProcessGroup& g, std::chrono::milliseconds
                   g.rank, g.host, g.port, timeout.count(), last_error);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  const uint32_t me = uint32_t(g.rank);
-  uint32_t size = 0;
+  const auto request = encode_join_request({uint32_t(g.rank), uint32_t(g.world_size)});
+  std::array<uint8_t, kReplyHeaderBytes> header{};
   std::vector<uint8_t> blob;
   bool done = false;
   std::string problem;
-  asio::async_write(socket, asio::buffer(&me, 4), [&](auto e, size_t) {
+  asio::async_write(socket, asio::buffer(request), [&](auto e, size_t) {
     if (e) return void(problem = e.message());
-    asio::async_read(socket, asio::buffer(&size, 4), [&](auto e2, size_t) {
-      if (e2) return void(problem = e2.message());
-      if (size > (1u << 20)) return void(problem = "rank 0 announced a " + std::to_string(size) + "-byte id");
-      blob.resize(size);
+    asio::async_read(socket, asio::buffer(header), [&](auto e2, size_t) {
+      if (e2) return void(problem = e2.message() + " (rank 0 closed the connection: see its error)");
+      try {
+        blob.resize(decode_reply_header(header));
+      } catch (const Error& err) {
+        return void(problem = err.what());
+      }
       asio::async_read(socket, asio::buffer(blob), [&](auto e3, size_t) {
         if (e3) return void(problem = e3.message());
         done = true;

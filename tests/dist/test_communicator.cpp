@@ -7,6 +7,7 @@
 
 #include <boost/asio.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -173,6 +174,62 @@ TEST(ProcessGroup, RankZeroHandsItsIdToEveryRankOverTcp) {
   const auto g1 = dist::ProcessGroup::parse(1, 2, "tcp://127.0.0.1:" + std::to_string(other));
   const std::string e1 = test::error_of([&] { dist::share_from_rank0(g1, {}, std::chrono::milliseconds(300)); });
   EXPECT_NE(e1.find("did not answer"), std::string::npos) << e1;
+}
+
+// The rendezvous's messages: what a rank sends reads back; bytes of another protocol are
+// told apart from a rank of another run; a stray connection does not stop the rendezvous.
+TEST(ProcessGroup, JoinRequestsAreCheckedAndStrayConnectionsDropped) {
+  const auto request = dist::encode_join_request({2, 4});
+  const auto back = dist::decode_join_request(request, 4);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->rank, 2u);
+  EXPECT_EQ(back->world_size, 4u);
+  const std::string other_world = test::error_of([&] { dist::decode_join_request(request, 2); });
+  EXPECT_NE(other_world.find("world size 4, rank 0 with 2"), std::string::npos) << other_world;
+  const auto rank0 = dist::encode_join_request({0, 4});
+  EXPECT_NE(test::error_of([&] { dist::decode_join_request(rank0, 4); }).find("claimed rank 0"), std::string::npos);
+  std::array<uint8_t, dist::kJoinRequestBytes> http{};
+  std::memcpy(http.data(), "GET / HTTP/1.1\r\n", 16);
+  EXPECT_FALSE(dist::decode_join_request(http, 4).has_value());
+  EXPECT_EQ(dist::decode_reply_header(dist::encode_reply_header(128)), 128u);
+  const auto huge = dist::encode_reply_header(dist::kMaxBlobBytes + 1);
+  EXPECT_NE(test::error_of([&] { dist::decode_reply_header(huge); }).find("-byte id"), std::string::npos);
+
+  // Over TCP: a connection that sends an HTTP request first, then the real rank 1.
+  const uint16_t port = free_port();
+  const std::string init = "tcp://127.0.0.1:" + std::to_string(port);
+  const std::vector<uint8_t> id = {7, 7, 7};
+  std::vector<uint8_t> got;
+  const auto errors = on_ranks(2, [&](int r) {
+    if (r == 0) {
+      got = dist::share_from_rank0(dist::ProcessGroup::parse(0, 2, init), id, std::chrono::seconds(20));
+      return;
+    }
+    boost::asio::io_context io;
+    boost::asio::ip::tcp::socket stray(io);
+    for (int tries = 0;; ++tries) {
+      boost::system::error_code ec;
+      stray.connect({boost::asio::ip::make_address("127.0.0.1"), port}, ec);
+      if (!ec) break;
+      stray.close();
+      ASSERT_LT(tries, 200) << "rank 0 never listened";
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    boost::asio::write(stray, boost::asio::buffer(std::string("GET / HTTP/1.1\r\nHost: x\r\n\r\n")));
+    got = dist::share_from_rank0(dist::ProcessGroup::parse(1, 2, init), {}, std::chrono::seconds(20));
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_EQ(got, id);
+
+  // A rank started with another world size: rank 0 names the mismatch, the rank hears it left.
+  const uint16_t port2 = free_port();
+  const std::string init2 = "tcp://127.0.0.1:" + std::to_string(port2);
+  const auto mismatch = on_ranks(2, [&](int r) {
+    dist::share_from_rank0(dist::ProcessGroup::parse(r, r == 0 ? 2 : 3, init2), id, std::chrono::seconds(20));
+  });
+  EXPECT_NE(mismatch[0].find("world size 3, rank 0 with 2"), std::string::npos) << mismatch[0];
+  EXPECT_NE(mismatch[1].find("rank 0 closed the connection"), std::string::npos) << mismatch[1];
 }
 
 // Two ranks, each on half of every batch, against one trainer on the whole batch: the same
