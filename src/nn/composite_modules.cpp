@@ -106,9 +106,9 @@ class Sequential final : public CompositeBase {
     if (encoded_mlp_ && encoded_mlp_->inference(in, out)) return;
     run_forward(in, out, nullptr);
   }
-  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss) override {
-    if (owned_.size() == 1) return owned_[0]->fused_training_step(in, target, loss);
-    return encoded_mlp_ && encoded_mlp_->fused_training_step(in, target, loss);
+  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss, bool settle) override {
+    if (owned_.size() == 1) return owned_[0]->fused_training_step(in, target, loss, settle);
+    return encoded_mlp_ && encoded_mlp_->fused_training_step(in, target, loss, settle);
   }
   std::unique_ptr<ModuleContext> forward(ConstView in, View out) override {
     check_shapes("Sequential forward", in, out);

@@ -38,12 +38,12 @@ bool EncodedMlp::inference(ConstView in, View out) {
   return true;
 }
 
-bool EncodedMlp::fused_training_step(ConstView in, ConstView target, const LossParams& loss) {
+bool EncodedMlp::fused_training_step(ConstView in, ConstView target, const LossParams& loss, bool settle) {
   if (!contiguous_f32(in) || !contiguous_f32(target) || in.rows() == 0) return false;
   const size_t batch = in.rows();
   if (grid_in_kernel(batch, true)) {  // the kernel adds the grid's gradient: start from zero
     if (encoding_.n_params()) zero_view_bytes(mlp_.stream(), encoding_.tables().gradients);
-    mlp_.fused_training_step_grid_input(grid_views(), in, target, loss);
+    mlp_.fused_training_step_grid_input(grid_views(), in, target, loss, settle);
     return true;
   }
   const uint32_t width = encoding_.output_width();
@@ -60,7 +60,7 @@ bool EncodedMlp::fused_training_step(ConstView in, ConstView target, const LossP
   encoding_.inference(in, encoded);
   const bool encoding_trains = encoding_.n_params() > 0;
   const View encoded_grad = encoding_trains ? scratch_view(encoded_grad_, batch, width) : View();
-  mlp_.fused_training_step(encoded, target, loss, encoded_grad);
+  mlp_.fused_training_step(encoded, target, loss, encoded_grad, settle);
   if (encoding_trains) {
     ModuleContext none;  // encodings keep nothing from forward
     encoding_.backward(none, in, encoded_grad, View(), GradientMode::overwrite);

@@ -317,21 +317,23 @@ void FullyFusedMlp::inference_grid_input(const ops::FusedGridInputViews& grid, C
 }
 
 void FullyFusedMlp::fused_training_step_grid_input(const ops::FusedGridInputViews& grid, ConstView coords,
-                                                   ConstView target, const LossParams& loss) {
+                                                   ConstView target, const LossParams& loss, bool settle) {
   check_bound("training step", true);
   ops::FusedMlpTrainArgs a = fused_args(coords, View(), GradientMode::overwrite);
   a.grid = grid;
   a.target = target;
   a.loss = loss;
+  a.settle = settle;
   ops::call<ops::FusedMlpTrain>(stream(), cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 
-bool FullyFusedMlp::fused_training_step(ConstView in, ConstView target, const LossParams& loss) {
-  fused_training_step(in, target, loss, View());
+bool FullyFusedMlp::fused_training_step(ConstView in, ConstView target, const LossParams& loss, bool settle) {
+  fused_training_step(in, target, loss, View(), settle);
   return true;
 }
 
-void FullyFusedMlp::fused_training_step(ConstView input, ConstView target, const LossParams& loss, View dL_dinput) {
+void FullyFusedMlp::fused_training_step(ConstView input, ConstView target, const LossParams& loss, View dL_dinput,
+                                        bool settle) {
   const size_t batch = input.rows();
   TESSERA_CHECK(input.rank == 2 && input.cols() == input_width() && input.contiguous() &&
                     (input.dtype == DType::f32 || (input.dtype == DType::f16 && accepts_half_input(batch, true))) &&
@@ -350,14 +352,16 @@ void FullyFusedMlp::fused_training_step(ConstView input, ConstView target, const
                                         1.0f / float(std::max<size_t>(batch * n_out, 1)), dL_dout, TensorView(),
                                         state_);
     run_backward(*ctx, dL_dout, dL_dinput, GradientMode::overwrite);
-    ops::call<ops::SettleStep>(stream(), p_.gradients, state_);
+    if (settle) ops::call<ops::SettleStep>(stream(), p_.gradients, state_);
     return;
   }
   if (path_ == Path::gemm)
-    return gemm_->forward_backward_loss(p_.params, input, target, loss, View(), p_.gradients, dL_dinput, state_);
+    return gemm_->forward_backward_loss(p_.params, input, target, loss, View(), p_.gradients, dL_dinput, state_,
+                                        settle);
   ops::FusedMlpTrainArgs a = fused_args(input, dL_dinput, GradientMode::overwrite);
   a.target = target;
   a.loss = loss;
+  a.settle = settle;
   ops::call<ops::FusedMlpTrain>(stream(), cfg_.shape, cfg_.activations, a, fused_ws_);
 }
 

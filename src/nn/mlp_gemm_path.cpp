@@ -251,7 +251,7 @@ void MlpGemmPath::backward(const TensorView& dL_doutput, const TensorView& grads
 
 void MlpGemmPath::forward_backward_loss(const TensorView& params, const TensorView& input, const TensorView& target,
                                         const LossParams& loss, const TensorView& output, const TensorView& grads,
-                                        const TensorView& dL_dinput, const TensorView& state) {
+                                        const TensorView& dL_dinput, const TensorView& state, bool settle) {
   forward(params, input, output, true);
   const size_t n = input.rows() * s_.output_width;
   dL_doutput_.ensure(n);
@@ -259,7 +259,7 @@ void MlpGemmPath::forward_backward_loss(const TensorView& params, const TensorVi
   const TensorView dL_doutput = dL_doutput_.matrix(input.rows(), s_.output_width);
   ops::call<ops::LossForwardBackward>(*stream_, loss, last_output(n), target, 1.0f / float(n), dL_doutput,
                                       loss_partials_.view(), state);
-  backward(dL_doutput, grads, ops::GradientMode::overwrite, dL_dinput, state);
+  backward(dL_doutput, grads, ops::GradientMode::overwrite, dL_dinput, state, settle);
 }
 
 }  // namespace tessera::nn

@@ -42,7 +42,7 @@ class MlpGemmPath {
                 const TensorView& dL_dinput, const TensorView& state, bool settle = true);
   void forward_backward_loss(const TensorView& params, const TensorView& input, const TensorView& target,
                              const LossParams& loss, const TensorView& output, const TensorView& grads,
-                             const TensorView& dL_dinput, const TensorView& state);
+                             const TensorView& dL_dinput, const TensorView& state, bool settle);
 
  private:
   // Whether hidden layers apply their activation (and its derivative) in the GEMM epilogue.

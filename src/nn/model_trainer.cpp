@@ -71,8 +71,11 @@ void ModelTrainer::training_step_async(ConstView input, ConstView target) {
                 "training_step: target must be contiguous [{}, {}], got [{}, {}] (stride {})", batch, out,
                 target.rows(), target.cols(), target.row_stride());
   TESSERA_CHECK(batch > 0, "training_step: batch must not be empty");
-  if (fused_step_allowed_ && !comm_ && model_->fused_training_step(input, target, loss_)) {
-    opt_->step(optimizer_target());
+  // In a data-parallel group the fused step leaves the settle to settle_and_step, after the
+  // ranks' gradients are averaged (every rank then skips or takes the same step).
+  if (fused_step_allowed_ && model_->fused_training_step(input, target, loss_, !comm_)) {
+    if (comm_) settle_and_step();
+    else opt_->step(optimizer_target());
     return;
   }
   general_step(input, elementwise_loss(target), View());

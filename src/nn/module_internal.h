@@ -36,7 +36,7 @@ class EncodedMlp {
   // (the Sequential then runs its children one by one).
   bool inference(ConstView in, View out);
   // See Module::fused_training_step; false where the views are not contiguous fp32.
-  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss);
+  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss, bool settle);
 
  private:
   bool grid_in_kernel(size_t batch, bool training) const;

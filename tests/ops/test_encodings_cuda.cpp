@@ -109,7 +109,7 @@ void expect_grid_in_kernel_matches(uint32_t dims, size_t batch) {
   for (test::BoundModule* m : {&fused, &separate}) {
     nn::Module& model = **m;
     ASSERT_TRUE(model.fused_training_step(test::in_view(model, x.data(), batch),
-                                          test::out_view(model, target.data(), batch), loss));
+                                          test::out_view(model, target.data(), batch), loss, true));
   }
   auto grads = [&](test::BoundModule& m) {
     std::vector<float> h(n);

@@ -67,12 +67,12 @@ class FullyFusedMlp final : public Module {
   // CUDA: fp16 input straight into the kernel (no fp32 round trip) where the kernel takes
   // it (input width % 8 == 0, mma kernel).
   bool accepts_half_input(size_t batch, bool training) const override;
-  // Contiguous fp32 (or accepted fp16) input and target; loss, backward and the settle in
-  // one pass on every path.
-  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss) override;
+  // Contiguous fp32 (or accepted fp16) input and target; loss, backward and (with
+  // `settle`) the settle in one pass on every path.
+  bool fused_training_step(ConstView in, ConstView target, const LossParams& loss, bool settle) override;
   // The same with dL/d(input) [batch, input_width] (contiguous fp32) written as well: the
   // step of an encoding feeding this MLP.
-  void fused_training_step(ConstView in, ConstView target, const LossParams& loss, View dL_din);
+  void fused_training_step(ConstView in, ConstView target, const LossParams& loss, View dL_din, bool settle = true);
 
   // CUDA: a grid encoding computed inside the fused kernel (its input then holds the
   // grid's coordinates; ops::FusedMlpAcceptsGridInput says when). The training step adds
@@ -80,7 +80,7 @@ class FullyFusedMlp final : public Module {
   bool accepts_grid_input(const ops::GridLayout& grid, size_t batch, bool training) const;
   void inference_grid_input(const ops::FusedGridInputViews& grid, ConstView coords, View output);
   void fused_training_step_grid_input(const ops::FusedGridInputViews& grid, ConstView coords, ConstView target,
-                                      const LossParams& loss);
+                                      const LossParams& loss, bool settle = true);
 
   // Which fused kernel variant runs (tests name each one; default: chosen per shape).
   void set_kernel_options(const ops::FusedMlpOptions& o) { kernel_options_ = o; }

@@ -145,11 +145,13 @@ class Module {
   // The fused training step, tiny-cuda-nn's fully fused MLP trained as one pass: forward,
   // the elementwise loss against target [batch, output_width] (mean over batch x outputs,
   // written to the bound step state's last_loss), backward into the parameter gradients
-  // (overwrite) and the step's settle (loss scale, skip flag). A module that recognises its
-  // own shape (an MLP, or an encoding feeding one) runs it and returns true; every other
-  // module returns false and ModelTrainer runs forward -> loss -> backward -> settle.
-  virtual bool fused_training_step(ConstView in, ConstView target, const LossParams& loss) {
-    (void)in, (void)target, (void)loss;
+  // (overwrite) and, with `settle`, the step's settle (loss scale, skip flag; without it the
+  // caller settles, e.g. after averaging the gradients over data-parallel ranks). A module
+  // that recognises its own shape (an MLP, or an encoding feeding one) runs it and returns
+  // true; every other module returns false and ModelTrainer runs forward -> loss ->
+  // backward -> settle.
+  virtual bool fused_training_step(ConstView in, ConstView target, const LossParams& loss, bool settle) {
+    (void)in, (void)target, (void)loss, (void)settle;
     return false;
   }
 

@@ -55,10 +55,12 @@ __global__ void __launch_bounds__(kReduceWarps * 32)
   __syncthreads();
   if (!is_last || threadIdx.x != 0) return;
   __threadfence();
-  if (settle) {  // else the model this network is part of settles the step once for all
+  if (n_loss_partials > 0) {  // the kernel computed the loss (a target was given)
     float loss = 0.0f;
     for (int b = 0; b < n_loss_partials; ++b) loss += loss_partials[b];
     state->last_loss = loss * loss_norm;
+  }
+  if (settle) {  // else the model this network is part of, or a data-parallel group, settles once for all
     const bool finite = atomicAdd(&state->nonfinite_flag, 0u) == 0u;
     finish_step(*state, finite);
   }
@@ -274,7 +276,7 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   const unsigned reduce_blocks = unsigned((n_params + 31) / 32);
   detail::reduce_grad_partials_kernel<<<reduce_blocks, detail::kReduceWarps * 32, 0, detail::native_stream(a.stream)>>>(
       grad_partial_sums, grad_partials, n_params, a.dL_dparams, a.mode == GradientMode::accumulate, norm,
-      loss_partials, int(plan.blocks), norm, a.state, a.settle);
+      loss_partials, a.target ? int(plan.blocks) : 0, norm, a.state, a.settle);
   TESSERA_CUDA_CHECK_LAUNCH("reduce_grad_partials_kernel");
 }
 
