@@ -51,11 +51,12 @@ class LocalCommunicator final : public Communicator {
 
   void all_reduce(Stream& stream, const TensorView& buffer, ReduceOp op) override {
     const size_t n = buffer.numel();
-    Arrival a{"all_reduce(" + std::string(op_name(op)) + ", " + std::to_string(n) + " x f32)", download(stream, buffer),
+    Arrival a{"all_reduce(" + std::string(op_name(op)) + ", " + std::to_string(n) + " x " + to_string(buffer.dtype) + ")",
+              download(stream, buffer),
               {}};
     const auto all = meet(std::move(a));
     std::vector<float> out = reduce(*all, 0, n, op);
-    upload_to_view(stream, buffer, out.data(), n * sizeof(float));
+    upload(stream, buffer, out);
   }
 
   void broadcast(Stream& stream, const TensorView& buffer, int root) override {
@@ -74,12 +75,15 @@ class LocalCommunicator final : public Communicator {
     const size_t n = output.numel(), ranks = size_t(group_->n);
     TESSERA_CHECK(input.numel() == n * ranks, "reduce_scatter: input holds {} elements, not {} ranks x {}",
                   input.numel(), ranks, n);
-    Arrival a{"reduce_scatter(" + std::string(op_name(op)) + ", " + std::to_string(n) + " x f32 per rank)",
+    check_contiguous(output, "reduce_scatter");
+    TESSERA_CHECK(output.dtype == input.dtype, "reduce_scatter: input {} and output {} differ in type",
+                  to_string(input.dtype), to_string(output.dtype));
+    Arrival a{"reduce_scatter(" + std::string(op_name(op)) + ", " + std::to_string(n) + " x " +
+                  to_string(input.dtype) + " per rank)",
               download(stream, input), {}};
     const auto all = meet(std::move(a));
     std::vector<float> out = reduce(*all, size_t(rank_) * n, n, op);
-    check_f32(output, "reduce_scatter");
-    upload_to_view(stream, output, out.data(), n * sizeof(float));
+    upload(stream, output, out);
   }
 
   void abort(const std::string& why) override {
@@ -92,15 +96,26 @@ class LocalCommunicator final : public Communicator {
   static void check_contiguous(const TensorView& v, const char* what) {
     TESSERA_CHECK(!v.empty() && v.contiguous(), "{}: the view must be contiguous and not empty", what);
   }
-  static void check_f32(const TensorView& v, const char* what) {
-    check_contiguous(v, what);
-    TESSERA_CHECK(v.dtype == DType::f32, "{}: the local communicator reduces fp32 views only", what);
-  }
+  // Reductions run in fp32 on the host; fp16 views are widened and rounded back (to
+  // nearest even, as NCCL's fp16 sums round each step).
   std::vector<float> download(Stream& stream, const TensorView& v) {
-    check_f32(v, "local collective");
+    check_contiguous(v, "local collective");
+    TESSERA_CHECK(v.dtype == DType::f32 || v.dtype == DType::f16,
+                  "local collective: the local communicator reduces fp32 and fp16 views, not {}", to_string(v.dtype));
     std::vector<float> host(v.numel());
-    download_from_view(stream, host.data(), v, host.size() * sizeof(float));  // waits for the stream
+    if (v.dtype == DType::f32) {
+      download_from_view(stream, host.data(), v, host.size() * sizeof(float));  // waits for the stream
+      return host;
+    }
+    std::vector<_Float16> half(v.numel());
+    download_from_view(stream, half.data(), v, half.size() * sizeof(_Float16));
+    std::copy(half.begin(), half.end(), host.begin());
     return host;
+  }
+  static void upload(Stream& stream, const TensorView& v, const std::vector<float>& values) {
+    if (v.dtype == DType::f32) return upload_to_view(stream, v, values.data(), values.size() * sizeof(float));
+    const std::vector<_Float16> half(values.begin(), values.end());
+    upload_to_view(stream, v, half.data(), half.size() * sizeof(_Float16));
   }
 
   // Every rank's elements [first, first + n), reduced in rank order (the same result on

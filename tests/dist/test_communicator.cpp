@@ -234,7 +234,14 @@ TEST(ProcessGroup, JoinRequestsAreCheckedAndStrayConnectionsDropped) {
 
 // Two ranks, each on half of every batch, against one trainer on the whole batch: the same
 // parameters after every step, up to the summation order of the gradients (measured below).
-TEST(DataParallel, TwoRanksTrainLikeOneOnTheWholeBatch) {
+struct RanksVsWhole {
+  double worst = 0, moved = 0;
+};
+
+// Two ranks, each on half of every batch (gradients exchanged in fp32 or fp16), against one
+// trainer on the whole batch, from the same parameters: the largest parameter difference
+// after kSteps Adam steps, and how far training moved them.
+RanksVsWhole two_ranks_against_the_whole_batch(bool half_exchange) {
   constexpr int kRanks = 2;
   constexpr uint32_t kIn = 3, kOut = 2, kBatch = 256, kSteps = 12;
   const Json config = parse_json(R"({
@@ -249,6 +256,7 @@ TEST(DataParallel, TwoRanksTrainLikeOneOnTheWholeBatch) {
   whole->set_fused_step(false);
   std::vector<std::unique_ptr<nn::ModelTrainer>> ranks;
   for (int r = 0; r < kRanks; ++r) ranks.push_back(nn::ModelTrainer::from_config(config, kIn, kOut, devices[size_t(r)], 100 + r));
+  for (auto& r : ranks) r->set_half_gradient_exchange(half_exchange);
   auto comms = dist::make_local_group({devices[0], devices[1]});
   std::vector<std::vector<float>> inputs, targets;
   for (uint32_t s = 0; s < kSteps; ++s) {
@@ -266,27 +274,44 @@ TEST(DataParallel, TwoRanksTrainLikeOneOnTheWholeBatch) {
   // The ranks start from different seeds on purpose: set_communicator gives both rank 0's
   // parameters; the whole-batch trainer starts from them too.
   auto errors = on_ranks(kRanks, [&](int r) { ranks[size_t(r)]->set_communicator(comms[size_t(r)].get()); });
-  ASSERT_EQ(errors[0] + errors[1], "");
+  EXPECT_EQ(errors[0] + errors[1], "");
   const TensorView p0 = ranks[0]->params(), p1 = ranks[1]->params(), pw = whole->params();
-  ASSERT_EQ(0, std::memcmp(p0.data<float>(), p1.data<float>(), p0.bytes()));
+  EXPECT_EQ(0, std::memcmp(p0.data<float>(), p1.data<float>(), p0.bytes()));
   std::memcpy(pw.data<float>(), p0.data<float>(), p0.bytes());
   whole->params_changed();
   const std::vector<float> start(p0.data<float>(), p0.data<float>() + p0.numel());
 
   errors = on_ranks(kRanks, [&](int r) { train_on(*ranks[size_t(r)], devices[size_t(r)], r * kBatch / 2, kBatch / 2); });
-  ASSERT_EQ(errors[0] + errors[1], "");
+  EXPECT_EQ(errors[0] + errors[1], "");
   train_on(*whole, devices[kRanks], 0, kBatch);
   // Every rank took the same steps, bit for bit.
   EXPECT_EQ(0, std::memcmp(p0.data<float>(), p1.data<float>(), p0.bytes()));
-  double worst = 0.0, moved = 0.0;
+  RanksVsWhole out;
   for (size_t i = 0; i < p0.numel(); ++i) {
-    worst = std::max(worst, double(std::abs(p0.data<float>()[i] - pw.data<float>()[i])));
-    moved = std::max(moved, double(std::abs(pw.data<float>()[i] - start[i])));
+    out.worst = std::max(out.worst, double(std::abs(p0.data<float>()[i] - pw.data<float>()[i])));
+    out.moved = std::max(out.moved, double(std::abs(pw.data<float>()[i] - start[i])));
   }
-  std::printf("2 ranks vs the whole batch after %u Adam steps: max |difference| %.3g (parameters moved up to %.3g)\n",
-              kSteps, worst, moved);
-  EXPECT_GT(moved, 0.05);
-  EXPECT_LT(worst, 2e-6);  // measured 2.0e-7: the two halves' gradients summed in another order
+  std::printf("2 ranks (%s gradients) vs the whole batch after %u Adam steps: max |difference| %.3g (parameters "
+              "moved up to %.3g)\n",
+              half_exchange ? "fp16" : "fp32", kSteps, out.worst, out.moved);
+  return out;
+}
+
+TEST(DataParallel, TwoRanksTrainLikeOneOnTheWholeBatch) {
+  const RanksVsWhole r = two_ranks_against_the_whole_batch(false);
+  EXPECT_GT(r.moved, 0.05);
+  EXPECT_LT(r.worst, 2e-6);  // measured 2.0e-7: the two halves' gradients summed in another order
+}
+
+// The fp16 exchange trains, but not like fp32: measured 0.0167 of the 0.101 training moved
+// the parameters. Hash-table entries whose gradients stay under fp16's range even times the
+// loss scale (128 here) arrive as zero, and Adam moves any non-zero gradient by ~ the
+// learning rate, so those entries fall behind. Hence opt-in (ModelTrainer) and off in the CLI.
+TEST(DataParallel, HalfGradientExchangeTrainsWithAMeasuredGap) {
+  const RanksVsWhole r = two_ranks_against_the_whole_batch(true);
+  EXPECT_GT(r.moved, 0.05);
+  EXPECT_LT(r.worst, 0.03);
+  EXPECT_GT(r.worst, 2e-6);  // if this fails, fp16 became exact here: revisit the CLI default
 }
 
 }  // namespace

@@ -73,11 +73,15 @@ class ModelTrainer {
   // device) gets its rank's communicator. This copies rank 0's parameters to every rank;
   // from then on each step averages the parameter gradients over the ranks before the
   // settle and the optimizer, so every rank takes the same step: with equal shares of a
-  // batch, the whole batch's (the mean of the ranks' means). Such steps take the general
-  // path (the fused step settles inside its kernels, before an exchange could happen).
-  // null: back to one rank. The communicator must outlive its use here.
+  // batch, the whole batch's (the mean of the ranks' means). The fused step then leaves its
+  // settle until after the exchange. null: back to one rank. The communicator must outlive
+  // its use here.
   void set_communicator(dist::Communicator* communicator);
   dist::Communicator* communicator() const { return comm_; }
+  // The gradients cross the group in fp16, times the dynamic loss scale (half the bytes of
+  // fp32; an overflow is a skipped step and a halved scale, as in the fp16 backward). Every
+  // rank must choose the same. Off by default.
+  void set_half_gradient_exchange(bool on) { half_exchange_ = on; }
   // The dynamic loss scale's next value (fp16 backward passes); it still halves on an
   // overflow and doubles after long clean runs. Models whose per-output gradients are tiny
   // (a mean over many rays) start it higher so fp16 keeps them.
@@ -121,6 +125,8 @@ class ModelTrainer {
   bool averaged_in_place_ = false;
   bool fused_step_allowed_ = true;
   dist::Communicator* comm_ = nullptr;
+  bool half_exchange_ = false;
+  Buffer<uint16_t> half_gradients_;  // the fp16 exchange's buffer
 };
 
 }  // namespace tessera::nn

@@ -14,4 +14,21 @@ void convert_to_half(const float* src, uint16_t* dst, size_t n) {
   }
 }
 
+void gradient_half_exchange(float* grads, uint16_t* half, size_t n, const TrainState& state, bool to_half,
+                            uint32_t ranks) {
+  if (to_half) {
+    for (size_t i = 0; i < n; ++i) {
+      const _Float16 h = static_cast<_Float16>(grads[i] * state.loss_scale);
+      std::memcpy(&half[i], &h, sizeof(h));
+    }
+    return;
+  }
+  const float inv = 1.0f / (state.loss_scale * float(ranks));
+  for (size_t i = 0; i < n; ++i) {
+    _Float16 h;
+    std::memcpy(&h, &half[i], sizeof(h));
+    grads[i] = float(h) * inv;
+  }
+}
+
 }  // namespace tessera::ops::cpu

@@ -223,6 +223,12 @@ void register_ops(Backend& b) {
   b.add_op<SettleStep>([](Stream&, V grads_view, V state) {
     settle_step(*state.data<TrainState>(), grads_view.data<const float>(), grads_view.numel());
   });
+  b.add_op<GradientHalfExchange>([](Stream&, V grads, V half, V state, bool to_half, uint32_t ranks) {
+    check_view(grads, "gradient_half_exchange: grads", DType::f32, grads.numel());
+    check_view(half, "gradient_half_exchange: half", DType::f16, grads.numel());
+    gradient_half_exchange(grads.data<float>(), half.data<uint16_t>(), grads.numel(), *state.data<TrainState>(),
+                           to_half, ranks);
+  });
   b.add_op<NerfMarchRays>([](Stream&, const NerfScene& scene, const NerfRaySelection& rays, V ray_out, V samples,
                               V dt, V counters) {
     check_nerf_march_views(rays, ray_out, samples, dt, counters);

@@ -133,6 +133,24 @@ void loss_forward_backward(const LossParams& loss, const float* y, const float* 
   TESSERA_CUDA_CHECK_LAUNCH("loss_finish_kernel");
 }
 
+__global__ void gradient_half_exchange_kernel(float* __restrict__ grads, __half* __restrict__ half, size_t n,
+                                              const TrainState* state, bool to_half, uint32_t ranks) {
+  const float scale = state->loss_scale;
+  const float inv = 1.0f / (scale * float(ranks));
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    if (to_half) half[i] = __float2half_rn(grads[i] * scale);
+    else grads[i] = __half2float(half[i]) * inv;
+  }
+}
+
+void gradient_half_exchange(float* grads, uint16_t* half, size_t n, const TrainState* state, bool to_half,
+                            uint32_t ranks, Stream* stream) {
+  if (!n) return;
+  gradient_half_exchange_kernel<<<std::min<unsigned>(blocks_for(n), 4096), kThreads, 0, detail::native_stream(stream)>>>(
+      grads, reinterpret_cast<__half*>(half), n, state, to_half, ranks);
+  TESSERA_CUDA_CHECK_LAUNCH("gradient_half_exchange_kernel");
+}
+
 void settle_step(const float* grads, size_t n, TrainState* state, Stream* stream) {
   if (n) finite_check_kernel<<<std::min<unsigned>(blocks_for(n), 1024), kThreads, 0, detail::native_stream(stream)>>>(grads, n, state);
   settle_kernel<<<1, 1, 0, detail::native_stream(stream)>>>(state);
