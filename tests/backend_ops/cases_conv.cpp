@@ -19,8 +19,10 @@ using ops::ConvLayout;
 using ops::ConvOp;
 
 // Relative L2 tolerances: fp32 accumulation order (fp32), inputs and outputs rounded to
-// fp16 (f16; the CPU rounds its double result once, the GPU its fp32 one).
-constexpr double kTolF32 = 1e-5, kTolF16 = 2e-3;
+// fp16 (f16; the CPU rounds its double result once, the GPU its fp32 one). fp32 measured up
+// to 1.08e-5 (H200, backward data of the 1x1 image padded past the kernel, a few outputs
+// summed from terms that cancel; seed 1715216585).
+constexpr double kTolF32 = 3e-5, kTolF16 = 2e-3;
 
 struct ConvCase {
   std::string name;
