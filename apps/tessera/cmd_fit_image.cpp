@@ -189,16 +189,7 @@ void run(const FitImageOptions& o) {
   nn::TrainingSession session(so, hooks, resumed, o.run.resume_path.empty() ? "fit image" : o.run.resume_path);
   bar = std::make_unique<ProgressBar>(fmt::format("fit image ({})", to_string(dev)), session.progress_total(),
                                       !o.run.no_progress);
-  const nn::RunRecord& record = [&]() -> const nn::RunRecord& {
-    try {
-      const nn::RunRecord& r = session.run();
-      group.finish();
-      return r;
-    } catch (const std::exception& e) {
-      group.abort(e.what());  // no rank waits on rank 0 any more
-      throw;
-    }
-  }();
+  const nn::RunRecord& record = group.run(session);
   bar->finish(fmt::format("psnr {:.2f} dB", last_psnr));
   write_image_png(out_path("reconstruction.png"), img.width, img.height, evaluator.prediction());
 

@@ -230,16 +230,7 @@ void run_train(const NerfTrainOptions& o) {
   bar = std::make_unique<ProgressBar>(fmt::format("nerf train ({})", to_string(dev)), session.progress_total(),
                                       !o.no_progress);
   Stopwatch loop_clock;  // wall time of the loop: steps, evaluations and the viewer's frames
-  const nn::RunRecord& record = [&]() -> const nn::RunRecord& {
-    try {
-      const nn::RunRecord& r = session.run();
-      group.finish();
-      return r;
-    } catch (const std::exception& e) {
-      group.abort(e.what());  // no rank waits on rank 0 any more
-      throw;
-    }
-  }();
+  const nn::RunRecord& record = group.run(session);
   const double loop_seconds = loop_clock.seconds() - final_eval_seconds;
   const uint64_t step = record.steps;
   const double train_seconds = record.train_seconds;

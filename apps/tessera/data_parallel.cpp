@@ -132,9 +132,10 @@ void DataParallel::start(std::function<void(size_t, double)> step, std::function
 
 float DataParallel::exchange_control(size_t i, float value) {
   Stream& stream = stream_(i);
-  if (first_rank_ + int(i) == 0) control_[i].copy_from_host(stream, &value, 1);
+  const bool root = first_rank_ + int(i) == 0;
+  if (root) control_[i].copy_from_host(stream, &value, 1);
   comms_[i]->broadcast(stream, control_[i].view(), 0);
-  control_[i].copy_to_host(stream, &value, 1);  // waits for the broadcast
+  if (!root) control_[i].copy_to_host(stream, &value, 1);  // waits for the broadcast
   return value;
 }
 
@@ -146,6 +147,17 @@ void DataParallel::step(double fraction) {
   }
   // Every rank steps at the fraction as broadcast (fp32), rank 0 too.
   step_(0, double(exchange_control(0, float(std::max(fraction, 0.0)))));
+}
+
+const nn::RunRecord& DataParallel::run(nn::TrainingSession& session) {
+  try {
+    const nn::RunRecord& record = session.run();
+    finish();
+    return record;
+  } catch (const std::exception& e) {
+    abort(e.what());
+    throw;
+  }
 }
 
 void DataParallel::finish() {

@@ -16,6 +16,7 @@
 
 #include "tessera/core/buffer.h"
 #include "tessera/dist/communicator.h"
+#include "tessera/nn/training_session.h"
 
 namespace tessera::app {
 
@@ -64,6 +65,9 @@ class DataParallel {
   // Rank 0's process, once per session step: the other ranks are told to step, then local
   // rank 0 steps on this thread.
   void step(double fraction);
+  // Rank 0's process: runs `session` (whose step hook calls step()), then tells the others
+  // to stop; on an error the group is aborted first, so no rank waits on this one.
+  const nn::RunRecord& run(nn::TrainingSession& session);
   // Rank 0's process: the run ended; the others are told to stop. Throws a follower's error.
   void finish();
   // Rank 0's process failed: the group is aborted with `why` so no rank waits on it.
