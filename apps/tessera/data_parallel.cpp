@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "commands.h"
@@ -26,6 +28,11 @@ void add_data_parallel_options(CLI::App& cmd, DataParallelOptions& o, const std:
   auto* world = cmd.add_option("--world-size", o.world_size, "the number of processes (with --rank)")
                     ->check(CLI::Range(1, 65536));
   auto* init = cmd.add_option("--init", o.init, "where rank 0 meets the others: tcp://HOST:PORT (with --rank)");
+  cmd.add_option("--group-timeout", o.timeout_seconds,
+                 "data-parallel runs: how long a rank waits for the others (the joining, each step, rank 0's "
+                 "evaluations) before the run stops with an error naming who did not arrive")
+      ->check(finite_positive())
+      ->capture_default_str();
   rank->needs(world)->needs(init)->excludes(devices);
   world->needs(rank);
   init->needs(rank);
@@ -44,16 +51,17 @@ std::vector<Device> parse_device_list(const std::string& list) {
   return out;
 }
 
-std::vector<std::unique_ptr<dist::Communicator>> make_device_group(const std::vector<Device>& devices) {
+std::vector<std::unique_ptr<dist::Communicator>> make_device_group(const std::vector<Device>& devices,
+                                                                   dist::GroupOptions options) {
   for (const Device& d : devices)
     TESSERA_CHECK(d.kind == devices[0].kind, "--devices: every device must be of one kind ({} and {})",
                   devices[0].str(), d.str());
   if (devices[0].kind == DeviceKind::cuda) {
     const std::string why = dist::nccl_unavailable_reason();
-    if (why.empty()) return dist::make_nccl_group(devices);
+    if (why.empty()) return dist::make_nccl_group(devices, options);
     fmt::print("note: {}; the GPUs exchange gradients through host memory instead (slow)\n", why);
   }
-  return dist::make_local_group(devices);
+  return dist::make_local_group(devices, options);
 }
 
 namespace {
@@ -84,6 +92,8 @@ Device process_device(const dist::ProcessGroup& g, const std::string& device, co
 
 DataParallel::DataParallel(const DataParallelOptions& o, const std::string& device, const std::string& command)
     : command_(command) {
+  const dist::GroupOptions group_options{
+      std::chrono::milliseconds(std::max<int64_t>(1, int64_t(std::min(o.timeout_seconds, 1e9) * 1000.0)))};
   std::optional<dist::ProcessGroup> group;
   if (o.rank >= 0) {
     TESSERA_CHECK(o.rank < o.world_size, "{}: --rank {} is not below --world-size {}", command, o.rank, o.world_size);
@@ -100,11 +110,11 @@ DataParallel::DataParallel(const DataParallelOptions& o, const std::string& devi
     first_rank_ = group->rank, world_size_ = group->world_size;
     const std::string why = dist::nccl_unavailable_reason();
     TESSERA_CHECK(why.empty(), "{}: one process per rank needs NCCL: {}", command, why);
-    comms_.push_back(dist::join_nccl(*group, devices_[0]));
+    comms_.push_back(dist::join_nccl(*group, devices_[0], group_options));
   } else if (!o.devices.empty()) {
     devices_ = parse_device_list(o.devices);
     world_size_ = int(devices_.size());
-    comms_ = make_device_group(devices_);
+    comms_ = make_device_group(devices_, group_options);
   } else {
     devices_ = {choose_device(device)};
   }
@@ -155,7 +165,11 @@ const nn::RunRecord& DataParallel::run(nn::TrainingSession& session) {
     finish();
     return record;
   } catch (const std::exception& e) {
+    // Abort, then wait for this process's followers to leave: the trainers they step are
+    // destroyed while the error unwinds, before this object is.
     abort(e.what());
+    for (auto& t : threads_) t.join();
+    threads_.clear();
     throw;
   }
 }

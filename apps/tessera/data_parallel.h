@@ -24,6 +24,7 @@ struct DataParallelOptions {
   std::string devices;  // --devices cuda:0,cuda:1
   int rank = -1, world_size = 0;  // --rank, --world-size (-1 / 0: not given)
   std::string init;  // --init tcp://HOST:PORT
+  double timeout_seconds = 300;  // --group-timeout: how long a rank waits for the others
 };
 
 // Adds --devices (which excludes the command's --device), --rank, --world-size and --init
@@ -36,7 +37,8 @@ std::vector<Device> parse_device_list(const std::string& list);
 // The communicators of `devices`: NCCL when every device is a CUDA GPU and NCCL loads (else
 // the host-memory group, with a note), the host-memory group for CPU devices. Mixed kinds
 // are an error.
-std::vector<std::unique_ptr<dist::Communicator>> make_device_group(const std::vector<Device>& devices);
+std::vector<std::unique_ptr<dist::Communicator>> make_device_group(const std::vector<Device>& devices,
+                                                                   dist::GroupOptions options = {});
 
 class DataParallel {
  public:

@@ -111,6 +111,13 @@ TEST(FitImage, TwoDataParallelRanksLearnTheImage) {
           (dir / "three").string());
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("does not split into 3 ranks"), std::string::npos) << r.output;
+  // Rank 0 evaluates every step for longer than the others may wait: an error naming the
+  // rank that did not arrive, not a hang or a crash (this once freed the trainers under
+  // their still-running threads).
+  r = run("fit image " + card + " --devices cpu:0,cpu:1 --steps 50 --log2-batch 12 --eval-every 1 --group-timeout "
+          "0.001 --no-progress --out " + (dir / "impatient").string());
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("did not arrive"), std::string::npos) << r.output;
 }
 
 TEST(FitImage, BadImagesAreClearErrors) {
