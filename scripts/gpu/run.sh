@@ -2,7 +2,8 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [viewer] [mesh] [sanitize] [compare]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [viewer] [mesh] [sanitize] [compare] [multi-gpu]   (default: tests bench)
+# multi-gpu: issue 34's figures on a host with 2+ GPUs (GPUS, default cuda:0,cuda:1).
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -131,6 +132,48 @@ for step in "${steps[@]}"; do
         echo "$line"
         summary+=("nerf budget $line")
       done
+      ;;
+    multi-gpu)
+      # Issue 34 on a host with several GPUs: bench data-parallel, NeRF PSNR per budget on 1
+      # and N GPUs (a run per budget), nerf render 120 frames on 1 and N, the process form,
+      # and a killed rank process.
+      gpus=${GPUS:-cuda:0,cuda:1}
+      n=$(echo "$gpus" | tr ',' '\n' | wc -l)
+      "$BUILD/tessera" bench data-parallel --devices "$gpus" --json "$OUT/bench_dp.json" 2>&1 | tee "$OUT/multi.log"
+      for budget in ${NERF_BUDGETS:-5 15 30 60}; do
+        for where in "--device cuda:0" "--devices $gpus"; do
+          tag=$(echo "$where" | tr -c 'a-z0-9' '_')
+          "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" $where --seconds "$budget" --eval-at "$budget" \
+            --out "$OUT/dp_$budget$tag" --json "$OUT/dp_$budget$tag.json" --no-progress > "$OUT/dp_$budget$tag.log" 2>&1
+          echo "$budget s $where: $(grep -E ' s  step ' "$OUT/dp_$budget$tag.log" | tail -1 | tr -s ' ') $(grep -oE '[0-9]+ steps/s' "$OUT/dp_$budget$tag.log" | head -1)" | tee -a "$OUT/multi.log"
+        done
+      done
+      snap=$(ls "$OUT"/dp_60_*device_cuda_0*/model.tnerf 2>/dev/null | head -1)
+      for where in "--device cuda:0" "--devices $gpus"; do
+        [ -n "$snap" ] && "$BUILD/tessera" nerf render "$snap" --orbit 120 --width 800 --height 800 --no-video \
+          --no-progress --out /tmp/dp_render $where 2>&1 | grep "frames of" | tee -a "$OUT/multi.log"
+      done
+      # One process per GPU, then the same with rank 1 killed after 10 s: rank 0 must stop
+      # with an error within --group-timeout, not hang.
+      port=29531; pids=()
+      for r in $(seq 0 $((n - 1))); do
+        "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 15 --eval-at 15 --rank $r --world-size $n \
+          --init tcp://127.0.0.1:$port --device cuda:$r --out "$OUT/proc_$r" --no-progress > "$OUT/proc_$r.log" 2>&1 &
+        pids+=($!)
+      done
+      for p in "${pids[@]}"; do wait $p; echo "process exit $?" | tee -a "$OUT/multi.log"; done
+      grep -hE ' s  step |took' "$OUT"/proc_*.log | tee -a "$OUT/multi.log"
+      port=29532; pids=()
+      for r in $(seq 0 $((n - 1))); do
+        timeout 200 "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 60 --eval-at 60 --rank $r --world-size $n \
+          --init tcp://127.0.0.1:$port --device cuda:$r --group-timeout 30 --out "$OUT/kill_$r" --no-progress \
+          > "$OUT/kill_$r.log" 2>&1 &
+        pids+=($!)
+      done
+      sleep 20; kill -9 "${pids[1]}"
+      for p in "${pids[@]}"; do wait $p; echo "kill test: process exit $? (124 = hung until timeout)" | tee -a "$OUT/multi.log"; done
+      grep -h "error" "$OUT"/kill_*.log | tee -a "$OUT/multi.log"
+      summary+=("multi-gpu: see multi.log")
       ;;
     viewer)
       # The web viewer on SCENE (no browser on the host: `bench viewer` plays N of them):
