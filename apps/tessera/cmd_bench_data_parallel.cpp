@@ -3,6 +3,7 @@
 // device on the whole batch, for the MLP and hash-grid cases at 4x their `bench mlp` /
 // `bench encoding` batch; and the gradient all-reduce alone.
 #include <algorithm>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -63,20 +64,15 @@ Rank make_rank(const ParallelCase& c, Device dev, size_t rows, uint64_t seed) {
   return r;
 }
 
-// Milliseconds per step (median over repeats) of every rank taking `steps` steps in
-// lockstep, each on its own thread, from the first launch to the last rank's finish.
-double lockstep_ms(std::vector<Rank>& ranks, const ParallelCase& c, size_t rows, const Options& o) {
+// Milliseconds per step (median over repeats) of `work(i, steps)` on every rank at once, each
+// on its own thread, from the first launch to the last rank's finish; work waits for its
+// stream before returning.
+double lockstep_ms(size_t ranks, const Options& o, const std::function<void(size_t, int)>& work) {
   auto block = [&](int steps) {
-    auto run = [&](size_t i) {
-      Rank& r = ranks[i];
-      for (int k = 0; k < steps; ++k)
-        r.trainer->training_step_async(r.inputs[k % 2].matrix(rows, c.in), r.targets[k % 2].matrix(rows, c.out));
-      r.trainer->stream().synchronize();
-    };
     Stopwatch clock;
     std::vector<std::thread> others;
-    for (size_t i = 1; i < ranks.size(); ++i) others.emplace_back(run, i);
-    run(0);
+    for (size_t i = 1; i < ranks; ++i) others.emplace_back(work, i, steps);
+    work(0, steps);
     for (auto& t : others) t.join();
     return clock.seconds() * 1e3 / steps;
   };
@@ -87,6 +83,16 @@ double lockstep_ms(std::vector<Rank>& ranks, const ParallelCase& c, size_t rows,
   return ms[ms.size() / 2];
 }
 
+// Training steps of every rank on its own inputs.
+double training_ms(std::vector<Rank>& ranks, const ParallelCase& c, size_t rows, const Options& o) {
+  return lockstep_ms(ranks.size(), o, [&](size_t i, int steps) {
+    Rank& r = ranks[i];
+    for (int k = 0; k < steps; ++k)
+      r.trainer->training_step_async(r.inputs[k % 2].matrix(rows, c.in), r.targets[k % 2].matrix(rows, c.out));
+    r.trainer->stream().synchronize();
+  });
+}
+
 Json bench_case(const ParallelCase& c, const std::vector<Device>& devices, const Options& o) {
   const size_t batch = size_t(1) << (o.log2_batch ? o.log2_batch : int(c.log2_batch));
   const size_t n = devices.size();
@@ -95,7 +101,7 @@ Json bench_case(const ParallelCase& c, const std::vector<Device>& devices, const
   {
     std::vector<Rank> one;
     one.push_back(make_rank(c, devices[0], batch, 1));
-    one_ms = lockstep_ms(one, c, batch, o);
+    one_ms = training_ms(one, c, batch, o);
   }
   std::vector<Rank> ranks;
   for (size_t i = 0; i < n; ++i) ranks.push_back(make_rank(c, devices[i], batch / n, 1 + i));
@@ -105,26 +111,13 @@ Json bench_case(const ParallelCase& c, const std::vector<Device>& devices, const
     for (size_t i = 0; i < n; ++i) joining.emplace_back([&, i] { ranks[i].trainer->set_communicator(comms[i].get()); });
     for (auto& t : joining) t.join();
   }
-  const double group_ms = lockstep_ms(ranks, c, batch / n, o);
+  const double group_ms = training_ms(ranks, c, batch / n, o);
   // The all-reduce alone, on each rank's gradients, the same way.
-  auto reduce_block = [&](int steps) {
-    auto run = [&](size_t i) {
-      for (int k = 0; k < steps; ++k)
-        comms[i]->all_reduce(ranks[i].trainer->stream(), ranks[i].trainer->gradients(), dist::ReduceOp::average);
-      ranks[i].trainer->stream().synchronize();
-    };
-    Stopwatch clock;
-    std::vector<std::thread> others;
-    for (size_t i = 1; i < n; ++i) others.emplace_back(run, i);
-    run(0);
-    for (auto& t : others) t.join();
-    return clock.seconds() * 1e3 / steps;
-  };
-  reduce_block(5);
-  std::vector<double> reduce;
-  for (int i = 0; i < o.repeats; ++i) reduce.push_back(reduce_block(o.steps));
-  std::sort(reduce.begin(), reduce.end());
-  const double reduce_ms = reduce[reduce.size() / 2];
+  const double reduce_ms = lockstep_ms(n, o, [&](size_t i, int steps) {
+    for (int k = 0; k < steps; ++k)
+      comms[i]->all_reduce(ranks[i].trainer->stream(), ranks[i].trainer->gradients(), dist::ReduceOp::average);
+    ranks[i].trainer->stream().synchronize();
+  });
   const size_t params = ranks[0].trainer->n_params();
   return {{"case", c.name},
           {"batch", batch},

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -127,14 +126,9 @@ void run(const FitImageOptions& o) {
   nn::ModelTrainer* trainer = ranks[0].trainer.get();
   resumed.steps = trainer->steps();
   const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
-  if (group.grouped()) {
-    std::vector<std::thread> joining;
-    for (size_t r = 1; r < ranks.size(); ++r)
-      joining.emplace_back([&, r] { ranks[r].trainer->set_communicator(group.comm(r)); });
-    trainer->set_communicator(group.comm(0));
-    for (auto& t : joining) t.join();
+  group.attach([&](size_t r, dist::Communicator* c) { ranks[r].trainer->set_communicator(c); });
+  if (group.grouped())
     fmt::print("fit image: data-parallel, {}, {} samples per rank\n", group.describe(), share);
-  }
   // Each rank draws its own coordinates: the batch of one step is split over the ranks.
   group.start(
       [&](size_t r, double fraction) {

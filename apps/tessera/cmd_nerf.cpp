@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <memory>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -155,13 +154,10 @@ void run_train(const NerfTrainOptions& o) {
                                      : nerf::resume_snapshot(o.resume_path, std::move(mine), devices[r], record);
   }
   nerf::NerfTrainer& trainer = *ranks[0];
-  if (group.grouped()) {  // one device too: the same path, a group of one
-    std::vector<std::thread> joining;
-    for (size_t r = 1; r < ranks.size(); ++r) joining.emplace_back([&, r] { ranks[r]->set_communicator(group.comm(r)); });
-    trainer.set_communicator(group.comm(0));
-    for (auto& t : joining) t.join();
+  // One device with --devices too: the same path, a group of one.
+  group.attach([&](size_t r, dist::Communicator* c) { ranks[r]->set_communicator(c); });
+  if (group.grouped())
     fmt::print("nerf train: data-parallel, {}, each rank training its own rays\n", group.describe());
-  }
   group.start(
       [&](size_t r, double fraction) {
         ranks[r]->set_budget_progress(fraction);

@@ -187,17 +187,30 @@ void DataParallel::abort(const std::string& why) {
   for (auto& c : comms_) c->abort(why);
 }
 
+void DataParallel::attach(const std::function<void(size_t, dist::Communicator*)>& set) {
+  if (!grouped()) return;
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < devices_.size(); ++i) others.emplace_back([&, i] { set(i, comm(i)); });
+  set(0, comm(0));
+  for (auto& t : others) t.join();
+}
+
+uint64_t DataParallel::follow_rank_zero(size_t i) {
+  uint64_t steps = 0;
+  for (float f; (f = exchange_control(i, 0.0f)) >= 0; ++steps) step_(i, double(f));
+  return steps;
+}
+
 uint64_t DataParallel::follow() {
   TESSERA_CHECK(grouped() && !leads() && devices_.size() == 1, "follow(): only a multi-process rank other than 0");
-  uint64_t steps = 0;
-  for (float f; (f = exchange_control(0, 0.0f)) >= 0; ++steps) step_(0, double(f));
+  const uint64_t steps = follow_rank_zero(0);
   finished_ = true;
   return steps;
 }
 
 void DataParallel::follow_thread(size_t i) {
   try {
-    for (float f; (f = exchange_control(i, 0.0f)) >= 0;) step_(i, double(f));
+    follow_rank_zero(i);
   } catch (const std::exception& e) {
     const std::string why =
         fmt::format("rank {} ({}) failed: {}", first_rank_ + int(i), devices_[i].str(), e.what());

@@ -60,6 +60,9 @@ class DataParallel {
   // "2 devices in this process (nccl)", "rank 1 of 4 on cuda:1 (nccl)"; empty without a group.
   std::string describe() const;
 
+  // Gives each local rank's trainer its communicator: set(i, comm(i)), every rank on a
+  // thread of its own at once (the first broadcast needs them all); no-op without a group.
+  void attach(const std::function<void(size_t, dist::Communicator*)>& set);
   // Lockstep from here on, once every local rank's trainer has its communicator:
   // step(i, fraction) takes one training step of devices()[i]; stream(i) is the stream its
   // trainer's collectives run on (the control broadcast joins them there, in order).
@@ -80,6 +83,8 @@ class DataParallel {
  private:
   // Broadcasts rank 0's control value from local rank i's view; returns what arrived.
   float exchange_control(size_t i, float value);
+  // Local rank i (not rank 0) steps whenever rank 0 says until it says stop; the steps.
+  uint64_t follow_rank_zero(size_t i);
   void follow_thread(size_t i);
 
   std::string command_;
