@@ -67,13 +67,11 @@ Rank make_rank(const ParallelCase& c, Device dev, size_t rows, uint64_t seed) {
 // Milliseconds per step (median over repeats) of `work(i, steps)` on every rank at once, each
 // on its own thread, from the first launch to the last rank's finish; work waits for its
 // stream before returning.
-double lockstep_ms(size_t ranks, const Options& o, const std::function<void(size_t, int)>& work) {
+double lockstep_ms(size_t ranks, const Options& o, const std::function<void(size_t, int)>& work,
+                   const std::function<void(const std::string&)>& failed) {
   auto block = [&](int steps) {
     Stopwatch clock;
-    std::vector<std::thread> others;
-    for (size_t i = 1; i < ranks; ++i) others.emplace_back(work, i, steps);
-    work(0, steps);
-    for (auto& t : others) t.join();
+    on_rank_threads(ranks, [&](size_t i) { work(i, steps); }, failed);
     return clock.seconds() * 1e3 / steps;
   };
   block(std::max(3, o.steps / 5));  // warm-up
@@ -84,13 +82,17 @@ double lockstep_ms(size_t ranks, const Options& o, const std::function<void(size
 }
 
 // Training steps of every rank on its own inputs.
-double training_ms(std::vector<Rank>& ranks, const ParallelCase& c, size_t rows, const Options& o) {
-  return lockstep_ms(ranks.size(), o, [&](size_t i, int steps) {
-    Rank& r = ranks[i];
-    for (int k = 0; k < steps; ++k)
-      r.trainer->training_step_async(r.inputs[k % 2].matrix(rows, c.in), r.targets[k % 2].matrix(rows, c.out));
-    r.trainer->stream().synchronize();
-  });
+double training_ms(std::vector<Rank>& ranks, const ParallelCase& c, size_t rows, const Options& o,
+                   const std::function<void(const std::string&)>& failed) {
+  return lockstep_ms(
+      ranks.size(), o,
+      [&](size_t i, int steps) {
+        Rank& r = ranks[i];
+        for (int k = 0; k < steps; ++k)
+          r.trainer->training_step_async(r.inputs[k % 2].matrix(rows, c.in), r.targets[k % 2].matrix(rows, c.out));
+        r.trainer->stream().synchronize();
+      },
+      failed);
 }
 
 Json bench_case(const ParallelCase& c, const std::vector<Device>& devices, const Options& o) {
@@ -101,23 +103,25 @@ Json bench_case(const ParallelCase& c, const std::vector<Device>& devices, const
   {
     std::vector<Rank> one;
     one.push_back(make_rank(c, devices[0], batch, 1));
-    one_ms = training_ms(one, c, batch, o);
+    one_ms = training_ms(one, c, batch, o, {});
   }
   std::vector<Rank> ranks;
   for (size_t i = 0; i < n; ++i) ranks.push_back(make_rank(c, devices[i], batch / n, 1 + i));
   auto comms = make_device_group(devices);
-  {
-    std::vector<std::thread> joining;
-    for (size_t i = 0; i < n; ++i) joining.emplace_back([&, i] { ranks[i].trainer->set_communicator(comms[i].get()); });
-    for (auto& t : joining) t.join();
-  }
-  const double group_ms = training_ms(ranks, c, batch / n, o);
+  auto abort_all = [&](const std::string& why) {
+    for (auto& comm : comms) comm->abort(why);
+  };
+  on_rank_threads(n, [&](size_t i) { ranks[i].trainer->set_communicator(comms[i].get()); }, abort_all);
+  const double group_ms = training_ms(ranks, c, batch / n, o, abort_all);
   // The all-reduce alone, on each rank's gradients, the same way.
-  const double reduce_ms = lockstep_ms(n, o, [&](size_t i, int steps) {
-    for (int k = 0; k < steps; ++k)
-      comms[i]->all_reduce(ranks[i].trainer->stream(), ranks[i].trainer->gradients(), dist::ReduceOp::average);
-    ranks[i].trainer->stream().synchronize();
-  });
+  const double reduce_ms = lockstep_ms(
+      n, o,
+      [&](size_t i, int steps) {
+        for (int k = 0; k < steps; ++k)
+          comms[i]->all_reduce(ranks[i].trainer->stream(), ranks[i].trainer->gradients(), dist::ReduceOp::average);
+        ranks[i].trainer->stream().synchronize();
+      },
+      abort_all);
   const size_t params = ranks[0].trainer->n_params();
   return {{"case", c.name},
           {"batch", batch},

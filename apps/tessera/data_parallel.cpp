@@ -187,12 +187,27 @@ void DataParallel::abort(const std::string& why) {
   for (auto& c : comms_) c->abort(why);
 }
 
+void on_rank_threads(size_t n, const std::function<void(size_t)>& work,
+                     const std::function<void(const std::string&)>& failed) {
+  std::vector<std::string> errors(n);
+  auto one = [&](size_t i) {
+    try {
+      work(i);
+    } catch (const std::exception& e) {
+      errors[i] = e.what();
+      if (failed) failed(errors[i]);
+    }
+  };
+  std::vector<std::thread> others;
+  for (size_t i = 1; i < n; ++i) others.emplace_back(one, i);
+  one(0);
+  for (auto& t : others) t.join();
+  for (const std::string& e : errors) TESSERA_CHECK(e.empty(), "{}", e);
+}
+
 void DataParallel::attach(const std::function<void(size_t, dist::Communicator*)>& set) {
   if (!grouped()) return;
-  std::vector<std::thread> others;
-  for (size_t i = 1; i < devices_.size(); ++i) others.emplace_back([&, i] { set(i, comm(i)); });
-  set(0, comm(0));
-  for (auto& t : others) t.join();
+  on_rank_threads(devices_.size(), [&](size_t i) { set(i, comm(i)); }, [&](const std::string& why) { abort(why); });
 }
 
 uint64_t DataParallel::follow_rank_zero(size_t i) {

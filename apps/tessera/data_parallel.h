@@ -40,6 +40,12 @@ std::vector<Device> parse_device_list(const std::string& list);
 std::vector<std::unique_ptr<dist::Communicator>> make_device_group(const std::vector<Device>& devices,
                                                                    dist::GroupOptions options = {});
 
+// Runs work(i) for i in [0, n) at once, i = 0 on the calling thread and the others on
+// threads of their own; a rank that throws calls failed(its error) at once (abort the group
+// there, so the others stop waiting). After all have returned, the first error is thrown here.
+void on_rank_threads(size_t n, const std::function<void(size_t)>& work,
+                     const std::function<void(const std::string&)>& failed = {});
+
 class DataParallel {
  public:
   // `device` is --device's value. Without --devices, --rank or torchrun's environment there

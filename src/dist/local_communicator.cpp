@@ -133,7 +133,7 @@ class LocalCommunicator final : public Communicator {
   std::shared_ptr<const std::vector<Arrival>> meet(Arrival a) {
     Rendezvous& g = *group_;
     std::unique_lock lock(g.m);
-    TESSERA_CHECK(g.failure.empty(), "rank {}: {}", rank_, g.failure);
+    TESSERA_CHECK(g.failure.empty(), "rank {} stopped: {}", rank_, g.failure);
     for (int r = 0; r < g.n; ++r)
       if (g.arrived[size_t(r)] && g.arrivals[size_t(r)].what != a.what) {
         g.failure = "ranks disagree on the collective: rank " + std::to_string(r) + " called " +
@@ -159,11 +159,13 @@ class LocalCommunicator final : public Communicator {
       std::string missing;
       for (int r = 0; r < g.n; ++r)
         if (!g.arrived[size_t(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-      g.failure = "a collective timed out after " + std::to_string(g.timeout.count()) + " ms: rank(s) " + missing +
-                  " did not arrive";
+      // Said from this rank's view: the others rethrow it under their own rank number.
+      g.failure = "rank " + std::to_string(rank_) + "'s collective timed out after " +
+                  std::to_string(g.timeout.count()) + " ms: rank(s) " + missing + " did not arrive";
       g.cv.notify_all();
+      throw Error(g.failure);
     }
-    throw Error("rank " + std::to_string(rank_) + ": " + g.failure);
+    throw Error("rank " + std::to_string(rank_) + " stopped: " + g.failure);
   }
 
   std::shared_ptr<Rendezvous> group_;
