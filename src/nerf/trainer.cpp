@@ -99,7 +99,7 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
                     "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
                     "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
                     "optimize_focal_length", "focal_learning_rate", "camera_update_interval",
-                    "n_extra_learnable_dims", "appearance_learning_rate"});
+                    "n_extra_learnable_dims", "appearance_learning_rate", "distortion_loss"});
   NerfTrainingOptions o;
   if (device.kind == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps
   o.target_samples = json_get<uint32_t>(c, "target_samples", o.target_samples);
@@ -125,6 +125,9 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   o.camera_update_interval = json_get<uint32_t>(c, "camera_update_interval", o.camera_update_interval);
   o.n_extra_learnable_dims = json_get<uint32_t>(c, "n_extra_learnable_dims", o.n_extra_learnable_dims);
   o.appearance_learning_rate = json_get<float>(c, "appearance_learning_rate", o.appearance_learning_rate);
+  o.distortion_loss = json_get<float>(c, "distortion_loss", o.distortion_loss);
+  TESSERA_CHECK(std::isfinite(o.distortion_loss) && o.distortion_loss >= 0,
+                "NeRF training: distortion_loss must be >= 0 (got {})", o.distortion_loss);
   TESSERA_CHECK(o.target_samples >= 256 && o.target_samples <= (1u << 24),
                 "NeRF training: target_samples {} out of range; valid: 256 to 2^24", o.target_samples);
   TESSERA_CHECK(o.initial_rays >= 1 && o.initial_rays <= o.target_samples,
@@ -364,7 +367,7 @@ void NerfTrainer::step() {
                                      ft.exposure(),
                                      ft.exposure_gradient()};
         ops::call<ops::NerfCompositeTrain>(stream(), scene(), images, rays_.view(), n_rays, outputs,
-                                           compact_dt_.view(0, c), loss_, sel.seed, dL_doutputs,
+                                           compact_dt_.view(0, c), inputs, options_.distortion_loss, loss_, sel.seed, dL_doutputs,
                                            loss_partials_.view(), state);
         mark(times_.rendering);
       },

@@ -89,11 +89,11 @@ TESSERA_HD float training_target(const NerfImages& images, float s, float alpha,
 }
 
 // Loss of training ray i (summed over its 3 channels) and dL/d(raw) of its samples, for the
-// mean over `norm` = 1 / (3 n_rays); sets r.n_used. With learned exposure, adds the ray's
-// dL/d(exposure) to its frame's.
+// mean over `norm` = 1 / (3 n_rays), the distortion loss included when it is on; sets
+// r.n_used. With learned exposure, adds the ray's dL/d(exposure) to its frame's.
 TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& images, NerfRay& r, uint32_t i,
-                                     const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
-                                     float norm, float* dL_doutputs) {
+                                     const float* outputs, const float* dt, const NerfDistortion& distortion,
+                                     const LossParams& loss, uint32_t seed, float norm, float* dL_doutputs) {
   const Vec3 bg = training_background(seed, i);
   const uint64_t pixel = scene.frames[r.frame].pixel_offset + r.pixel;
   const uint8_t* px = images.rgba + pixel * 4;
@@ -117,8 +117,15 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
     if (images.exposure_gradient && r.n_samples && !masked)
       accumulate(images.exposure_gradient + 3 * r.frame + k, -dL_dC[k] * dtarget_dscale * scale * kLn2);
   }
-  composite_ray_backward(raw, steps, r.n_samples, used, colour, dL_dC,
-                         dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth);
+  float* grad = dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth;
+  composite_ray_backward(raw, steps, r.n_samples, used, colour, dL_dC, grad);
+  // The distortion loss is weight x L per ray in the mean over rays: 3 x weight x L in this
+  // ray's sum over channels, weight x 3 x norm in its gradient.
+  if (distortion.weight > 0.0f && used && !masked)
+    sum += 3.0f * distortion.weight *
+           distortion_ray_backward(raw, steps, distortion.rows + size_t(r.first_sample) * distortion.stride,
+                                   distortion.stride, scene.aabb.max - scene.aabb.min, used,
+                                   3.0f * norm * distortion.weight, grad);
   return r.n_samples && !masked ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
 }
 

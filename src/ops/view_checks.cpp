@@ -1,6 +1,7 @@
 // Backend-independent checks of the views an op is given: every backend's registration
 // calls these before it unwraps the views, so a wrong call is the same clear error
 // everywhere.
+#include <cmath>
 #include <initializer_list>
 
 #include "tessera/core/error.h"
@@ -176,6 +177,16 @@ void check_sample_rows(const TensorView& v, const char* what) {
                 "{} must be a contiguous fp32 [rows, {} + embedding width] matrix", what, kNerfInputWidth);
 }
 }  // namespace
+
+NerfDistortion nerf_distortion_of(const TensorView& samples, float weight, const TensorView& outputs) {
+  TESSERA_CHECK(std::isfinite(weight) && weight >= 0.0f,
+                "nerf_composite_train: the distortion weight must be finite and >= 0 (got {})", weight);
+  if (weight == 0.0f) return {};
+  check_sample_rows(samples, "nerf_composite_train: samples (for the distortion loss)");
+  TESSERA_CHECK(samples.rows() >= outputs.rows(), "nerf_composite_train: samples has {} rows for {} outputs",
+                samples.rows(), outputs.rows());
+  return {weight, samples.data<const float>(), samples.row_stride()};
+}
 
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,

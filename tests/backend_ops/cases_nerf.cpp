@@ -148,9 +148,18 @@ struct CompositeInputs {
 // [total, gradient (total x 4), loss, n_used per ray, exposure gradient (2 frames x 3)]
 // With `masked`, every other pixel is masked (dynamic_mask_*.png): its rays must train nothing.
 // With `exposure`, the frames have learned exposures and their gradient is part of the result.
+// With `distortion` > 0, the distortion loss at that weight, each ray's samples on a line.
 std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind, bool masked = false,
-                                        bool exposure = false) {
+                                        bool exposure = false, float distortion = 0.0f) {
   const CompositeInputs in(seed);
+  std::vector<float> rows(size_t(in.total) * 6);
+  for (const ops::NerfRay& r : in.rays)  // from the ray's first random row, along a fixed direction
+    for (uint32_t j = 0; j < r.n_samples; ++j)
+      for (int k = 0; k < 6; ++k) {
+        const size_t first = size_t(r.first_sample) * 6 + k;
+        rows[first + 6 * size_t(j)] = k < 3 ? in.samples[first] * 0.5f + 0.003f * float(j) * float(k + 1) : 0.5f;
+      }
+  Buffer<float> rows_on = upload(b, rows);
   std::vector<uint8_t> mask(in.rgba.size() / 4);
   for (size_t p = 0; p < mask.size(); ++p) mask[p] = uint8_t((p * 7919 + seed) % 2 ? 255 : 0);
   Buffer<uint8_t> mask_on = upload(b, mask);
@@ -173,7 +182,7 @@ std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind
   if (exposure) images.exposure = exposures.data(), images.exposure_gradient = exposure_gradient.data();
   ops::call<ops::NerfCompositeTrain>(s, on.scene, images,
                                      rays.view(), in.n_rays, raw.matrix(in.total, 4), dt.view(),
-                                     LossParams{kind, 0.1f}, 17u, grad.matrix(in.total, 4), partials.view(),
+                                     rows_on.matrix(in.total, 6), distortion, LossParams{kind, 0.1f}, 17u, grad.matrix(in.total, 4), partials.view(),
                                      state.view());
   std::vector<double> out{double(in.total)};
   const std::vector<float> g = grad.to_host();
@@ -467,6 +476,10 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
   cases.push_back({"nerf_composite_train", "L2_linear_exposure", 1e-5,
                    has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
                    [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::L2, false, true); },
+                   compare_composite_train});
+  cases.push_back({"nerf_composite_train", "Huber_srgb_distortion", 1e-5,
+                   has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
+                   [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::Huber, false, false, 0.01f); },
                    compare_composite_train});
   cases.push_back({"nerf_frame_gradients", "pose_focal_and_embedding", 1e-4, has_op<ops::NerfFrameGradients>(),
                    run_frame_gradients});

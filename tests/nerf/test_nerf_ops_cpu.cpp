@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "support/nerf_fixtures.h"
@@ -64,7 +65,7 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
     ops::TrainState state;
     ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{rgba.data(), linear, srgb_compositing},
                                        test::test_view(rays),
-                                       n_rays, test::test_view(raw, total, 4), test::test_view(dt), loss, 99u,
+                                       n_rays, test::test_view(raw, total, 4), test::test_view(dt), TensorView(), 0.0f, loss, 99u,
                                        test::test_view(grad, total, 4), TensorView(), TensorView::of(&state, 1));
     const double norm = 1.0 / (3.0 * n_rays);
     double loss_sum = 0;
@@ -100,6 +101,100 @@ TEST(NerfOpsCpu, CompositeBackwardMatchesFiniteDifferences) {
   }
 }
 
+// mip-NeRF 360's distortion loss of one ray in double, by its definition (every pair):
+// sum_ij w_i w_j |s_i - s_j| + 1/3 sum_i w_i^2 d_i, s and d over the box's diagonal.
+double ray_distortion(const std::vector<double>& raw, const std::vector<double>& dt, const std::vector<double>& s,
+                      double diagonal) {
+  std::vector<double> w;
+  double T = 1;
+  for (size_t j = 0; j < dt.size() && T >= 1e-4; ++j) {
+    const double alpha = 1 - std::exp(-std::exp(raw[4 * j + 3]) * dt[j]);
+    w.push_back(T * alpha);
+    T *= 1 - alpha;
+  }
+  double L = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    for (size_t j = 0; j < w.size(); ++j) L += w[i] * w[j] * std::fabs(s[i] - s[j]) / diagonal;
+    L += w[i] * w[i] * dt[i] / diagonal / 3;
+  }
+  return L;
+}
+
+// The distortion loss's gradient (two passes over each ray, NerfDistortion) against finite
+// differences of the pairwise definition, added to the photometric loss's; samples along
+// each ray with gaps between them (empty cells skipped) in a box that is not a cube.
+TEST(NerfOpsCpu, DistortionLossMatchesFiniteDifferences) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(0, 1);
+  test::PixelScene pixels(gen);
+  ops::NerfScene& scene = pixels.scene;
+  scene.aabb = {{-1, 0, 0}, {2, 1, 2}};
+  const ops::nerf::Vec3 extent = scene.aabb.max - scene.aabb.min;
+  const double diagonal = std::sqrt(double(dot(extent, extent)));
+  const std::vector<uint32_t> counts = {9, 1, 0, 16, 5};
+  const uint32_t n_rays = uint32_t(counts.size());
+  std::vector<ops::NerfRay> rays(n_rays);
+  uint32_t total = 0;
+  for (uint32_t i = 0; i < n_rays; ++i) rays[i] = {0, uint32_t(gen() % 16), total, counts[i]}, total += counts[i];
+  std::vector<float> raw(total * 4), dt(total), rows(total * 6), grad(total * 4), plain(total * 4);
+  std::vector<double> t(total);  // distance along the ray in world units
+  for (auto& v : raw) v = u(gen) * 4 - 2;
+  for (const ops::NerfRay& r : rays) {
+    const Vec3 dir = normalized(Vec3{u(gen) - 0.5f, u(gen) - 0.5f, u(gen) - 0.5f});
+    const Vec3 start{0.3f + 0.4f * u(gen), 0.3f + 0.4f * u(gen), 0.3f + 0.4f * u(gen)};
+    float at = 0;
+    for (uint32_t j = r.first_sample; j < r.first_sample + r.n_samples; ++j) {
+      dt[j] = 0.005f + 0.05f * u(gen);
+      at += dt[j] * (u(gen) < 0.3f ? 4.0f : 1.0f);  // now and then a gap
+      t[j] = at;
+      const Vec3 p = start + at * dir;  // world, then mapped to the unit box
+      rows[6 * size_t(j) + 0] = (p.x - scene.aabb.min.x) / extent.x;
+      rows[6 * size_t(j) + 1] = (p.y - scene.aabb.min.y) / extent.y;
+      rows[6 * size_t(j) + 2] = (p.z - scene.aabb.min.z) / extent.z;
+    }
+  }
+  const float weight = 0.05f;
+  ops::TrainState with, without;
+  for (auto [g, w, state] : {std::tuple{&grad, weight, &with}, std::tuple{&plain, 0.0f, &without}})
+    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{pixels.rgba.data()},
+                                       test::test_view(rays), n_rays, test::test_view(raw, total, 4),
+                                       test::test_view(dt), test::test_view(rows, total, 6), w, LossParams{}, 7u,
+                                       test::test_view(*g, total, 4), TensorView(), TensorView::of(state, 1));
+  double distortion_sum = 0;
+  for (const ops::NerfRay& r : rays) {
+    std::vector<double> rr(raw.begin() + r.first_sample * 4, raw.begin() + (r.first_sample + r.n_samples) * 4);
+    const std::vector<double> dd(dt.begin() + r.first_sample, dt.begin() + r.first_sample + r.n_samples);
+    std::vector<double> s(t.begin() + r.first_sample, t.begin() + r.first_sample + r.n_samples);
+    for (double& v : s) v -= t[r.first_sample];  // from the ray's first sample
+    distortion_sum += ray_distortion(rr, dd, s, diagonal);
+    for (uint32_t j = 3; j < r.n_samples * 4; j += 4) {  // only densities move the weights
+      const double h = 1e-5;
+      auto plus = rr, minus = rr;
+      plus[j] += h, minus[j] -= h;
+      const double fd = weight / n_rays *
+                        (ray_distortion(plus, dd, s, diagonal) - ray_distortion(minus, dd, s, diagonal)) / (2 * h);
+      const size_t k = size_t(r.first_sample) * 4 + j;
+      // Measured: float against double within ~1e-7 of the largest gradient.
+      EXPECT_NEAR(grad[k] - plain[k], fd, 2e-6 + 1e-3 * std::fabs(fd)) << "sample " << k / 4;
+      EXPECT_EQ(grad[k - 1], plain[k - 1]);  // colours untouched
+    }
+  }
+  EXPECT_GT(distortion_sum, 0.0);
+  EXPECT_NEAR(with.last_loss - without.last_loss, weight * distortion_sum / n_rays, 1e-5 * distortion_sum + 1e-7);
+  // A weight the loss cannot use is refused by name.
+  try {
+    ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{pixels.rgba.data()},
+                                       test::test_view(rays), n_rays, test::test_view(raw, total, 4),
+                                       test::test_view(dt), TensorView(), 0.1f, LossParams{}, 7u,
+                                       test::test_view(grad, total, 4), TensorView(), TensorView::of(&with, 1));
+    ADD_FAILURE() << "no samples for the distortion loss was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("distortion"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NerfOpsCpu, CompositeStopsAtLowTransmittanceAndZerosTheRest) {
   FrameView frame;
   frame.camera.width = frame.camera.height = 1;
@@ -113,7 +208,7 @@ TEST(NerfOpsCpu, CompositeStopsAtLowTransmittanceAndZerosTheRest) {
   std::vector<float> dt(5, 1.0f), grad(20, 7.0f), rgba(4);
   ops::TrainState state;
   ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{px}, TensorView::of(&ray, 1), 1u,
-                                     test::test_view(raw, 5, 4), test::test_view(dt), LossParams{}, 1u,
+                                     test::test_view(raw, 5, 4), test::test_view(dt), TensorView(), 0.0f, LossParams{}, 1u,
                                      test::test_view(grad, 5, 4), TensorView(), TensorView::of(&state, 1));
   for (int i = 8; i < 20; ++i) EXPECT_EQ(grad[i], 0.0f) << i;
   EXPECT_NE(grad[0], 0.0f);
@@ -146,7 +241,7 @@ TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   ops::TrainState state;
   ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{pixels.rgba.data()},
                                      test::test_view(composited), n_rays, test::test_view(raw, total, 4),
-                                     test::test_view(dt), LossParams{}, 5u, test::test_view(grad, total, 4),
+                                     test::test_view(dt), TensorView(), 0.0f, LossParams{}, 5u, test::test_view(grad, total, 4),
                                      TensorView(), TensorView::of(&state, 1));
 
   std::vector<ops::NerfRay> rays = marched;
@@ -183,7 +278,7 @@ TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   ops::TrainState compact_state;
   ops::call<ops::NerfCompositeTrain>(DeviceKind::cpu, scene, ops::NerfImages{pixels.rgba.data()},
                                      test::test_view(rays), n_rays, test::test_view(compact_raw, count, 4),
-                                     TensorView::of(compact_dt.data(), count), LossParams{}, 5u,
+                                     TensorView::of(compact_dt.data(), count), TensorView(), 0.0f, LossParams{}, 5u,
                                      test::test_view(compact_grad, count, 4), TensorView(),
                                      TensorView::of(&compact_state, 1));
   EXPECT_EQ(compact_state.last_loss, state.last_loss);

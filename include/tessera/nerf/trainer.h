@@ -72,6 +72,9 @@ struct NerfTrainingOptions {
   uint32_t n_extra_learnable_dims = 0;
   float appearance_learning_rate = 1e-3f;
   uint32_t camera_update_interval = 16;
+  // mip-NeRF 360's distortion loss at this weight beside the photometric loss (0: off): each
+  // ray's weight pulled together along it (ops::NerfDistortion).
+  float distortion_loss = 0.0f;
 };
 
 // The default config: instant-ngp's NeRF model and loss; its Adam and Ema at twice the

@@ -36,12 +36,15 @@ struct NerfMarchRays {
 // composited), and writes dL/d(raw output) of every sample (zero past the
 // stop) for the mean loss over rays x 3 channels; the mean loss goes to state.last_loss.
 // rays: the first n_rays NerfRays of the view (their n_used is set); outputs, dL_doutputs:
-// fp32 [samples, 4].
+// fp32 [samples, 4]. distortion_weight > 0 adds mip-NeRF 360's distortion loss (NerfDistortion)
+// x that weight per ray to the mean, and needs `samples`, the rows the outputs were computed
+// from (fp32 [>= samples, 6 + embedding width]); otherwise samples may be empty.
 struct NerfCompositeTrain {
   static constexpr const char* name = "nerf_composite_train";
   using Fn = void(Stream&, const NerfScene& scene, const NerfImages& images, const TensorView& rays,
-                  uint32_t n_rays, const TensorView& outputs, const TensorView& dt, const LossParams& loss, uint32_t seed,
-                  const TensorView& dL_doutputs, const TensorView& loss_partials, const TensorView& state);
+                  uint32_t n_rays, const TensorView& outputs, const TensorView& dt, const TensorView& samples,
+                  float distortion_weight, const LossParams& loss, uint32_t seed, const TensorView& dL_doutputs,
+                  const TensorView& loss_partials, const TensorView& state);
 };
 struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTrain needs
   static constexpr const char* name = "nerf_composite_train_partials";
@@ -169,6 +172,9 @@ void check_nerf_march_views(const NerfRaySelection& rays, const TensorView& ray_
 // dL_doutputs may be empty (rendering).
 void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
                                 const TensorView& dt, const TensorView& dL_doutputs);
+// NerfCompositeTrain's distortion arguments as the kernels take them (checks the weight and,
+// when it is on, that `samples` holds sample rows for every output row).
+NerfDistortion nerf_distortion_of(const TensorView& samples, float weight, const TensorView& outputs);
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
                               const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
                               const TensorView& compact_dt, const TensorView& count);

@@ -119,4 +119,14 @@ struct NerfImages {
   float* exposure_gradient = nullptr;
 };
 
+// mip-NeRF 360's distortion loss beside the photometric one in NerfCompositeTrain (see
+// nerf::distortion_ray_backward): `weight` x each ray's distortion, averaged over the rays
+// like the photometric loss; 0 = off. rows: the samples' rows the outputs were computed
+// from (positions in the unit box first), `stride` floats apart.
+struct NerfDistortion {
+  float weight = 0.0f;
+  const float* rows = nullptr;
+  size_t stride = 0;
+};
+
 }  // namespace tessera::ops

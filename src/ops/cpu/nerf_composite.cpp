@@ -10,12 +10,12 @@ namespace tessera::ops::cpu {
 using namespace nerf;
 
 void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
-                          const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
-                          float* dL_doutputs, TrainState* state) {
+                          const float* outputs, const float* dt, const NerfDistortion& distortion,
+                          const LossParams& loss, uint32_t seed, float* dL_doutputs, TrainState* state) {
   const float norm = 1.0f / (3.0f * float(n_rays));
   double loss_sum = 0.0;
   for (uint32_t i = 0; i < n_rays; ++i)
-    loss_sum += composite_train_ray(scene, images, rays[i], i, outputs, dt, loss, seed, norm, dL_doutputs);
+    loss_sum += composite_train_ray(scene, images, rays[i], i, outputs, dt, distortion, loss, seed, norm, dL_doutputs);
   state->last_loss = float(loss_sum * norm);
 }
 

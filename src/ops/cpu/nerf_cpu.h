@@ -7,8 +7,8 @@ namespace tessera::ops::cpu {
 void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& rays, uint32_t max_samples, NerfRay* ray_out,
                      float* samples, float* dt, uint32_t* counters);
 void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
-                          const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
-                          float* dL_doutputs, TrainState* state);
+                          const float* outputs, const float* dt, const NerfDistortion& distortion,
+                          const LossParams& loss, uint32_t seed, float* dL_doutputs, TrainState* state);
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
                            nerf::Vec3 background, float* rgba);
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,

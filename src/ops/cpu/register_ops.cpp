@@ -236,11 +236,12 @@ void register_ops(Backend& b) {
                     dt.data<float>(), counters.data<uint32_t>());
   });
   b.add_op<NerfCompositeTrain>([](Stream&, const NerfScene& scene, const NerfImages& images, V rays, uint32_t n_rays,
-                                  V outputs, V dt, const LossParams& loss, uint32_t seed, V dL_doutputs, V,
-                                  V state) {
+                                  V outputs, V dt, V samples, float distortion, const LossParams& loss, uint32_t seed,
+                                  V dL_doutputs, V, V state) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, dL_doutputs);
     nerf_composite_train(scene, images, rays.data<NerfRay>(), n_rays, outputs.data<const float>(),
-                         dt.data<const float>(), loss, seed, dL_doutputs.data<float>(), state.data<TrainState>());
+                         dt.data<const float>(), nerf_distortion_of(samples, distortion, outputs), loss, seed,
+                         dL_doutputs.data<float>(), state.data<TrainState>());
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t) { return size_t(1); });
   b.add_op<NerfCompactSamples>([](Stream&, V rays, uint32_t n_rays, V raw_density, V samples, V dt,

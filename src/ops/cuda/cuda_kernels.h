@@ -152,8 +152,9 @@ void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& rays, uint3
                      float* samples, float* dt, uint32_t* counters, Stream* stream);
 size_t nerf_composite_train_partials(uint32_t n_rays);
 void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
-                          const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
-                          float* dL_doutputs, float* loss_partials, TrainState* state, Stream* stream);
+                          const float* outputs, const float* dt, const NerfDistortion& distortion,
+                          const LossParams& loss, uint32_t seed, float* dL_doutputs, float* loss_partials,
+                          TrainState* state, Stream* stream);
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
                            nerf::Vec3 background, float* rgba, Stream* stream);
 size_t nerf_compact_scratch(uint32_t n_rays);

@@ -24,13 +24,14 @@ constexpr uint32_t kThreads = 128;
 
 __global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfRay* __restrict__ rays,
                                        uint32_t n_rays, const float* __restrict__ outputs,
-                                       const float* __restrict__ dt, LossParams loss, uint32_t seed, float norm,
+                                       const float* __restrict__ dt, NerfDistortion distortion, LossParams loss,
+                                       uint32_t seed, float norm,
                                        float* __restrict__ dL_doutputs, float* __restrict__ partials) {
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   float l = 0.0f;
   if (i < n_rays) {
     NerfRay r = rays[i];
-    l = composite_train_ray(scene, images, r, i, outputs, dt, loss, seed, norm, dL_doutputs);
+    l = composite_train_ray(scene, images, r, i, outputs, dt, distortion, loss, seed, norm, dL_doutputs);
     rays[i].n_used = r.n_used;
   }
   for (int o = 16; o > 0; o /= 2) l += __shfl_down_sync(0xffffffffu, l, o);
@@ -273,13 +274,14 @@ void nerf_scatter_density(const uint32_t* window_rows, uint32_t rows, const floa
 size_t nerf_composite_train_partials(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kThreads); }
 
 void nerf_composite_train(const NerfScene& scene, const NerfImages& images, NerfRay* rays, uint32_t n_rays,
-                          const float* outputs, const float* dt, const LossParams& loss, uint32_t seed,
-                          float* dL_doutputs, float* partials, TrainState* state, Stream* stream) {
+                          const float* outputs, const float* dt, const NerfDistortion& distortion,
+                          const LossParams& loss, uint32_t seed, float* dL_doutputs, float* partials, TrainState* state,
+                          Stream* stream) {
   if (n_rays == 0) return;
   const cudaStream_t s = detail::native_stream(stream);
   const float norm = 1.0f / (3.0f * float(n_rays));
   const unsigned blocks = detail::blocks_for(n_rays, kThreads);
-  composite_train_kernel<<<blocks, kThreads, 0, s>>>(scene, images, rays, n_rays, outputs, dt, loss, seed, norm,
+  composite_train_kernel<<<blocks, kThreads, 0, s>>>(scene, images, rays, n_rays, outputs, dt, distortion, loss, seed, norm,
                                                      dL_doutputs, partials);
   TESSERA_CUDA_CHECK_LAUNCH("composite_train_kernel");
   loss_sum_kernel<<<1, 256, 0, s>>>(partials, blocks, norm, state);

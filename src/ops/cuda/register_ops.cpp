@@ -445,12 +445,12 @@ void register_ops(Backend& b) {
                     dt.data<float>(), counters.data<uint32_t>(), &s);
   });
   b.add_op<NerfCompositeTrain>([](Stream& s, const NerfScene& scene, const NerfImages& images, V rays,
-                                  uint32_t n_rays, V outputs, V dt, const LossParams& loss, uint32_t seed,
-                                  V dL_doutputs, V partials, V state) {
+                                  uint32_t n_rays, V outputs, V dt, V samples, float distortion,
+                                  const LossParams& loss, uint32_t seed, V dL_doutputs, V partials, V state) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, dL_doutputs);
     check_view(partials, "nerf_composite_train: partials", DType::f32, nerf_composite_train_partials(n_rays));
     nerf_composite_train(scene, images, rays.data<NerfRay>(), n_rays, outputs.data<const float>(),
-                         dt.data<const float>(), loss, seed, dL_doutputs.data<float>(), partials.data<float>(),
+                         dt.data<const float>(), nerf_distortion_of(samples, distortion, outputs), loss, seed, dL_doutputs.data<float>(), partials.data<float>(),
                          state.data<TrainState>(), &s);
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t n_rays) { return nerf_composite_train_partials(n_rays); });
