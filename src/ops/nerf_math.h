@@ -559,13 +559,33 @@ TESSERA_HD void composite_ray_backward(const float* raw, const float* dt, uint32
   }
 }
 
-// A sample's distance along its ray from the ray's first sample, over the scene box's
-// diagonal: rows are the ray's samples (positions in the unit box first), `stride` floats
-// apart; `extent` the box's size.
-TESSERA_HD float ray_distance(const float* rows, size_t stride, uint32_t j, Vec3 extent, float inv_diagonal) {
-  const float* p = rows + j * stride;
-  const Vec3 d{(p[0] - rows[0]) * extent.x, (p[1] - rows[1]) * extent.y, (p[2] - rows[2]) * extent.z};
-  return std::sqrt(dot(d, d)) * inv_diagonal;
+// What the distortion loss reads of kCompositeChunk samples of a ray, loaded before use as
+// load_chunk does: raw density, step, and distance along the ray from the ray's first
+// sample over the box's diagonal (rows: the ray's samples, positions in the unit box first,
+// `stride` floats apart; `extent`: the box's size).
+struct DistortionChunk {
+  float raw_density[kCompositeChunk], dt[kCompositeChunk], s[kCompositeChunk];
+  uint32_t n;
+};
+TESSERA_HD DistortionChunk load_distortion_chunk(const float* raw, const float* dt, const float* rows, size_t stride,
+                                                 Vec3 extent, float inv_diagonal, uint32_t first, uint32_t n) {
+  DistortionChunk c;
+  c.n = n - first < kCompositeChunk ? n - first : kCompositeChunk;
+  float p[kCompositeChunk][3];
+  TESSERA_UNROLL
+  for (uint32_t j = 0; j < kCompositeChunk; ++j) {
+    if (j >= c.n) break;
+    c.raw_density[j] = raw[4 * size_t(first + j) + 3];
+    c.dt[j] = dt[first + j];
+    for (int k = 0; k < 3; ++k) p[j][k] = rows[size_t(first + j) * stride + k];
+  }
+  TESSERA_UNROLL
+  for (uint32_t j = 0; j < kCompositeChunk; ++j) {
+    if (j >= c.n) break;
+    const Vec3 d{(p[j][0] - rows[0]) * extent.x, (p[j][1] - rows[1]) * extent.y, (p[j][2] - rows[2]) * extent.z};
+    c.s[j] = std::sqrt(dot(d, d)) * inv_diagonal;
+  }
+  return c;
 }
 
 // mip-NeRF 360's distortion loss on a ray's weights w_j = T_j alpha_j (its first `used`
@@ -580,25 +600,35 @@ TESSERA_HD float distortion_ray_backward(const float* raw, const float* dt, cons
                                          Vec3 extent, uint32_t used, float scale, float* grad) {
   const float inv_diagonal = 1.0f / std::sqrt(dot(extent, extent));
   float T = 1.0f, W = 0.0f, WS = 0.0f, L = 0.0f;
-  for (uint32_t j = 0; j < used; ++j) {
-    const float alpha = 1.0f - std::exp(-density_activation(raw[4 * size_t(j) + 3]) * dt[j]);
-    const float w = T * alpha, s = ray_distance(rows, stride, j, extent, inv_diagonal);
-    L += 2.0f * w * (s * W - WS) + w * w * dt[j] * inv_diagonal * (1.0f / 3.0f);
-    W += w, WS += w * s, T *= 1.0f - alpha;
+  for (uint32_t first = 0; first < used; first += kCompositeChunk) {
+    const DistortionChunk c = load_distortion_chunk(raw, dt, rows, stride, extent, inv_diagonal, first, used);
+    TESSERA_UNROLL
+    for (uint32_t j = 0; j < kCompositeChunk; ++j) {
+      if (j >= c.n) break;
+      const float alpha = 1.0f - std::exp(-density_activation(c.raw_density[j]) * c.dt[j]);
+      const float w = T * alpha;
+      L += 2.0f * w * (c.s[j] * W - WS) + w * w * c.dt[j] * inv_diagonal * (1.0f / 3.0f);
+      W += w, WS += w * c.s[j], T *= 1.0f - alpha;
+    }
   }
   // Before j: W_b, WS_b; after j: W_a, WS_a; gw = sum over i <= j of w_i dL/dw_i.
   const float total_gw = 2.0f * L;
   float W_b = 0.0f, WS_b = 0.0f, gw = 0.0f;
   T = 1.0f;
-  for (uint32_t j = 0; j < used; ++j) {
-    const float raw_density = raw[4 * size_t(j) + 3];
-    const float alpha = 1.0f - std::exp(-density_activation(raw_density) * dt[j]);
-    const float w = T * alpha, T_next = T * (1.0f - alpha), s = ray_distance(rows, stride, j, extent, inv_diagonal);
-    const float W_a = W - W_b - w, WS_a = WS - WS_b - w * s;
-    const float g = 2.0f * (s * W_b - WS_b + WS_a - s * W_a) + (2.0f / 3.0f) * w * dt[j] * inv_diagonal;
-    gw += g * w;
-    grad[4 * size_t(j) + 3] += scale * dt[j] * (g * T_next - (total_gw - gw)) * density_gradient(raw_density);
-    W_b += w, WS_b += w * s, T = T_next;
+  for (uint32_t first = 0; first < used; first += kCompositeChunk) {
+    const DistortionChunk c = load_distortion_chunk(raw, dt, rows, stride, extent, inv_diagonal, first, used);
+    TESSERA_UNROLL
+    for (uint32_t j = 0; j < kCompositeChunk; ++j) {
+      if (j >= c.n) break;
+      const float alpha = 1.0f - std::exp(-density_activation(c.raw_density[j]) * c.dt[j]);
+      const float w = T * alpha, T_next = T * (1.0f - alpha), s = c.s[j];
+      const float W_a = W - W_b - w, WS_a = WS - WS_b - w * s;
+      const float g = 2.0f * (s * W_b - WS_b + WS_a - s * W_a) + (2.0f / 3.0f) * w * c.dt[j] * inv_diagonal;
+      gw += g * w;
+      grad[4 * size_t(first + j) + 3] +=
+          scale * c.dt[j] * (g * T_next - (total_gw - gw)) * density_gradient(c.raw_density[j]);
+      W_b += w, WS_b += w * s, T = T_next;
+    }
   }
   return L;
 }
