@@ -29,7 +29,30 @@ struct GridCase {
   float base, scale;
   bool hashed;
   ops::GridInterpolation interp;
+  // Points in runs along random rays (a NeRF batch: a ray's samples are consecutive rows and
+  // share their cell at the coarse levels), where the CUDA scatter merges equal cells.
+  bool ray_runs = false;
 };
+
+// Runs of 1-16 points a 1/600 step apart along random directions from random origins.
+std::vector<float> points_in_runs(size_t batch, uint32_t dims, uint64_t seed) {
+  const auto u = random_floats(batch * (2 * dims + 1), 0, 1, seed);
+  std::vector<float> x(batch * dims);
+  size_t i = 0, k = 0;
+  while (i < batch) {
+    const size_t run = std::min(batch - i, size_t(1 + u[k++] * 15.999f));
+    float o[4], dir[4], norm = 0;
+    for (uint32_t d = 0; d < dims; ++d) {
+      o[d] = 0.1f + 0.8f * u[k++];
+      dir[d] = u[k++] - 0.5f;
+      norm += dir[d] * dir[d];
+    }
+    for (size_t j = 0; j < run; ++j, ++i)
+      for (uint32_t d = 0; d < dims; ++d)
+        x[i * dims + d] = std::clamp(o[d] + float(j) / 600.0f * dir[d] / std::sqrt(norm + 1e-12f), 0.0f, 1.0f);
+  }
+  return x;
+}
 
 enum class Output {
   forward,
@@ -49,7 +72,7 @@ std::vector<double> run_grid(Backend& b, const GridCase& c, Output what, uint64_
   const auto g = ops::make_grid_layout(c.dims, c.levels, c.features, c.log2_size, c.base, c.scale, c.hashed, c.interp);
   const size_t batch = 4099, n = size_t(g.n_params());
   const uint32_t out_w = g.output_width();
-  auto x = random_floats(batch * c.dims, 0, 1, seed);
+  auto x = c.ray_runs ? points_in_runs(batch, c.dims, seed) : random_floats(batch * c.dims, 0, 1, seed);
   for (size_t i = 0; i < batch; i += 7) {
     const uint32_t l = uint32_t(i / 7) % c.levels, d = uint32_t(i / 7) % c.dims;
     const float p = std::floor(x[i * c.dims + d] * g.scale[l]) + 0.5f;
@@ -116,7 +139,8 @@ const RegisterOpCases grid_cases([](std::vector<OpCase>& cases) {
       {"Hash1D_F1", 1, 12, 1, 14, 4, 2.0f, true, ops::GridInterpolation::Linear},
       {"Hash3D_F4_smoothstep", 3, 6, 4, 14, 8, 2.0f, true, ops::GridInterpolation::Smoothstep},
       {"Hash4D_F8", 4, 4, 8, 14, 4, 2.0f, true, ops::GridInterpolation::Linear},
-      {"Dense3D_F2", 3, 3, 2, 14, 8, 2.0f, false, ops::GridInterpolation::Linear}};
+      {"Dense3D_F2", 3, 3, 2, 14, 8, 2.0f, false, ops::GridInterpolation::Linear},
+      {"Hash3D_nerf_ray_runs", 3, 16, 2, 14, 16, 1.3819f, true, ops::GridInterpolation::Linear, true}};
   for (const GridCase& c : list) {
     cases.push_back({"grid_encode", c.name, kForwardTol, has_op<ops::GridEncode>(),
                      [c](Backend& b, uint64_t seed) { return run_grid(b, c, Output::forward, seed); }});

@@ -256,6 +256,66 @@ __device__ __forceinline__ void scatter_level(const GridLayout& g, float* __rest
   });
 }
 
+// scatter_level for a warp whose 32 lanes hold consecutive rows of one level (all lanes
+// call it; `active` false where a lane has no row). Neighbouring samples of one ray share
+// their cell at the coarse levels (lego: a ray's ~5 trained samples lie within one cell up
+// to ~128 cells per unit), and atomics on one address serialise in L2: lanes in a run of
+// equal cells first sum their corner values by a segmented shuffle reduction, then one
+// lane per run adds them. A warp without such runs (fine levels, random rows) pays a
+// shuffle per dimension and a ballot, and scatters as scatter_level.
+template <uint32_t D, uint32_t F>
+__device__ __forceinline__ void scatter_level_merging_runs(const GridLayout& g, float* __restrict__ grads,
+                                                           uint32_t level, const float* x, const float* dout,
+                                                           bool active, bool vector_atomics) {
+  constexpr uint32_t kAll = 0xffffffffu, kCorners = 1u << D;
+  const LevelCell<D> cell(g, level, x);
+  const uint32_t lane = threadIdx.x & 31u;
+  // Every lane shuffles (no short-circuit: a lane missing from a full-mask shuffle hangs the warp).
+  const bool previous_active = __shfl_up_sync(kAll, uint32_t(active), 1) != 0u;
+  bool continues_run = active && previous_active && lane > 0;
+#pragma unroll
+  for (uint32_t d = 0; d < D; ++d) {
+    const uint32_t previous = __shfl_up_sync(kAll, cell.part[d][0], 1);
+    continues_run = continues_run && previous == cell.part[d][0];
+  }
+  const uint32_t heads = __ballot_sync(kAll, !continues_run);
+  float* level_grads = grads + size_t(g.offset[level]) * F;
+  float v[kCorners][F];
+#pragma unroll
+  for (uint32_t c = 0; c < kCorners; ++c) {
+    const float w = cell.weight(c);
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) v[c][k] = w * dout[k];
+  }
+  if (heads != kAll) {
+    const uint32_t above = heads & ~((2u << lane) - 1u);  // heads after this lane (lane 31: none)
+    const uint32_t run_end = above ? uint32_t(__ffs(int(above))) - 1u : 32u;
+    // A head lane's run is the longest distance to a run's end; the reduction needs
+    // ceil(log2) of the longest run's length in steps.
+#if __CUDA_ARCH__ >= 800
+    const uint32_t longest = __reduce_max_sync(kAll, run_end - lane);
+#else
+    uint32_t longest = run_end - lane;
+    for (uint32_t o = 16; o > 0; o /= 2) longest = max(longest, __shfl_xor_sync(kAll, longest, o));
+#endif
+    for (uint32_t offset = 1; offset < longest; offset *= 2) {
+      const bool take = lane + offset < run_end;
+#pragma unroll
+      for (uint32_t c = 0; c < kCorners; ++c)
+#pragma unroll
+        for (uint32_t k = 0; k < F; ++k) {
+          const float other = __shfl_down_sync(kAll, v[c][k], offset);
+          if (take) v[c][k] += other;
+        }
+    }
+  }
+  if (!active || continues_run) return;
+  scatter_cell<D, F>(cell, level_grads, vector_atomics, [&](uint32_t c, float* out) {
+#pragma unroll
+    for (uint32_t k = 0; k < F; ++k) out[k] = v[c][k];
+  });
+}
+
 // The second backward's scatter: each corner gets u . d(weight_c)/dx times dout (the
 // derivative of the input gradient's corner term in the direction u = dL/d(dL/dx)), plus,
 // when `first` is not null, a first backward's weight_c times first: both in one scatter.

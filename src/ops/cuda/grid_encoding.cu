@@ -80,6 +80,8 @@ __global__ void grid_forward_kernel(GridLayout g, const __half* __restrict__ tab
   }
 }
 
+// Rows of a batch in ray order (NeRF) repeat their cells at the coarse levels: the scatter
+// merges those runs first (grid::scatter_level_merging_runs; random rows cost the same).
 template <uint32_t D, uint32_t F>
 __global__ void grid_backward_params_kernel(GridLayout g, const float* __restrict__ in, uint32_t in_stride,
                                             uint64_t batch, const float* __restrict__ dL_dout,  // [batch, L*F]
@@ -98,11 +100,11 @@ __global__ void grid_backward_params_kernel(GridLayout g, const float* __restric
   }
   __syncthreads();
   const uint32_t lw = threadIdx.x / 32, l = level0 + lw, lane = threadIdx.x % 32;
-  if (row0 + lane >= batch) return;
   float dout[F];
 #pragma unroll
   for (uint32_t k = 0; k < F; ++k) dout[k] = s_dout[lane * pitch + lw * F + k];
-  grid::scatter_level<D, F>(g, dL_dparams, l, s_in + lane * D, dout, vector_atomics);
+  grid::scatter_level_merging_runs<D, F>(g, dL_dparams, l, s_in + lane * D, dout, row0 + lane < batch,
+                                         vector_atomics);
 }
 
 // The second backward's parameter gradients, tiled and launched per level group as the
