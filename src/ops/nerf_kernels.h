@@ -88,22 +88,18 @@ TESSERA_HD float training_target(const NerfImages& images, float s, float alpha,
   return linear_to_srgb(y);
 }
 
-// Loss of training ray i (summed over its 3 channels) and dL/d(raw) of its samples, for the
-// mean over `norm` = 1 / (3 n_rays), the distortion loss included when it is on; sets
-// r.n_used. With learned exposure, adds the ray's dL/d(exposure) to its frame's.
-TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& images, NerfRay& r, uint32_t i,
-                                     const float* outputs, const float* dt, const NerfDistortion& distortion,
-                                     const LossParams& loss, uint32_t seed, float norm, float* dL_doutputs) {
-  const Vec3 bg = training_background(seed, i);
+// The loss of ray r's composited colour against its pixel (summed over the 3 channels),
+// dL/dC for the mean over `norm` = 1 / (3 n_rays) (zero for a masked pixel) and whether it
+// is masked. With learned exposure and add_exposure_gradient, adds the ray's dL/d(exposure)
+// to its frame's.
+TESSERA_HD float pixel_loss(const NerfScene& scene, const NerfImages& images, const NerfRay& r, Vec3 bg,
+                            const float colour[3], const LossParams& loss, float norm, bool add_exposure_gradient,
+                            float dL_dC[3], bool& masked) {
   const uint64_t pixel = scene.frames[r.frame].pixel_offset + r.pixel;
   const uint8_t* px = images.rgba + pixel * 4;
-  const bool masked = images.mask && images.mask[pixel];
+  masked = images.mask && images.mask[pixel];
   const float alpha = float(px[3]) * (1.0f / 255.0f);
-  const float* raw = outputs + size_t(r.first_sample) * kNerfOutputWidth;
-  const float* steps = dt + r.first_sample;
-  float colour[3], T, dL_dC[3], sum = 0.0f;
-  const uint32_t used = composite_ray(raw, steps, r.n_samples, bg, colour, T);
-  r.n_used = used;
+  float sum = 0.0f;
   for (int k = 0; k < 3; ++k) {
     // The pixel over the background, in the model's colour space; sRGB colours see the random
     // background as sRGB, so a transparent pixel's target is bg.
@@ -114,9 +110,26 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
     sum += loss_value(loss, colour[k], target);
     dL_dC[k] = masked ? 0.0f : norm * loss_gradient(loss, colour[k], target);
     // Every loss here depends on prediction - target alone, so dL/dtarget = -dL/dC.
-    if (images.exposure_gradient && r.n_samples && !masked)
+    if (add_exposure_gradient && images.exposure_gradient && r.n_samples && !masked)
       accumulate(images.exposure_gradient + 3 * r.frame + k, -dL_dC[k] * dtarget_dscale * scale * kLn2);
   }
+  return sum;
+}
+
+// Loss of training ray i (summed over its 3 channels) and dL/d(raw) of its samples, for the
+// mean over `norm` = 1 / (3 n_rays), the distortion loss included when it is on; sets
+// r.n_used. With learned exposure, adds the ray's dL/d(exposure) to its frame's.
+TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& images, NerfRay& r, uint32_t i,
+                                     const float* outputs, const float* dt, const NerfDistortion& distortion,
+                                     const LossParams& loss, uint32_t seed, float norm, float* dL_doutputs) {
+  const Vec3 bg = training_background(seed, i);
+  const float* raw = outputs + size_t(r.first_sample) * kNerfOutputWidth;
+  const float* steps = dt + r.first_sample;
+  float colour[3], T, dL_dC[3];
+  const uint32_t used = composite_ray(raw, steps, r.n_samples, bg, colour, T);
+  r.n_used = used;
+  bool masked;
+  float sum = pixel_loss(scene, images, r, bg, colour, loss, norm, true, dL_dC, masked);
   float* grad = dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth;
   composite_ray_backward(raw, steps, r.n_samples, used, colour, dL_dC, grad);
   // The distortion loss is weight x L per ray in the mean over rays: 3 x weight x L in this
@@ -129,12 +142,6 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   return r.n_samples && !masked ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
 }
 
-// Ray r's part of its frame's gradients (NerfFrameGradients); rows of `width` = 6 + E floats.
-// Pose: each sample at p = o + t d moves with the origin o and turns with the direction d
-// about o, so dL/do = sum dL/dp and dL/d(angle-axis) = sum (p - o) x dL/dp + d x dL/dd.
-// Focal length: the samples keep their distances t while d turns, so dL/d(delta) =
-// (sum t dL/dp + dL/dd) . dd/d(delta). Embedding: the sum of its columns' gradients. Any
-// output may be null.
 // The rows NerfGatherWindow takes from ray r: its samples [begin, min(end, n_samples)) if it
 // is live after its first `begin` (raw_density fp32 [rows, 1] and dt per sample).
 TESSERA_HD uint32_t window_rows_of(const NerfRay& r, uint32_t begin, uint32_t end, const float* raw_density,
@@ -144,6 +151,12 @@ TESSERA_HD uint32_t window_rows_of(const NerfRay& r, uint32_t begin, uint32_t en
   return (end < r.n_samples ? end : r.n_samples) - begin;
 }
 
+// Ray r's part of its frame's gradients (NerfFrameGradients); rows of `width` = 6 + E floats.
+// Pose: each sample at p = o + t d moves with the origin o and turns with the direction d
+// about o, so dL/do = sum dL/dp and dL/d(angle-axis) = sum (p - o) x dL/dp + d x dL/dd.
+// Focal length: the samples keep their distances t while d turns, so dL/d(delta) =
+// (sum t dL/dp + dL/dd) . dd/d(delta). Embedding: the sum of its columns' gradients. Any
+// output may be null.
 TESSERA_HD void frame_gradients_ray(const NerfScene& scene, const NerfRay& r, const float* samples,
                                     const float* dL_dsamples, uint32_t width, float* pose_gradient,
                                     float* focal_gradient, float* embedding_gradient) {

@@ -133,13 +133,18 @@ struct CompositeInputs {
   std::vector<ops::NerfRay> rays;
   std::vector<float> raw, dt, samples;
   uint32_t n_rays = 5000, total = 0;
-  explicit CompositeInputs(uint64_t seed) : rgba(2 * 16 * 16 * 4) {
+  // Default: up to 200 samples per ray, raw densities in [-2, 6] (most rays stop within a few
+  // samples). `long_rays`: 1200 rays of up to 1024 samples in thin density (raw in [-6, 1]),
+  // stopping anywhere along them or not at all (CUDA composites those with a warp each).
+  explicit CompositeInputs(uint64_t seed, bool long_rays = false) : rgba(2 * 16 * 16 * 4) {
     std::mt19937_64 gen(seed);
     std::uniform_real_distribution<float> u(0, 1);
     for (auto& v : rgba) v = uint8_t(gen() % 256);
-    rays = random_rays(gen, n_rays, 2, 256, 200, 5, total);
+    if (long_rays) n_rays = 1200;
+    rays = random_rays(gen, n_rays, 2, 256, long_rays ? 1024 : 200, 5, total);
     raw.resize(size_t(total) * 4), dt.resize(total), samples.resize(size_t(total) * 6);
-    for (size_t i = 0; i < raw.size(); ++i) raw[i] = (i % 4 == 3) ? u(gen) * 8 - 2 : u(gen) * 6 - 3;
+    const float density_lo = long_rays ? -6.0f : -2.0f, density_span = long_rays ? 7.0f : 8.0f;
+    for (size_t i = 0; i < raw.size(); ++i) raw[i] = (i % 4 == 3) ? u(gen) * density_span + density_lo : u(gen) * 6 - 3;
     for (auto& v : dt) v = 0.002f + 0.02f * u(gen);
     for (auto& v : samples) v = u(gen);
   }
@@ -150,8 +155,8 @@ struct CompositeInputs {
 // With `exposure`, the frames have learned exposures and their gradient is part of the result.
 // With `distortion` > 0, the distortion loss at that weight, each ray's samples on a line.
 std::vector<double> run_composite_train(Backend& b, uint64_t seed, LossKind kind, bool masked = false,
-                                        bool exposure = false, float distortion = 0.0f) {
-  const CompositeInputs in(seed);
+                                        bool exposure = false, float distortion = 0.0f, bool long_rays = false) {
+  const CompositeInputs in(seed, long_rays);
   std::vector<float> rows(size_t(in.total) * 6);
   for (const ops::NerfRay& r : in.rays)  // from the ray's first random row, along a fixed direction
     for (uint32_t j = 0; j < r.n_samples; ++j)
@@ -477,6 +482,14 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
                    has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
                    [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::L2, false, true); },
                    compare_composite_train});
+  for (const bool masked : {false, true})
+    cases.push_back({"nerf_composite_train", masked ? "L2_linear_long_rays_masked_exposure" : "Huber_srgb_long_rays",
+                     1e-5, has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
+                     [=](Backend& b, uint64_t seed) {
+                       return run_composite_train(b, seed, masked ? LossKind::L2 : LossKind::Huber, masked, masked,
+                                                  0.0f, true);
+                     },
+                     compare_composite_train});
   cases.push_back({"nerf_composite_train", "Huber_srgb_distortion", 1e-5,
                    has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),
                    [=](Backend& b, uint64_t seed) { return run_composite_train(b, seed, LossKind::Huber, false, false, 0.01f); },

@@ -20,27 +20,145 @@ using namespace nerf;
 
 namespace {
 
-constexpr uint32_t kThreads = 128;
+constexpr uint32_t kThreads = 128, kAll = 0xffffffffu;
 
+// Rays with more samples than this are composited by a whole warp (composite_train_ray_warp):
+// a thread walks its ray's samples one after another, and a single ray of hundreds of
+// samples (thin density along a grazing ray) held the whole launch (lego on the H200: 123 us
+// per step for ~5 samples per ray on average).
+constexpr uint32_t kLongRay = 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(kAll, v, o);
+  return v;
+}
+
+// Inclusive scan over the warp's lanes: product or sum.
+template <bool kProduct>
+__device__ __forceinline__ float warp_inclusive_scan(float v) {
+  const uint32_t lane = threadIdx.x & 31u;
+  for (uint32_t o = 1; o < 32; o *= 2) {
+    const float other = __shfl_up_sync(kAll, v, o);
+    if (lane >= o) v = kProduct ? v * other : v + other;
+  }
+  return v;
+}
+
+// composite_train_ray (without the distortion loss) of ray r by the 32 lanes of a warp, every
+// lane calling: lane l walks samples [l m, (l + 1) m), m = ceil(n / 32). The transmittance in
+// front of each lane's samples comes from a product scan over the lanes; the first lane whose
+// walk falls below kMinTransmittance holds the stop, and the lanes after it use nothing. The
+// same terms as the sequential loop, summed in another order (rounding apart).
+__device__ float composite_train_ray_warp(const NerfScene& scene, const NerfImages& images, NerfRay& r, uint32_t i,
+                                          const float* outputs, const float* dt, const LossParams& loss,
+                                          uint32_t seed, float norm, float* dL_doutputs) {
+  const uint32_t lane = threadIdx.x & 31u, n = r.n_samples, m = (n + 31u) / 32u;
+  const uint32_t j0 = min(lane * m, n), j1 = min(j0 + m, n);
+  const float* raw = outputs + size_t(r.first_sample) * kNerfOutputWidth;
+  const float* steps = dt + r.first_sample;
+  float through = 1.0f;
+  for (uint32_t j = j0; j < j1; ++j) through *= 1.0f - sample_values(raw + 4 * size_t(j), steps[j]).alpha;
+  float T0 = __shfl_up_sync(kAll, warp_inclusive_scan<true>(through), 1);
+  if (lane == 0) T0 = 1.0f;
+  // Forward: this lane's colour over its samples in front of the stop.
+  float part[3] = {0.0f, 0.0f, 0.0f}, T = T0;
+  uint32_t stop = j1;
+  for (uint32_t j = j0; j < j1; ++j) {
+    if (T < kMinTransmittance) {
+      stop = j;
+      break;
+    }
+    const SampleValues v = sample_values(raw + 4 * size_t(j), steps[j]);
+    for (int k = 0; k < 3; ++k) part[k] += T * v.alpha * v.rgb[k];
+    T *= 1.0f - v.alpha;
+  }
+  const uint32_t stopped = __ballot_sync(kAll, stop < j1);
+  const uint32_t first_stopped = stopped ? uint32_t(__ffs(int(stopped))) - 1u : 32u;
+  const uint32_t last_lane = (n - 1u) / m;  // the last lane with samples (n > 0)
+  const uint32_t used = stopped ? __shfl_sync(kAll, stop, first_stopped) : n;
+  const float T_end = __shfl_sync(kAll, T, stopped ? first_stopped : last_lane);
+  if (lane > first_stopped)
+    for (int k = 0; k < 3; ++k) part[k] = 0.0f;
+  const Vec3 bg = training_background(seed, i);
+  float colour[3], before[3];
+  for (int k = 0; k < 3; ++k) {
+    colour[k] = warp_sum(part[k]) + T_end * bg[k];
+    before[k] = warp_inclusive_scan<false>(part[k]) - part[k];  // the lanes in front
+  }
+  r.n_used = used;
+  bool masked;
+  float dL_dC[3];
+  const float sum = pixel_loss(scene, images, r, bg, colour, loss, norm, lane == 0, dL_dC, masked);
+  // Backward, as composite_ray_backward: dC/dsigma_j = dt_j (T_{j+1} c_j - (C - C_{<=j})).
+  float* grad = dL_doutputs + size_t(r.first_sample) * kNerfOutputWidth;
+  T = T0;
+  for (uint32_t j = j0; j < j1; ++j) {
+    float* g = grad + 4 * size_t(j);
+    if (j >= used) {
+      g[0] = g[1] = g[2] = g[3] = 0.0f;
+      continue;
+    }
+    const SampleValues v = sample_values(raw + 4 * size_t(j), steps[j]);
+    const float w = T * v.alpha, T_next = T * (1.0f - v.alpha);
+    float dL_dsigma = 0.0f;
+    for (int k = 0; k < 3; ++k) {
+      before[k] += w * v.rgb[k];
+      g[k] = dL_dC[k] * w * v.rgb[k] * (1.0f - v.rgb[k]);
+      dL_dsigma += dL_dC[k] * (T_next * v.rgb[k] - (colour[k] - before[k]));
+    }
+    g[3] = dL_dsigma * steps[j] * density_gradient(raw[4 * size_t(j) + 3]);
+    T = T_next;
+  }
+  return masked ? 0.0f : sum;
+}
+
+// A thread per ray; the block's long rays (kLongRay) then go to its warps in turn. Without
+// the distortion loss only: its pair sums stay with the sequential walk.
 __global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfRay* __restrict__ rays,
                                        uint32_t n_rays, const float* __restrict__ outputs,
                                        const float* __restrict__ dt, NerfDistortion distortion, LossParams loss,
                                        uint32_t seed, float norm,
                                        float* __restrict__ dL_doutputs, float* __restrict__ partials) {
-  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  constexpr uint32_t kWarps = kThreads / 32;
+  __shared__ uint32_t long_rays[kThreads], warp_long_rays[kWarps];
+  __shared__ float long_ray_loss[kThreads];
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float l = 0.0f;
+  bool is_long = false;
   if (i < n_rays) {
     NerfRay r = rays[i];
-    l = composite_train_ray(scene, images, r, i, outputs, dt, distortion, loss, seed, norm, dL_doutputs);
-    rays[i].n_used = r.n_used;
+    is_long = distortion.weight == 0.0f && r.n_samples > kLongRay;
+    if (!is_long) {
+      l = composite_train_ray(scene, images, r, i, outputs, dt, distortion, loss, seed, norm, dL_doutputs);
+      rays[i].n_used = r.n_used;
+    }
   }
-  for (int o = 16; o > 0; o /= 2) l += __shfl_down_sync(0xffffffffu, l, o);
-  __shared__ float warp_sums[kThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = l;
+  // The long rays in thread order (the same order, so the same loss, every run).
+  const uint32_t mask = __ballot_sync(kAll, is_long);
+  if (lane == 0) warp_long_rays[warp] = __popc(mask);
+  __syncthreads();
+  uint32_t first = 0, total = 0;
+  for (uint32_t w = 0; w < kWarps; ++w) first += w < warp ? warp_long_rays[w] : 0u, total += warp_long_rays[w];
+  if (is_long) long_rays[first + __popc(mask & ((1u << lane) - 1u))] = threadIdx.x;
+  __syncthreads();
+  for (uint32_t k = warp; k < total; k += kWarps) {
+    const uint32_t t = long_rays[k], ray = blockIdx.x * blockDim.x + t;
+    NerfRay r = rays[ray];
+    const float ray_loss = composite_train_ray_warp(scene, images, r, ray, outputs, dt, loss, seed, norm, dL_doutputs);
+    if (lane == 0) {
+      long_ray_loss[t] = ray_loss;
+      rays[ray].n_used = r.n_used;
+    }
+  }
+  __syncthreads();
+  if (is_long) l = long_ray_loss[threadIdx.x];
+  for (int o = 16; o > 0; o /= 2) l += __shfl_down_sync(kAll, l, o);
+  __shared__ float warp_sums[kWarps];
+  if (lane == 0) warp_sums[warp] = l;
   __syncthreads();
   if (threadIdx.x == 0) {
     float s = 0.0f;
-    for (uint32_t w = 0; w < kThreads / 32; ++w) s += warp_sums[w];
+    for (uint32_t w = 0; w < kWarps; ++w) s += warp_sums[w];
     partials[blockIdx.x] = s;
   }
 }
