@@ -308,8 +308,8 @@ std::vector<double> compaction_result(const Buffer<ops::NerfRay>& rays, const Bu
   return out;
 }
 
-std::vector<double> run_compact(Backend& b, uint64_t seed) {
-  const CompositeInputs in(seed);
+std::vector<double> run_compact(Backend& b, uint64_t seed, bool long_rays = false) {
+  const CompositeInputs in(seed, long_rays);
   Buffer<ops::NerfRay> rays = upload(b, in.rays);
   Buffer<float> raw = upload(b, in.raw), dt = upload(b, in.dt), samples = upload(b, in.samples);
   Buffer<float> compact(b.device(), in.samples.size()), compact_dt(b.device(), in.total);
@@ -503,7 +503,10 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
   cases.push_back({"nerf_composite_render", "5000_rays", 1e-5, has_op<ops::NerfCompositeRender>(),
                    run_composite_render});
   cases.push_back({"nerf_compact_samples", "5000_rays", 0.0, has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
-                   run_compact, compare_compact});
+                   [](Backend& b, uint64_t seed) { return run_compact(b, seed); }, compare_compact});
+  cases.push_back({"nerf_compact_samples", "1200_long_rays", 0.0,
+                   has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
+                   [](Backend& b, uint64_t seed) { return run_compact(b, seed, true); }, compare_compact});
   cases.push_back({"nerf_gather_window_compact", "5000_rays_window_6", 0.0,
                    has_ops<ops::NerfGatherWindow, ops::NerfScatterDensity, ops::NerfCompactSamples>(),
                    run_window_compact, compare_compact});

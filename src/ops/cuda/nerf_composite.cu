@@ -44,6 +44,69 @@ __device__ __forceinline__ float warp_inclusive_scan(float v) {
   return v;
 }
 
+// A long ray walked by a warp: lane l takes samples [l m, (l + 1) m), m = ceil(n / 32).
+struct LaneSamples {
+  uint32_t lane, first, end;
+  __device__ explicit LaneSamples(uint32_t n) : lane(threadIdx.x & 31u) {
+    const uint32_t m = (n + 31u) / 32u;
+    first = min(lane * m, n), end = min(first + m, n);
+  }
+};
+
+// The transmittance in front of each lane's samples, from the transmittance through them
+// (a product scan over the lanes).
+__device__ __forceinline__ float transmittance_in_front(float through) {
+  const float in_front = __shfl_up_sync(kAll, warp_inclusive_scan<true>(through), 1);
+  return (threadIdx.x & 31u) == 0 ? 1.0f : in_front;
+}
+
+// Where a warp-walked ray stops, each lane having walked its samples from the transmittance
+// in front of them until it fell below kMinTransmittance (`stop` < its end) or its end: the
+// first lane that stopped holds the stop (the lanes after it use nothing); n if none did.
+// first_lane: that lane (32: none).
+__device__ __forceinline__ uint32_t warp_stop(uint32_t stop, uint32_t end, uint32_t n, uint32_t& first_lane) {
+  const uint32_t stopped = __ballot_sync(kAll, stop < end);
+  first_lane = stopped ? uint32_t(__ffs(int(stopped))) - 1u : 32u;
+  return stopped ? __shfl_sync(kAll, stop, first_lane) : n;
+}
+
+// Hands a block's long rays (is_long, in thread order) to its warps in turn: every lane of
+// a warp calls work(t) for the long ray of thread t. Every thread of the block calls it.
+template <uint32_t kBlock, typename Work>
+__device__ __forceinline__ void for_each_long_ray(bool is_long, Work&& work) {
+  constexpr uint32_t kWarps = kBlock / 32;
+  __shared__ uint32_t long_rays[kBlock], warp_counts[kWarps];
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint32_t mask = __ballot_sync(kAll, is_long);
+  if (lane == 0) warp_counts[warp] = __popc(mask);
+  __syncthreads();
+  uint32_t first = 0, total = 0;
+  for (uint32_t w = 0; w < kWarps; ++w) first += w < warp ? warp_counts[w] : 0u, total += warp_counts[w];
+  if (is_long) long_rays[first + __popc(mask & ((1u << lane) - 1u))] = threadIdx.x;
+  __syncthreads();
+  for (uint32_t k = warp; k < total; k += kWarps) work(long_rays[k]);
+  __syncthreads();
+}
+
+// ray_stop of a long ray by the lanes of a warp (every lane calling), 32 samples at a time
+// (a lane each; transmittance by a product scan) until one falls below kMinTransmittance:
+// most rays stop within their first few samples, so no lane walks further than that.
+__device__ uint32_t ray_stop_warp(const float* raw_density, size_t stride, const float* dt, uint32_t n) {
+  const uint32_t lane = threadIdx.x & 31u;
+  float T = 1.0f;
+  for (uint32_t first = 0; first < n; first += 32) {
+    const uint32_t j = first + lane;
+    const float alpha = j < n ? 1.0f - std::exp(-density_activation(raw_density[j * stride]) * dt[j]) : 0.0f;
+    const float through = warp_inclusive_scan<true>(1.0f - alpha);
+    const float previous = __shfl_up_sync(kAll, through, 1);  // every lane shuffles
+    const float in_front = T * (lane == 0 ? 1.0f : previous);
+    const uint32_t stopped = __ballot_sync(kAll, j < n && in_front < kMinTransmittance);
+    if (stopped) return first + uint32_t(__ffs(int(stopped))) - 1u;
+    T *= __shfl_sync(kAll, through, 31);
+  }
+  return n;
+}
+
 // composite_train_ray (without the distortion loss) of ray r by the 32 lanes of a warp, every
 // lane calling: lane l walks samples [l m, (l + 1) m), m = ceil(n / 32). The transmittance in
 // front of each lane's samples comes from a product scan over the lanes; the first lane whose
@@ -52,14 +115,14 @@ __device__ __forceinline__ float warp_inclusive_scan(float v) {
 __device__ float composite_train_ray_warp(const NerfScene& scene, const NerfImages& images, NerfRay& r, uint32_t i,
                                           const float* outputs, const float* dt, const LossParams& loss,
                                           uint32_t seed, float norm, float* dL_doutputs) {
-  const uint32_t lane = threadIdx.x & 31u, n = r.n_samples, m = (n + 31u) / 32u;
-  const uint32_t j0 = min(lane * m, n), j1 = min(j0 + m, n);
+  const uint32_t n = r.n_samples;
+  const LaneSamples s(n);
+  const uint32_t lane = s.lane, j0 = s.first, j1 = s.end;
   const float* raw = outputs + size_t(r.first_sample) * kNerfOutputWidth;
   const float* steps = dt + r.first_sample;
   float through = 1.0f;
   for (uint32_t j = j0; j < j1; ++j) through *= 1.0f - sample_values(raw + 4 * size_t(j), steps[j]).alpha;
-  float T0 = __shfl_up_sync(kAll, warp_inclusive_scan<true>(through), 1);
-  if (lane == 0) T0 = 1.0f;
+  const float T0 = transmittance_in_front(through);
   // Forward: this lane's colour over its samples in front of the stop.
   float part[3] = {0.0f, 0.0f, 0.0f}, T = T0;
   uint32_t stop = j1;
@@ -72,11 +135,10 @@ __device__ float composite_train_ray_warp(const NerfScene& scene, const NerfImag
     for (int k = 0; k < 3; ++k) part[k] += T * v.alpha * v.rgb[k];
     T *= 1.0f - v.alpha;
   }
-  const uint32_t stopped = __ballot_sync(kAll, stop < j1);
-  const uint32_t first_stopped = stopped ? uint32_t(__ffs(int(stopped))) - 1u : 32u;
-  const uint32_t last_lane = (n - 1u) / m;  // the last lane with samples (n > 0)
-  const uint32_t used = stopped ? __shfl_sync(kAll, stop, first_stopped) : n;
-  const float T_end = __shfl_sync(kAll, T, stopped ? first_stopped : last_lane);
+  uint32_t first_stopped;
+  const uint32_t used = warp_stop(stop, j1, n, first_stopped);
+  const uint32_t last_lane = (n - 1u) / ((n + 31u) / 32u);  // the last lane with samples (n > 0)
+  const float T_end = __shfl_sync(kAll, T, first_stopped < 32u ? first_stopped : last_lane);
   if (lane > first_stopped)
     for (int k = 0; k < 3; ++k) part[k] = 0.0f;
   const Vec3 bg = training_background(seed, i);
@@ -120,7 +182,6 @@ __global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfR
                                        uint32_t seed, float norm,
                                        float* __restrict__ dL_doutputs, float* __restrict__ partials) {
   constexpr uint32_t kWarps = kThreads / 32;
-  __shared__ uint32_t long_rays[kThreads], warp_long_rays[kWarps];
   __shared__ float long_ray_loss[kThreads];
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float l = 0.0f;
@@ -133,24 +194,16 @@ __global__ void composite_train_kernel(NerfScene scene, NerfImages images, NerfR
       rays[i].n_used = r.n_used;
     }
   }
-  // The long rays in thread order (the same order, so the same loss, every run).
-  const uint32_t mask = __ballot_sync(kAll, is_long);
-  if (lane == 0) warp_long_rays[warp] = __popc(mask);
-  __syncthreads();
-  uint32_t first = 0, total = 0;
-  for (uint32_t w = 0; w < kWarps; ++w) first += w < warp ? warp_long_rays[w] : 0u, total += warp_long_rays[w];
-  if (is_long) long_rays[first + __popc(mask & ((1u << lane) - 1u))] = threadIdx.x;
-  __syncthreads();
-  for (uint32_t k = warp; k < total; k += kWarps) {
-    const uint32_t t = long_rays[k], ray = blockIdx.x * blockDim.x + t;
+  // Long rays in thread order: the same loss every run.
+  for_each_long_ray<kThreads>(is_long, [&](uint32_t t) {
+    const uint32_t ray = blockIdx.x * blockDim.x + t;
     NerfRay r = rays[ray];
     const float ray_loss = composite_train_ray_warp(scene, images, r, ray, outputs, dt, loss, seed, norm, dL_doutputs);
     if (lane == 0) {
       long_ray_loss[t] = ray_loss;
       rays[ray].n_used = r.n_used;
     }
-  }
-  __syncthreads();
+  });
   if (is_long) l = long_ray_loss[threadIdx.x];
   for (int o = 16; o > 0; o /= 2) l += __shfl_down_sync(kAll, l, o);
   __shared__ float warp_sums[kWarps];
@@ -214,15 +267,28 @@ __global__ void rows_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_ra
                                        uint32_t* __restrict__ block_sums) {
   using Reduce = cub::BlockReduce<uint32_t, kScanThreads>;
   __shared__ typename Reduce::TempStorage temp;
+  __shared__ uint32_t long_ray_used[kScanThreads];
   const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
   uint32_t used = 0;
+  bool is_long = false;  // compaction: a warp finds a long ray's stop (composite_train_kernel)
   if (i < n_rays) {
     const NerfRay r = rays[i];
-    used = kWindow ? window_rows_of(r, begin, end, raw_density, dt)
-                   : ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride,
-                              dt + r.first_sample, r.n_samples);
-    rays[i].n_used = used;
+    is_long = !kWindow && r.n_samples > kLongRay;
+    if (kWindow) used = window_rows_of(r, begin, end, raw_density, dt);
+    else if (!is_long)
+      used = ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride, dt + r.first_sample,
+                      r.n_samples);
   }
+  if constexpr (!kWindow) {
+    for_each_long_ray<kScanThreads>(is_long, [&](uint32_t t) {
+      const NerfRay r = rays[blockIdx.x * kScanThreads + t];
+      const uint32_t stop = ray_stop_warp(raw_density + size_t(r.first_sample) * density_stride, density_stride,
+                                          dt + r.first_sample, r.n_samples);
+      if (threadIdx.x % 32 == 0) long_ray_used[t] = stop;
+    });
+    if (is_long) used = long_ray_used[threadIdx.x];
+  }
+  if (i < n_rays) rays[i].n_used = used;
   const uint32_t sum = Reduce(temp).Sum(used);
   if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
 }
@@ -291,13 +357,17 @@ __global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_ray
   const uint32_t used = i < n_rays ? r.n_used : 0u;
   BlockRows rows{rows_through, first_source, 0, 0};
   const uint32_t before = scan_block_rows(used, r.first_sample, block_offsets, rows);
-  for (uint32_t e = threadIdx.x; e < rows.count * kNerfInputWidth; e += kScanThreads) {
-    const uint32_t q = e / kNerfInputWidth, c = e % kNerfInputWidth;
-    compact_samples[(size_t(rows.first_row) + q) * kNerfInputWidth + c] =
-        samples[rows.source_row(q) * kNerfInputWidth + c];
+  // A row per thread: one search for its source, its values' loads in flight together.
+  for (uint32_t q = threadIdx.x; q < rows.count; q += kScanThreads) {
+    const size_t from = rows.source_row(q), to = size_t(rows.first_row) + q;
+    float v[kNerfInputWidth];
+#pragma unroll
+    for (uint32_t c = 0; c < kNerfInputWidth; ++c) v[c] = samples[from * kNerfInputWidth + c];
+    const float step = dt[from];
+#pragma unroll
+    for (uint32_t c = 0; c < kNerfInputWidth; ++c) compact_samples[to * kNerfInputWidth + c] = v[c];
+    compact_dt[to] = step;
   }
-  for (uint32_t q = threadIdx.x; q < rows.count; q += kScanThreads)
-    compact_dt[rows.first_row + q] = dt[rows.source_row(q)];
   if (i < n_rays) {
     rays[i].first_sample = rows.first_row + before;
     rays[i].n_samples = used;
