@@ -40,7 +40,7 @@ struct NerfTrainOptions {
   DataParallelOptions parallel;
   double seconds = 0;
   uint64_t steps = 0;
-  uint32_t holdout = 0, eval_views = 0;
+  uint32_t holdout = 0, eval_views = 0, eval_spp = 1;
   uint64_t seed = 1337;
   bool no_progress = false, profile = false;
   // Real-capture training (the config's "training" keys of the same names).
@@ -52,6 +52,16 @@ struct NerfTrainOptions {
   std::string host = "127.0.0.1", token;
   CLI::Option* serve = nullptr;
 };
+
+// Renderings averaged per test pixel, their marches jittered along the ray (instant-ngp's
+// run.py evaluates with 8).
+void add_eval_spp_option(CLI::App& cmd, uint32_t& spp) {
+  cmd.add_option("--eval-spp", spp,
+                 "renderings averaged per test pixel, each ray's march jittered by a stratified part of a step "
+                 "(instant-ngp's evaluation uses 8)")
+      ->check(CLI::Range(1u, 256u))
+      ->capture_default_str();
+}
 
 // Starts the viewer's server and says where it is.
 std::unique_ptr<viewer::NerfViewer> start_viewer(nerf::NerfTrainer& trainer, uint16_t port, const std::string& host,
@@ -201,7 +211,7 @@ void run_train(const NerfTrainOptions& o) {
   hooks.read_loss = [&] { return trainer.last_loss(); };
   hooks.evaluate = [&](const nn::SessionEvaluation& at, nn::EvalReason why) {
     Stopwatch clock;
-    nerf::EvalOptions eo{.max_views = o.eval_views};
+    nerf::EvalOptions eo{.max_views = o.eval_views, .samples_per_pixel = o.eval_spp};
     if (why == nn::EvalReason::final) eo.write_folder = out_path("test");  // the test renderings, at the end
     const nerf::EvalResult r = nerf::evaluate(trainer, test, eo);
     last_psnr = r.psnr_white;
@@ -305,6 +315,7 @@ void run_train(const NerfTrainOptions& o) {
                                       {"skipped_steps", skipped},
                                       {"step_time_ms", profile},
                                       {"device_memory_bytes", memory},
+                                      {"eval_spp", o.eval_spp},
                                       {"final_psnr_white_db", evals.back().psnr_white},
                                       {"final_psnr_black_linear_db", evals.back().psnr_black},
                                       {"final_ssim_white", evals.back().ssim_white},
@@ -337,7 +348,7 @@ void run_view(const NerfViewOptions& o) {
 
 struct NerfEvalOptions {
   std::string snapshot, scene, split = "test", device = "auto", out_dir, json_path;
-  uint32_t holdout = 0, eval_views = 0;
+  uint32_t holdout = 0, eval_views = 0, eval_spp = 1;
 };
 
 void run_eval(const NerfEvalOptions& o) {
@@ -348,7 +359,8 @@ void run_eval(const NerfEvalOptions& o) {
                 "scene '{}' has aabb_scale {} but the snapshot was trained with {}", o.scene, data.aabb_scale,
                 trainer->dataset().aabb_scale);
   Stopwatch clock;
-  const nerf::EvalResult r = nerf::evaluate(*trainer, data, {.max_views = o.eval_views, .write_folder = o.out_dir});
+  const nerf::EvalResult r = nerf::evaluate(*trainer, data,
+                                            {.max_views = o.eval_views, .write_folder = o.out_dir, .samples_per_pixel = o.eval_spp});
   fmt::print("nerf eval: {} on {} ({} views, {:.2f} s): PSNR {:.2f} dB (white, NeRF standard), {:.2f} dB (black, "
              "linear, instant-ngp); SSIM {:.4f} (white), {:.4f} (black, linear)\n",
              o.snapshot, o.scene, r.views.size(), clock.seconds(), r.psnr_white, r.psnr_black_linear, r.ssim_white,
@@ -358,7 +370,7 @@ void run_eval(const NerfEvalOptions& o) {
     views.push_back({{"psnr_white_db", v.psnr_white}, {"psnr_black_linear_db", v.psnr_black_linear},
                      {"ssim_white", v.ssim_white}, {"ssim_black_linear", v.ssim_black_linear}});
   write_json_result(o.json_path, Json{{"command", "nerf eval"}, {"snapshot", o.snapshot}, {"scene", o.scene},
-                                      {"split", o.split}, {"psnr_white_db", r.psnr_white},
+                                      {"split", o.split}, {"eval_spp", o.eval_spp}, {"psnr_white_db", r.psnr_white},
                                       {"psnr_black_linear_db", r.psnr_black_linear}, {"ssim_white", r.ssim_white},
                                       {"ssim_black_linear", r.ssim_black_linear}, {"views", views}});
 }
@@ -509,6 +521,7 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("--eval-at", o.eval_at, "test PSNR at these training times (seconds, comma separated)")
       ->capture_default_str();
   cmd->add_option("--eval-views", o.eval_views, "evaluate on the first N test views only (default: all)");
+  add_eval_spp_option(*cmd, o.eval_spp);
   cmd->add_option("--holdout", o.holdout, "scenes without split files (a single transforms.json, COLMAP, LLFF): every K-th frame is a test view (default 8)");
   cmd->add_option("--seed", o.seed, "random seed (a resumed run keeps its snapshot's)")->capture_default_str();
   cmd->add_option("--resume", o.resume_path,
@@ -554,6 +567,7 @@ void register_nerf(CLI::App& root) {
   ev->add_option("--split", e.split, "train, test or val")->capture_default_str();
   ev->add_option("--holdout", e.holdout, "scenes without split files (a single transforms.json, COLMAP, LLFF): every K-th frame is a test view (default 8)");
   ev->add_option("--eval-views", e.eval_views, "the first N views only (default: all)");
+  add_eval_spp_option(*ev, e.eval_spp);
   add_device_option(*ev, e.device);
   ev->add_option("--out", e.out_dir, "also write the renderings (on white) to this folder");
   ev->add_option("--json", e.json_path, "also write the results as JSON to this file")->check(writable_output_file());

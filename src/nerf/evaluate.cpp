@@ -71,7 +71,7 @@ EvalResult evaluate(NerfTrainer& trainer, const Dataset& test, const EvalOptions
     FrameView view = test.frames[v];
     view.camera.fl_x *= focal_scale, view.camera.fl_y *= focal_scale;
     // Over black once: colour + opacity give the white composite too.
-    const RenderedImage img = trainer.render(view, Vec3{0, 0, 0});
+    const RenderedImage img = trainer.render(view, Vec3{0, 0, 0}, o.samples_per_pixel);
     const uint8_t* ref = test.rgba.data() + test.frames[v].pixel_offset * 4;
     double se_white = 0, se_black = 0;
     const size_t n = size_t(img.width) * img.height;

@@ -508,7 +508,9 @@ struct AveragedWeights {
 };
 }  // namespace
 
-RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
+RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background, uint32_t samples_per_pixel) {
+  TESSERA_CHECK(samples_per_pixel >= 1 && samples_per_pixel <= 256,
+                "render: {} samples per pixel (1 to 256 are rendered)", samples_per_pixel);
   const AveragedWeights averaged(*model_);
   RenderedImage img;
   img.width = camera.camera.width, img.height = camera.camera.height;
@@ -534,30 +536,45 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background) {
   outputs_.ensure(size_t(max_samples) * ops::kNerfOutputWidth);
   Buffer<float> rgba(device_, size_t(chunk) * 4);
   upload_render_appearance();
+  std::vector<float> pass_rgba(samples_per_pixel > 1 ? size_t(chunk) * 4 : 0);
   for (uint32_t first = 0; first < n_pixels;) {
     const uint32_t count = std::min(chunk, n_pixels - first);
-    ops::NerfRaySelection sel;
-    sel.training = false;
-    sel.n_rays = count;
-    sel.frame = 0;
-    sel.first_pixel = first;
-    ops::call<ops::NerfMarchRays>(stream(), sc, sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
-                                  dt_.view(0, max_samples), counters_.view(0, 2));
-    uint32_t counts[2];
-    counters_.copy_to_host(stream(), counts, 2);
-    if (counts[0] > max_samples) {  // some rays did not fit: fewer rays per chunk
-      TESSERA_CHECK(chunk > 1, "render: one ray has more samples than fit a chunk");
-      chunk /= 2;
-      continue;
+    float* out = img.rgba.data() + size_t(first) * 4;
+    bool fitted = true;
+    for (uint32_t pass = 0; pass < samples_per_pixel && fitted; ++pass) {
+      ops::NerfRaySelection sel;
+      sel.training = false;
+      sel.n_rays = count;
+      sel.frame = 0;
+      sel.first_pixel = first;
+      if (samples_per_pixel > 1) sel.render_pass = pass, sel.render_passes = samples_per_pixel, sel.seed = 1;
+      ops::call<ops::NerfMarchRays>(stream(), sc, sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
+                                    dt_.view(0, max_samples), counters_.view(0, 2));
+      uint32_t counts[2];
+      counters_.copy_to_host(stream(), counts, 2);
+      if (counts[0] > max_samples) {  // some rays did not fit: fewer rays per chunk
+        TESSERA_CHECK(chunk > 1, "render: one ray has more samples than fit a chunk");
+        chunk /= 2;
+        fitted = false;
+        break;
+      }
+      const uint32_t n_samples = std::min(counts[0], max_samples);
+      const TensorView outputs = outputs_.matrix(n_samples, ops::kNerfOutputWidth);
+      if (n_samples > 0)
+        model_->inference(with_appearance(rays_.view(), count, samples_.matrix(n_samples, ops::kNerfInputWidth)),
+                          outputs);
+      ops::call<ops::NerfCompositeRender>(stream(), rays_.view(), count, outputs, dt_.view(0, n_samples), background,
+                                          rgba.view());
+      if (samples_per_pixel == 1) {
+        rgba.copy_to_host(stream(), out, size_t(count) * 4);
+        continue;
+      }
+      // Compositing is linear in each pass's colour and opacity: their mean is the pixel's.
+      rgba.copy_to_host(stream(), pass_rgba.data(), size_t(count) * 4);
+      const float w = 1.0f / float(samples_per_pixel);
+      for (size_t k = 0; k < size_t(count) * 4; ++k) out[k] = (pass == 0 ? 0.0f : out[k]) + w * pass_rgba[k];
     }
-    const uint32_t n_samples = std::min(counts[0], max_samples);
-    const TensorView outputs = outputs_.matrix(n_samples, ops::kNerfOutputWidth);
-    if (n_samples > 0)
-      model_->inference(with_appearance(rays_.view(), count, samples_.matrix(n_samples, ops::kNerfInputWidth)), outputs);
-    ops::call<ops::NerfCompositeRender>(stream(), rays_.view(), count, outputs, dt_.view(0, n_samples), background,
-                                        rgba.view());
-    rgba.copy_to_host(stream(), img.rgba.data() + size_t(first) * 4, size_t(count) * 4);
-    first += count;
+    if (fitted) first += count;
   }
   return img;
 }

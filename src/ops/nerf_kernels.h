@@ -36,7 +36,9 @@ TESSERA_HD PixelRay select_ray(const NerfScene& scene, const NerfRaySelection& s
     const uint32_t w = scene.frames[r.frame].camera.width;
     u = float(r.pixel % w) + 0.5f;
     v = float(r.pixel / w) + 0.5f;
-    r.t_jitter = 0.0f;
+    r.t_jitter = sel.render_passes == 0
+                     ? 0.0f
+                     : (float(sel.render_pass) + random_uniform(sel.seed, r.pixel, 5, 0)) / float(sel.render_passes);
   }
   r.ray = camera_ray(scene.frames[r.frame], u, v);
   return r;

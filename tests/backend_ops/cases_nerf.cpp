@@ -69,7 +69,9 @@ void vary_lenses(std::vector<FrameView>& frames) {
   f.k1 = 0.03f, f.k2 = -0.01f, f.k3 = 0.004f, f.k4 = -0.001f;
 }
 
-std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bool training, bool lenses) {
+// Rendering (training false) as pass 2 of render_passes when that is non-zero.
+std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bool training, bool lenses,
+                              uint32_t render_passes = 0) {
   const auto bits = blob_bitfield(n_cascades);
   auto frames = cameras_around_box(n_cascades, 4, 64);
   if (lenses) vary_lenses(frames);
@@ -80,6 +82,7 @@ std::vector<double> run_march(Backend& b, uint64_t seed, uint32_t n_cascades, bo
   sel.n_rays = training ? 3000 : 4096;
   sel.seed = uint32_t(seed);
   sel.frame = 2, sel.first_pixel = 0;
+  if (render_passes) sel.render_pass = 2, sel.render_passes = render_passes;
   const uint32_t max_samples = 1u << 21;
   Buffer<ops::NerfRay> rays(b.device(), sel.n_rays);
   Buffer<float> samples(b.device(), size_t(max_samples) * 6), dt(b.device(), max_samples);
@@ -465,6 +468,8 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
                          1e-4, has_op<ops::NerfMarchRays>(),
                          [=](Backend& b, uint64_t seed) { return run_march(b, seed, n_cascades, training, lenses); },
                          compare_march});
+  cases.push_back({"nerf_march_rays", "1_cascades_render_pass_2_of_8", 1e-4, has_op<ops::NerfMarchRays>(),
+                   [](Backend& b, uint64_t seed) { return run_march(b, seed, 1, false, false, 8); }, compare_march});
   for (LossKind kind : {LossKind::L2, LossKind::Huber})
     cases.push_back({"nerf_composite_train", kind == LossKind::L2 ? "L2_linear" : "Huber_srgb", 1e-5,
                      has_ops<ops::NerfCompositeTrain, ops::NerfCompositeTrainPartials>(),

@@ -461,6 +461,48 @@ TEST(NerfOpsCpu, MarcherMatchesADenseSampler) {
   }
 }
 
+// A rendering in passes (samples per pixel): pass p of N starts every pixel's march at
+// (p + u) / N of a step past the box entry, u the pixel's own, so the passes of a pixel
+// cover a step once each stratum; one pass (N = 0) starts at the entry.
+TEST(NerfOpsCpu, RenderPassesStratifyTheFirstStep) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const std::vector<FrameView> frames = test::cameras_around_box(1, 2, 24);
+  const std::vector<uint8_t> bits(test::blob_bitfield(1).size(), 0xff);  // every cell occupied
+  const ops::NerfScene scene = test::march_scene(1, frames, bits);
+  const uint32_t n_rays = 24 * 24, max_samples = 1u << 20, passes = 4;
+  std::vector<ops::NerfRay> rays(n_rays);
+  std::vector<float> samples(size_t(max_samples) * 6), dt(max_samples);
+  uint32_t counters[2];
+  size_t hits = 0;
+  for (uint32_t pass = 0; pass <= passes; ++pass) {  // the last: one plain pass
+    ops::NerfRaySelection sel;
+    sel.training = false;
+    sel.n_rays = n_rays;
+    sel.frame = 1;
+    sel.seed = uint32_t(seed);
+    if (pass < passes) sel.render_pass = pass, sel.render_passes = passes;
+    ops::call<ops::NerfMarchRays>(DeviceKind::cpu, scene, sel, test::test_view(rays),
+                                  test::test_view(samples, max_samples, 6), test::test_view(dt),
+                                  TensorView::of(counters, 2));
+    ASSERT_LE(counters[0], max_samples);
+    for (uint32_t i = 0; i < n_rays; ++i) {
+      const Ray ray = camera_ray(frames[1], float(i % 24) + 0.5f, float(i / 24) + 0.5f);
+      float tmin, tmax;
+      ray_box(ray, scene.aabb, tmin, tmax);
+      if (!(tmin <= tmax) || rays[i].n_samples == 0) continue;
+      const float jitter = pass < passes ? (float(pass) + random_uniform(sel.seed, i, 5, 0)) / float(passes) : 0.0f;
+      const Vec3 want = to_unit_box(ray.origin + (tmin + step_size(tmin, 0.0f, 1) * jitter) * ray.dir, scene.aabb);
+      const float* got = &samples[size_t(rays[i].first_sample) * 6];
+      ASSERT_NEAR(got[0], want.x, 1e-5f) << "pass " << pass << " ray " << i;
+      ASSERT_NEAR(got[1], want.y, 1e-5f) << "pass " << pass << " ray " << i;
+      ASSERT_NEAR(got[2], want.z, 1e-5f) << "pass " << pass << " ray " << i;
+      ++hits;
+    }
+  }
+  EXPECT_GT(hits, size_t(n_rays));  // most rays of the views meet the box
+}
+
 }  // namespace
 }  // namespace tessera
 

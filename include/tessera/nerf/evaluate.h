@@ -27,6 +27,8 @@ struct EvalResult {
 struct EvalOptions {
   uint32_t max_views = 0;      // 0: every view
   std::string write_folder;   // non-empty: the renderings (on white) as PNGs there
+  // Renderings per pixel averaged (NerfTrainer::render); instant-ngp's run.py uses 8.
+  uint32_t samples_per_pixel = 1;
 };
 
 // The test views render with the trainer's learned focal scale (1 unless it trains one).

@@ -130,8 +130,10 @@ class NerfTrainer {
   const StepTimes& step_times() const { return times_; }
 
   // Renders a camera of the scene over `background` (linear RGB; converted to the model's
-  // colour space).
-  RenderedImage render(const FrameView& camera, Vec3 background);
+  // colour space). samples_per_pixel > 1 averages that many renderings of each pixel whose
+  // march starts at stratified jitters of a step (see NerfRaySelection), as instant-ngp's
+  // evaluation does (8); 1 marches every ray from its box entry.
+  RenderedImage render(const FrameView& camera, Vec3 background, uint32_t samples_per_pixel = 1);
 
   // The model at points of the unit box (the model's input space, [n, 3] row-major), with
   // the averaged weights renderings use: density (activated), and colour (8-bit-ready sRGB in

@@ -86,12 +86,17 @@ struct NerfScene {
 
 // Which rays to march. Training: n_rays random pixels of random frames, jittered within the
 // pixel and along the ray by counter-based random numbers of (seed, ray). Rendering: the
-// pixels [first_pixel, first_pixel + n_rays) of frame `frame`, through pixel centres.
+// pixels [first_pixel, first_pixel + n_rays) of frame `frame`, through pixel centres, the
+// first step at the box entry; or, in pass p of render_passes > 0, jittered along the ray
+// by (p + u) / render_passes of a step, u random per (seed, pixel): a pixel averaged over
+// its passes sees the march's positions stratified over a step, as training rays do at
+// random (instant-ngp's renderer averages its spp over such jitters).
 struct NerfRaySelection {
   bool training = true;
   // Training rays through pixel centres (instant-ngp's default; the test views are rendered
   // through pixel centres too) rather than jittered within the pixel.
   bool snap_to_pixel_centres = true;
+  uint32_t render_pass = 0, render_passes = 0;
   uint32_t n_rays = 0;
   uint32_t seed = 0;
   uint32_t frame = 0, first_pixel = 0;
