@@ -2,7 +2,7 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [viewer] [mesh] [sanitize] [compare] [multi-gpu]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu]   (default: tests bench)
 # multi-gpu: issue 34's figures on a host with 2+ GPUs (GPUS, default cuda:0,cuda:1).
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
@@ -181,6 +181,27 @@ for step in "${steps[@]}"; do
       for p in "${pids[@]}"; do wait $p; echo "kill test: process exit $? (124 = hung until timeout)" | tee -a "$OUT/multi.log"; done
       grep -h "error" "$OUT"/kill_*.log 2>/dev/null | tee -a "$OUT/multi.log"
       summary+=("multi-gpu: see multi.log")
+      ;;
+    lens-check)
+      # Is a comparison on a real capture fair? instant-ngp abe236ee's Python render passes no
+      # lens to its renderer, so its test images of a distorted capture (the fox: OpenCV k1,
+      # k2, p1, p2) are pinhole images scored against distorted photos. This trains SCENE
+      # (default .data/fox) for LENS_SECONDS and scores the snapshot on the scene and on a copy
+      # whose transforms.json lacks the distortion keys: the drop is what that handicap costs.
+      scene=${SCENE:-.data/fox}
+      "$BUILD/tessera" nerf train "$scene" --device cuda --seconds "${LENS_SECONDS:-30}" --eval-at "${LENS_SECONDS:-30}" \
+        --out /tmp/lens_check --no-progress > "$OUT/lens_check.log" 2>&1
+      rm -rf /tmp/pinhole_scene && mkdir -p /tmp/pinhole_scene
+      for f in "$scene"/*; do [ "$(basename "$f")" = transforms.json ] || ln -s "$(realpath "$f")" /tmp/pinhole_scene/; done
+      python3 -c 'import json,sys
+t=json.load(open(sys.argv[1]))
+for d in [t]+t.get("frames",[]):
+    for k in ("k1","k2","k3","k4","p1","p2"): d.pop(k,None)
+json.dump(t,open(sys.argv[2],"w"))' "$scene/transforms.json" /tmp/pinhole_scene/transforms.json
+      for where in "$scene" /tmp/pinhole_scene; do
+        "$BUILD/tessera" nerf eval /tmp/lens_check/model.tnerf --scene "$where" --device cuda --eval-spp 8 2>&1 | tee -a "$OUT/lens_check.log"
+      done
+      summary+=("lens check: $(grep -oE 'PSNR [0-9.]+ dB \(white[^)]*\), [0-9.]+ dB' "$OUT/lens_check.log" | tr '\n' ';')")
       ;;
     viewer)
       # The web viewer on SCENE (no browser on the host: `bench viewer` plays N of them):
