@@ -541,7 +541,7 @@ RenderedImage NerfTrainer::render(const FrameView& camera, Vec3 background, uint
     const uint32_t count = std::min(chunk, n_pixels - first);
     float* out = img.rgba.data() + size_t(first) * 4;
     bool fitted = true;
-    for (uint32_t pass = 0; pass < samples_per_pixel && fitted; ++pass) {
+    for (uint32_t pass = 0; pass < samples_per_pixel; ++pass) {
       ops::NerfRaySelection sel;
       sel.training = false;
       sel.n_rays = count;
