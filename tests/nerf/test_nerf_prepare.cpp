@@ -21,7 +21,7 @@ namespace tessera {
 namespace {
 
 namespace fs = std::filesystem;
-// These run on the CPU backend and the CLI's host code alike in every build (SKIP_IN_CUDA_BUILD).
+// These run on the CPU backend and the CLI's host code alike in every build.
 using Pose = std::array<std::array<double, 4>, 4>;
 using Vec = std::array<double, 3>;
 
@@ -94,7 +94,6 @@ double rotation_error_degrees(const Pose& truth, const Json& m, const Similarity
 }
 
 TEST(NerfPrepare, RecoversTheCamerasOfATexturedSceneAndTrains) {
-  SKIP_IN_CUDA_BUILD();
   if (!test::command_exists("colmap")) GTEST_SKIP() << "colmap is not installed (scripts/bootstrap.sh installs it)";
   const auto dir = test::fresh_dir("tessera_nerf_prepare");
   const int n = 30, width = 320, height = 240;
@@ -179,7 +178,6 @@ std::vector<uint8_t> blurred(std::vector<uint8_t> rgba, int w, int h) {
 // A phone-style video (a walk around the scene, one frame shaken to a blur) through the
 // whole pipeline: frames, the blurry one dropped, sequential matching, every frame posed.
 TEST(NerfPrepare, AVideoIsPosedAndItsBlurryFrameDropped) {
-  SKIP_IN_CUDA_BUILD();
   if (!test::command_exists("colmap") || !test::command_exists("ffmpeg"))
     GTEST_SKIP() << "colmap or ffmpeg is not installed (scripts/bootstrap.sh installs them)";
   const auto dir = test::fresh_dir("tessera_nerf_prepare_video");
@@ -242,7 +240,6 @@ double train_and_evaluate(const fs::path& scene, int steps) {
 // A 150-degree equidistant fisheye capture: read as the fisheye it is, it trains; read as a
 // pinhole (what an unknown "is_fisheye" used to do), the views disagree and it does not.
 TEST(NerfPrepare, AFisheyeCaptureTrainsOnlyAsAFisheye) {
-  SKIP_IN_CUDA_BUILD();
   const auto dir = test::fresh_dir("tessera_nerf_fisheye");
   const int size = 80;
   const double focal = 0.5 * size / (75 * M_PI / 180);  // the image's edge 75 degrees off the axis

@@ -22,7 +22,6 @@ namespace tessera {
 namespace {
 
 TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
-  SKIP_IN_CUDA_BUILD();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_spheres";
   std::filesystem::remove_all(dir);
   test::write_procedural_scene(dir, 30, 4, 64);
@@ -63,7 +62,6 @@ constexpr float kWeightScale = 6.0f;
 // inferring every marched sample. Weights scaled up from their initialisation make dense
 // spots everywhere, so rays stop from the first step on.
 TEST(NerfTrain, AStopWindowTrainsTheSameModel) {
-  SKIP_IN_CUDA_BUILD();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_stop_window";
   std::filesystem::remove_all(dir);
   test::write_procedural_scene(dir, 8, 2, 32);
@@ -95,7 +93,6 @@ TEST(NerfTrain, AStopWindowTrainsTheSameModel) {
 // weight is checked. Measured (300 steps of 8192 samples): 28.07 dB without, 26.43 dB at
 // 0.01, 25.42 at 0.1: on this small scene it costs, as it does lego at 5 s on a GPU.
 TEST(NerfTrain, TrainsWithTheDistortionLoss) {
-  SKIP_IN_CUDA_BUILD();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_distortion";
   std::filesystem::remove_all(dir);
   test::write_procedural_scene(dir, 16, 4, 48);
@@ -116,7 +113,6 @@ TEST(NerfTrain, TrainsWithTheDistortionLoss) {
 // Two ranks in lockstep (threads, CPU devices cpu:0 and cpu:1): each marches its own rays,
 // yet both hold the same model and occupancy grid, bit for bit, after every step.
 TEST(NerfTrain, DataParallelRanksHoldTheSameModel) {
-  SKIP_IN_CUDA_BUILD();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_data_parallel";
   std::filesystem::remove_all(dir);
   test::write_procedural_scene(dir, 8, 2, 32);

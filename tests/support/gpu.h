@@ -11,11 +11,6 @@
 #define REQUIRE_CUDA() \
   if (!::tessera::cuda_available()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
 
-// Long CPU-backend work: CI's CPU-only build runs it; the CUDA build, whose CPU backend is
-// the same code, skips its copy (minutes of CI time).
-#define SKIP_IN_CUDA_BUILD() \
-  if (::tessera::built_with_cuda()) GTEST_SKIP() << "CPU-only work: runs in the CPU-only build (build-cpu)"
-
 #define REQUIRE_OPENCL() \
   if (!::tessera::opencl_available()) GTEST_SKIP() << "no OpenCL platform: OpenCL test skipped"
 

@@ -7,25 +7,35 @@
 
 namespace tessera::ops::cpu {
 
-template <typename T>
-void grid_encode(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch, T* out,
-                 uint32_t out_stride) {
-  const uint32_t F = g.n_features, n_corners = 1u << g.n_dims;
+// D: the dimension count when known at compile time (0 reads it from the layout), so the
+// corner loops unroll; the arithmetic and its order are the same either way.
+template <uint32_t D, typename T>
+static void grid_encode_dims(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
+                             T* out, uint32_t out_stride) {
+  const uint32_t F = g.n_features, n_corners = 1u << (D ? D : g.n_dims);
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < (long long)batch; ++i) {
     const T* x = in + size_t(i) * in_stride;
     for (uint32_t l = 0; l < g.n_levels; ++l) {
       uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
       T frac[kMaxGridDims], acc[8] = {};
-      grid_cell(g, l, x, cell, frac);
+      grid_cell<D>(g, l, x, cell, frac);
       for (uint32_t c = 0; c < n_corners; ++c) {
-        const T w = grid_corner(g, c, cell, frac, vertex);
-        const T* feat = params + (size_t(g.offset[l]) + grid_vertex_index(g, l, vertex)) * F;
+        const T w = grid_corner<D>(g, c, cell, frac, vertex);
+        const T* feat = params + (size_t(g.offset[l]) + grid_vertex_index<D>(g, l, vertex)) * F;
         for (uint32_t f = 0; f < F; ++f) acc[f] += w * feat[f];
       }
       for (uint32_t f = 0; f < F; ++f) out[size_t(i) * out_stride + l * F + f] = acc[f];
     }
   }
+}
+
+template <typename T>
+void grid_encode(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch, T* out,
+                 uint32_t out_stride) {
+  if (g.n_dims == 3) return grid_encode_dims<3>(g, params, in, in_stride, batch, out, out_stride);
+  if (g.n_dims == 2) return grid_encode_dims<2>(g, params, in, in_stride, batch, out, out_stride);
+  grid_encode_dims<0>(g, params, in, in_stride, batch, out, out_stride);
 }
 
 template <typename T>
@@ -60,10 +70,11 @@ void grid_encode_backward_backward(const GridLayout& g, const T* params, const T
   }
 }
 
-template <typename T>
-void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
-                          const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride) {
-  const uint32_t F = g.n_features, n_corners = 1u << g.n_dims;
+template <uint32_t D, typename T>
+static void grid_encode_backward_dims(const GridLayout& g, const T* params, const T* in, uint32_t in_stride,
+                                      size_t batch, const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din,
+                                      uint32_t din_stride) {
+  const uint32_t F = g.n_features, n_corners = 1u << (D ? D : g.n_dims);
   // Parameter gradients: a level per thread (levels own disjoint table regions), its samples
   // in order, so every run adds in the same order: a resumed run then matches the run that
   // never stopped bit for bit (atomics across samples would not). None when dL_dparams is null.
@@ -74,10 +85,10 @@ void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uin
       const T* dout = dL_dout + i * dout_stride + l * F;
       uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
       T frac[kMaxGridDims];
-      grid_cell(g, uint32_t(l), x, cell, frac);
+      grid_cell<D>(g, uint32_t(l), x, cell, frac);
       for (uint32_t c = 0; c < n_corners; ++c) {
-        const T w = grid_corner(g, c, cell, frac, vertex);
-        const size_t base = (size_t(g.offset[l]) + grid_vertex_index(g, uint32_t(l), vertex)) * F;
+        const T w = grid_corner<D>(g, c, cell, frac, vertex);
+        const size_t base = (size_t(g.offset[l]) + grid_vertex_index<D>(g, uint32_t(l), vertex)) * F;
         for (uint32_t f = 0; f < F; ++f) dL_dparams[base + f] += w * dout[f];
       }
     }
@@ -91,17 +102,29 @@ void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uin
     for (uint32_t l = 0; l < g.n_levels; ++l) {
       uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
       T frac[kMaxGridDims];
-      grid_cell(g, l, x, cell, frac);
+      grid_cell<D>(g, l, x, cell, frac);
       for (uint32_t c = 0; c < n_corners; ++c) {
-        grid_corner(g, c, cell, frac, vertex);
-        const size_t base = (size_t(g.offset[l]) + grid_vertex_index(g, l, vertex)) * F;
+        grid_corner<D>(g, c, cell, frac, vertex);
+        const size_t base = (size_t(g.offset[l]) + grid_vertex_index<D>(g, l, vertex)) * F;
         T dot = T(0);  // dL/dout . feature
         for (uint32_t f = 0; f < F; ++f) dot += dout[l * F + f] * params[base + f];
-        for (uint32_t d = 0; d < g.n_dims; ++d) dx[d] += dot * grid_corner_weight_gradient(g, l, c, frac, d);
+        for (uint32_t d = 0; d < (D ? D : g.n_dims); ++d) dx[d] += dot * grid_corner_weight_gradient<D>(g, l, c, frac, d);
       }
     }
     for (uint32_t d = 0; d < g.n_dims; ++d) dL_din[size_t(i) * din_stride + d] = dx[d];
   }
+}
+
+template <typename T>
+void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
+                          const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride) {
+  if (g.n_dims == 3)
+    return grid_encode_backward_dims<3>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din,
+                                        din_stride);
+  if (g.n_dims == 2)
+    return grid_encode_backward_dims<2>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din,
+                                        din_stride);
+  grid_encode_backward_dims<0>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din, din_stride);
 }
 
 void grid_encode_half(const GridLayout& g, const float* params, const float* in, uint32_t in_stride, size_t batch,

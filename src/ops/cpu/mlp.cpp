@@ -8,20 +8,79 @@
 
 namespace tessera::ops::cpu {
 
+// Rows of the batch a thread carries through a layer together, so each weight is loaded
+// once for all of them.
+constexpr uint32_t kRowTile = 8;
+
+// Each layer's logical weights transposed to [n_in][n_out] (at offsets[l]): a layer's
+// outputs are then summed as contiguous vectors in input order instead of per-output dot
+// products that each end in a horizontal reduction, ~3x faster on SSE2 (the CPU NeRF
+// trainings of the tests spend most of their time here).
 template <typename T>
-static void dense_forward(const MlpShape& s, uint32_t l, Activation act, const T* params, const T* x,
-                          T* z_out, T* y_out) {
-  const uint32_t n_in = s.layer_in_logical(l), n_out = s.layer_out_logical(l), ld = s.layer_in(l);
-  const T* w = params + s.layer_offset(l);
-  for (uint32_t o = 0; o < n_out; ++o) {
-    const T* row = w + size_t(o) * ld;
-    T acc = 0;
-    // simd reduction: lets the compiler vectorize the dot product (reassociating the sum)
-#pragma omp simd reduction(+ : acc)
-    for (uint32_t i = 0; i < n_in; ++i) acc += row[i] * x[i];
-    z_out[o] = acc;
-    y_out[o] = activation_value(act, acc);
+static std::vector<T> transposed_layers(const MlpShape& s, const T* params, std::vector<size_t>& offsets) {
+  std::vector<T> wt;
+  offsets.clear();
+  for (uint32_t l = 0; l < s.n_layers(); ++l) {
+    const uint32_t n_in = s.layer_in_logical(l), n_out = s.layer_out_logical(l), ld = s.layer_in(l);
+    const T* w = params + s.layer_offset(l);
+    offsets.push_back(wt.size());
+    wt.resize(wt.size() + size_t(n_in) * n_out);
+    T* t = wt.data() + offsets.back();
+    for (uint32_t o = 0; o < n_out; ++o)
+      for (uint32_t i = 0; i < n_in; ++i) t[size_t(i) * n_out + o] = w[size_t(o) * ld + i];
   }
+  return wt;
+}
+
+// y[i] = act(z[i]): the activation chosen once, not per element (which kept the loop from
+// vectorizing and cost as much as the layer's multiply-adds).
+template <typename T>
+static void apply_activation(Activation act, const T* z, size_t n, T* y) {
+  switch (act) {
+    case Activation::None: std::copy_n(z, n, y); return;
+    case Activation::ReLU:
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) y[i] = z[i] > T(0) ? z[i] : T(0);
+      return;
+    default:
+      for (size_t i = 0; i < n; ++i) y[i] = activation_value(act, z[i]);
+  }
+}
+
+// dz[i] *= act'(y[i], z[i]), the activation chosen once.
+template <typename T>
+static void scale_by_activation_derivative(Activation act, const T* y, const T* z, uint32_t n, T* dz) {
+  switch (act) {
+    case Activation::None: return;
+    case Activation::ReLU:
+#pragma omp simd
+      for (uint32_t i = 0; i < n; ++i) dz[i] *= y[i] > T(0) ? T(1) : T(0);
+      return;
+    default:
+      for (uint32_t i = 0; i < n; ++i) dz[i] *= activation_derivative(act, y[i], z[i]);
+  }
+}
+
+// rows (<= kRowTile) rows of x (row k at x + k * x_stride) through one layer: pre-activations
+// to z (when non-null) and activations to y, row k at k * n_out. acc: kRowTile * n_out scratch.
+template <typename T>
+static void dense_forward_rows(uint32_t n_in, uint32_t n_out, Activation act, const T* wt, const T* x,
+                               size_t x_stride, uint32_t rows, T* acc, T* z, T* y) {
+  std::fill_n(acc, size_t(kRowTile) * n_out, T(0));
+  for (uint32_t i = 0; i < n_in; ++i) {
+    const T* w = wt + size_t(i) * n_out;
+    T xi[kRowTile];
+    for (uint32_t k = 0; k < kRowTile; ++k) xi[k] = k < rows ? x[k * x_stride + i] : T(0);
+    for (uint32_t k = 0; k < kRowTile; ++k) {  // the weight row stays in L1 across the rows
+      T* a = acc + size_t(k) * n_out;
+      const T xk = xi[k];
+#pragma omp simd
+      for (uint32_t o = 0; o < n_out; ++o) a[o] += w[o] * xk;
+    }
+  }
+  const size_t n = size_t(rows) * n_out;
+  if (z) std::copy_n(acc, n, z);
+  apply_activation(act, acc, n, y);
 }
 
 template <typename T>
@@ -36,24 +95,29 @@ void mlp_forward(const MlpShape& s, MlpActivations acts, const T* params, const 
       tape->y[l].resize(batch * s.layer_out_logical(l));
     }
   }
+  std::vector<size_t> wt_offset;
+  const std::vector<T> wt = transposed_layers(s, params, wt_offset);
   const uint32_t maxw = std::max({s.width, s.output_width, s.input_width});
+  const long long n_tiles = static_cast<long long>((batch + kRowTile - 1) / kRowTile);
 #pragma omp parallel
   {
-    std::vector<T> za(maxw), ya(maxw), zb(maxw), yb(maxw);
+    std::vector<T> acc(size_t(kRowTile) * maxw), ya(size_t(kRowTile) * maxw), yb(size_t(kRowTile) * maxw);
 #pragma omp for schedule(static)
-    for (long long b = 0; b < static_cast<long long>(batch); ++b) {
-      const T* x = input + size_t(b) * s.input_width;
+    for (long long t = 0; t < n_tiles; ++t) {
+      const size_t b0 = size_t(t) * kRowTile;
+      const uint32_t rows = uint32_t(std::min<size_t>(kRowTile, batch - b0));
+      const T* x = input + b0 * s.input_width;
+      size_t x_stride = s.input_width;
       for (uint32_t l = 0; l < L; ++l) {
-        Activation act = l + 1 == L ? acts.output : acts.hidden;
+        const Activation act = l + 1 == L ? acts.output : acts.hidden;
         const uint32_t n_out = s.layer_out_logical(l);
-        T* z = tape ? tape->z[l].data() + size_t(b) * n_out : (l % 2 ? zb.data() : za.data());
-        T* y = tape ? tape->y[l].data() + size_t(b) * n_out : (l % 2 ? yb.data() : ya.data());
-        if (l + 1 == L && !tape) y = output + size_t(b) * n_out;
-        dense_forward(s, l, act, params, x, z, y);
-        x = y;
+        T* z = tape ? tape->z[l].data() + b0 * n_out : nullptr;
+        T* y = tape ? tape->y[l].data() + b0 * n_out : l + 1 == L ? output + b0 * n_out : (l % 2 ? yb : ya).data();
+        dense_forward_rows(s.layer_in_logical(l), n_out, act, wt.data() + wt_offset[l], x, x_stride, rows,
+                           acc.data(), z, y);
+        x = y, x_stride = n_out;
       }
-      if (tape) std::copy_n(tape->y[L - 1].data() + size_t(b) * s.output_width, s.output_width,
-                            output + size_t(b) * s.output_width);
+      if (tape) std::copy_n(x, size_t(rows) * s.output_width, output + b0 * s.output_width);
     }
   }
 }
@@ -69,41 +133,60 @@ void mlp_backward(const MlpShape& s, MlpActivations acts, const T* params, const
   // result does not depend on scheduling.
   std::vector<std::vector<T>> partial(n_threads, std::vector<T>(n_params, T(0)));
   const uint32_t maxw = std::max({s.width, s.output_width, s.input_width});
+  const long long n_tiles = static_cast<long long>((batch + kRowTile - 1) / kRowTile);
 #pragma omp parallel num_threads(n_threads)
   {
-    std::vector<T> dz(maxw), dprev(maxw);
+    // dL/dz of a tile's rows (row k at k * maxw), and dL/d(layer input) being built.
+    std::vector<T> dz_rows(size_t(kRowTile) * maxw), dprev_rows(size_t(kRowTile) * maxw);
     T* grad = partial[omp_get_thread_num()].data();
 #pragma omp for schedule(static)
-    for (long long b = 0; b < static_cast<long long>(batch); ++b) {
+    for (long long t = 0; t < n_tiles; ++t) {
+      const size_t b0 = size_t(t) * kRowTile;
+      const uint32_t rows = uint32_t(std::min<size_t>(kRowTile, batch - b0));
+      T* dz = dz_rows.data();
+      T* dprev = dprev_rows.data();
       // dz starts as dL/dy of the last layer.
-      std::copy_n(dL_doutput + size_t(b) * s.output_width, s.output_width, dz.data());
+      for (uint32_t k = 0; k < rows; ++k)
+        std::copy_n(dL_doutput + (b0 + k) * s.output_width, s.output_width, dz + size_t(k) * maxw);
       for (int l = static_cast<int>(L) - 1; l >= 0; --l) {
         const Activation act = l + 1 == static_cast<int>(L) ? acts.output : acts.hidden;
         const uint32_t n_in = s.layer_in_logical(l), n_out = s.layer_out_logical(l), ld = s.layer_in(l);
-        const T* z = tape.z[l].data() + size_t(b) * n_out;
-        const T* y = tape.y[l].data() + size_t(b) * n_out;
-        const T* x = l == 0 ? input + size_t(b) * s.input_width : tape.y[l - 1].data() + size_t(b) * n_in;
-        for (uint32_t o = 0; o < n_out; ++o) dz[o] *= activation_derivative(act, y[o], z[o]);
+        const auto x_row = [&](uint32_t k) {
+          return l == 0 ? input + (b0 + k) * s.input_width : tape.y[l - 1].data() + (b0 + k) * n_in;
+        };
+        for (uint32_t k = 0; k < rows; ++k) {
+          const T* z = tape.z[l].data() + (b0 + k) * n_out;
+          const T* y = tape.y[l].data() + (b0 + k) * n_out;
+          scale_by_activation_derivative(act, y, z, n_out, dz + size_t(k) * maxw);
+        }
         const T* w = params + s.layer_offset(l);
         T* g = grad + s.layer_offset(l);
+        // A gradient row stays in L1 while the tile's rows add to it (in row order).
         for (uint32_t o = 0; o < n_out; ++o) {
           T* grow = g + size_t(o) * ld;
-          const T d = dz[o];
+          for (uint32_t k = 0; k < rows; ++k) {
+            const T d = dz[k * maxw + o];
+            const T* x = x_row(k);
 #pragma omp simd
-          for (uint32_t i = 0; i < n_in; ++i) grow[i] += d * x[i];
+            for (uint32_t i = 0; i < n_in; ++i) grow[i] += d * x[i];
+          }
         }
         if (l == 0 && !dL_dinput) break;
-        std::fill_n(dprev.data(), n_in, T(0));
+        for (uint32_t k = 0; k < rows; ++k) std::fill_n(dprev + size_t(k) * maxw, n_in, T(0));
         for (uint32_t o = 0; o < n_out; ++o) {
           const T* wrow = w + size_t(o) * ld;
-          const T d = dz[o];
+          for (uint32_t k = 0; k < rows; ++k) {
+            const T d = dz[k * maxw + o];
+            T* dp = dprev + size_t(k) * maxw;
 #pragma omp simd
-          for (uint32_t i = 0; i < n_in; ++i) dprev[i] += d * wrow[i];
+            for (uint32_t i = 0; i < n_in; ++i) dp[i] += d * wrow[i];
+          }
         }
         if (l == 0) {
-          std::copy_n(dprev.data(), n_in, dL_dinput + size_t(b) * s.input_width);
+          for (uint32_t k = 0; k < rows; ++k)
+            std::copy_n(dprev + size_t(k) * maxw, n_in, dL_dinput + (b0 + k) * s.input_width);
         } else {
-          std::copy_n(dprev.data(), n_in, dz.data());
+          std::swap(dz, dprev);
         }
       }
     }
