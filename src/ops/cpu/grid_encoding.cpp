@@ -1,4 +1,5 @@
 // HashGrid / DenseGrid on the CPU: the reference the CUDA kernels are tested against.
+#include <type_traits>
 #include <vector>
 
 #include "tessera/ops/encodings.h"
@@ -30,12 +31,20 @@ static void grid_encode_dims(const GridLayout& g, const T* params, const T* in, 
   }
 }
 
+// Calls f(std::integral_constant<uint32_t, D>) with D = g.n_dims for 2 and 3, else D = 0.
+template <typename F>
+static void with_grid_dims(const GridLayout& g, F&& f) {
+  if (g.n_dims == 3) return f(std::integral_constant<uint32_t, 3>{});
+  if (g.n_dims == 2) return f(std::integral_constant<uint32_t, 2>{});
+  f(std::integral_constant<uint32_t, 0>{});
+}
+
 template <typename T>
 void grid_encode(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch, T* out,
                  uint32_t out_stride) {
-  if (g.n_dims == 3) return grid_encode_dims<3>(g, params, in, in_stride, batch, out, out_stride);
-  if (g.n_dims == 2) return grid_encode_dims<2>(g, params, in, in_stride, batch, out, out_stride);
-  grid_encode_dims<0>(g, params, in, in_stride, batch, out, out_stride);
+  with_grid_dims(g, [&](auto d) {
+    grid_encode_dims<decltype(d)::value>(g, params, in, in_stride, batch, out, out_stride);
+  });
 }
 
 template <typename T>
@@ -118,13 +127,10 @@ static void grid_encode_backward_dims(const GridLayout& g, const T* params, cons
 template <typename T>
 void grid_encode_backward(const GridLayout& g, const T* params, const T* in, uint32_t in_stride, size_t batch,
                           const T* dL_dout, uint32_t dout_stride, T* dL_dparams, T* dL_din, uint32_t din_stride) {
-  if (g.n_dims == 3)
-    return grid_encode_backward_dims<3>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din,
-                                        din_stride);
-  if (g.n_dims == 2)
-    return grid_encode_backward_dims<2>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din,
-                                        din_stride);
-  grid_encode_backward_dims<0>(g, params, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, dL_din, din_stride);
+  with_grid_dims(g, [&](auto d) {
+    grid_encode_backward_dims<decltype(d)::value>(g, params, in, in_stride, batch, dL_dout, dout_stride,
+                                                  dL_dparams, dL_din, din_stride);
+  });
 }
 
 void grid_encode_half(const GridLayout& g, const float* params, const float* in, uint32_t in_stride, size_t batch,
