@@ -2,8 +2,9 @@
 # Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu]   (default: tests bench)
-# multi-gpu: issue 34's figures on a host with 2+ GPUs (GPUS, default cuda:0,cuda:1).
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf]   (default: tests bench)
+# multi-gpu-checks, multi-gpu-nerf: issue 34's figures on a host with 2+ GPUs (GPUS, default
+# cuda:0,cuda:1), each under a device call's 10 minutes.
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
 # build of the commit to compare against) and this build, interleaved in one run, then a
 # table of new/baseline per figure.
@@ -11,6 +12,8 @@ set -uo pipefail
 BUILD=${BUILD:-build}
 OUT=${OUT:-gpu_out}
 mkdir -p "$OUT"
+# Shared libraries the host lacks (libjpeg.so.62 for libtessera.so; CLBlast), carried in .gpu/lib.
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$PWD/.gpu/lib"
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(tests bench)
 summary=()
@@ -22,6 +25,31 @@ nvidia_icd() {
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 "$BUILD/tessera" info | tee -a "$OUT/gpu.txt"
+
+# Issue 34's process form: one process per GPU of $gpus (n of them), then the same with
+# rank 1 killed after 20 s: rank 0 must stop with an error within --group-timeout, not hang.
+multi_gpu_processes() {
+  local port=29531 pids=()
+  for r in $(seq 0 $((n - 1))); do
+    "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 15 --eval-at 15 --rank $r --world-size $n \
+      --init tcp://127.0.0.1:$port --device cuda:$r --out "/tmp/proc_$r" --no-progress > "$OUT/proc_$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait $p; echo "process exit $?" | tee -a "$OUT/multi.log"; done
+  grep -hE ' s  step |took' "$OUT"/proc_*.log | tee -a "$OUT/multi.log"
+  port=29532; pids=()
+  for r in $(seq 0 $((n - 1))); do
+    [ "$n" -gt 1 ] || break  # the kill test needs a second rank
+    timeout 200 stdbuf -oL "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 60 --eval-at 60 --rank $r --world-size $n \
+      --init tcp://127.0.0.1:$port --device cuda:$r --group-timeout 30 --out "/tmp/kill_$r" --no-progress \
+      > "$OUT/kill_$r.log" 2>&1 &
+    pids+=($!)
+  done
+  # kill the tessera process itself: a SIGKILL to `timeout` would leave its child running
+  [ "$n" -gt 1 ] && { sleep 20; pkill -9 -P "${pids[1]}"; echo "killed rank 1 at $(date +%T)" | tee -a "$OUT/multi.log"; }
+  for p in "${pids[@]}"; do wait $p; echo "kill test: process exit $? (124 = hung until timeout)" | tee -a "$OUT/multi.log"; done
+  grep -hE "error|abort|step " "$OUT"/kill_*.log 2>/dev/null | tee -a "$OUT/multi.log"
+}
 
 for step in "${steps[@]}"; do
   case "$step" in
@@ -139,48 +167,38 @@ for step in "${steps[@]}"; do
         summary+=("nerf budget $line")
       done
       ;;
-    multi-gpu)
-      # Issue 34 on a host with several GPUs: bench data-parallel, NeRF PSNR per budget on 1
-      # and N GPUs (a run per budget), nerf render 120 frames on 1 and N, the process form,
-      # and a killed rank process.
+    multi-gpu-checks)
+      # Issue 34 on a host with several GPUs, part 1 (~5 min): the NCCL tests over every GPU
+      # (2 GPUs = 1 GPU on the whole batch, NeRF ranks identical), DDP over NCCL, bench
+      # data-parallel, the process form and a killed rank process.
       gpus=${GPUS:-cuda:0,cuda:1}
       n=$(echo "$gpus" | tr ',' '\n' | wc -l)
-      "$BUILD/tessera" bench data-parallel --devices "$gpus" --json "$OUT/bench_dp.json" 2>&1 | tee "$OUT/multi.log"
+      "$BUILD/tests/tessera_gpu_tests" --gtest_color=no --gtest_filter='NcclCuda.*' 2>&1 | tee "$OUT/multi.log" \
+        | grep -E '^\[( +OK|  FAILED|  SKIPPED)|difference|NCCL over|Failure'
+      TESSERA_LIBRARY="$BUILD/libtessera.so" PYTHONPATH="$PWD/python" TESSERA_TEST_DEVICE=cuda \
+        python3 -m pytest -q -s -p no:cacheprovider tests/python/test_ddp.py 2>&1 | tee -a "$OUT/multi.log" | tail -5
+      "$BUILD/tessera" bench data-parallel --devices "$gpus" --json "$OUT/bench_dp.json" 2>&1 | tee -a "$OUT/multi.log"
+      multi_gpu_processes
+      summary+=("multi-gpu checks: see multi.log")
+      ;;
+    multi-gpu-nerf)
+      # Part 2 (~8 min): lego PSNR per budget on 1 and N GPUs (a run per budget), then nerf
+      # render of 120 frames on 1 and N.
+      gpus=${GPUS:-cuda:0,cuda:1}
       for budget in ${NERF_BUDGETS:-5 15 30 60}; do
         for where in "--device cuda:0" "--devices $gpus"; do
           tag=$(echo "$where" | tr -c 'a-z0-9' '_')
           "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" $where --seconds "$budget" --eval-at "$budget" \
             --out "/tmp/dp_$budget$tag" --json "$OUT/dp_$budget$tag.json" --no-progress > "$OUT/dp_$budget$tag.log" 2>&1
-          echo "$budget s $where: $(grep -E ' s  step ' "$OUT/dp_$budget$tag.log" | tail -1 | tr -s ' ') $(grep -oE '[0-9]+ steps/s' "$OUT/dp_$budget$tag.log" | head -1)" | tee -a "$OUT/multi.log"
+          echo "$budget s $where: $(grep -E ' s  step ' "$OUT/dp_$budget$tag.log" | tail -1 | tr -s ' ') $(grep -oE '[0-9]+ steps/s' "$OUT/dp_$budget$tag.log" | head -1)" | tee -a "$OUT/multi_nerf.log"
         done
       done
       snap=/tmp/dp_${budget}__device_cuda_0_/model.tnerf  # the longest budget's, one GPU
       for where in "--device cuda:0" "--devices $gpus"; do
         [ -f "$snap" ] && "$BUILD/tessera" nerf render "$snap" --orbit 120 --width 800 --height 800 --no-video \
-          --no-progress --out /tmp/dp_render $where 2>&1 | grep "frames of" | tee -a "$OUT/multi.log"
+          --no-progress --out /tmp/dp_render $where 2>&1 | grep "frames of" | tee -a "$OUT/multi_nerf.log"
       done
-      # One process per GPU, then the same with rank 1 killed after 10 s: rank 0 must stop
-      # with an error within --group-timeout, not hang.
-      port=29531; pids=()
-      for r in $(seq 0 $((n - 1))); do
-        "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 15 --eval-at 15 --rank $r --world-size $n \
-          --init tcp://127.0.0.1:$port --device cuda:$r --out "/tmp/proc_$r" --no-progress > "$OUT/proc_$r.log" 2>&1 &
-        pids+=($!)
-      done
-      for p in "${pids[@]}"; do wait $p; echo "process exit $?" | tee -a "$OUT/multi.log"; done
-      grep -hE ' s  step |took' "$OUT"/proc_*.log | tee -a "$OUT/multi.log"
-      port=29532; pids=()
-      for r in $(seq 0 $((n - 1))); do
-        [ "$n" -gt 1 ] || break  # the kill test needs a second rank
-        timeout 200 "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 60 --eval-at 60 --rank $r --world-size $n \
-          --init tcp://127.0.0.1:$port --device cuda:$r --group-timeout 30 --out "/tmp/kill_$r" --no-progress \
-          > "$OUT/kill_$r.log" 2>&1 &
-        pids+=($!)
-      done
-      [ "$n" -gt 1 ] && { sleep 20; kill -9 "${pids[1]}"; }
-      for p in "${pids[@]}"; do wait $p; echo "kill test: process exit $? (124 = hung until timeout)" | tee -a "$OUT/multi.log"; done
-      grep -h "error" "$OUT"/kill_*.log 2>/dev/null | tee -a "$OUT/multi.log"
-      summary+=("multi-gpu: see multi.log")
+      summary+=("multi-gpu nerf: see multi_nerf.log")
       ;;
     lens-check)
       # Is a comparison on a real capture fair? instant-ngp abe236ee's Python render passes no

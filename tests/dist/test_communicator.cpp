@@ -11,12 +11,12 @@
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
-#include <functional>
 #include <thread>
 
 #include "dist/rendezvous.h"
 #include "support/errors.h"
 #include "support/random.h"
+#include "support/ranks.h"
 #include "tessera/core/backend.h"
 #include "tessera/core/buffer.h"
 #include "tessera/core/config.h"
@@ -33,21 +33,7 @@ std::vector<Device> cpu_devices(int n) {
   return out;
 }
 
-// Runs body(rank) on one thread per rank; returns each rank's error message ("" if none).
-std::vector<std::string> on_ranks(int n, const std::function<void(int)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
+using test::on_ranks;
 
 TEST(LocalGroup, CollectivesGiveTheirDefinitions) {
   constexpr int kRanks = 3;

@@ -7,7 +7,6 @@
 
 #include <cstring>
 #include <fstream>
-#include <thread>
 
 #include "support/cli.h"
 #include "support/errors.h"
@@ -15,6 +14,7 @@
 #include "support/nerf_model.h"
 #include "support/paths.h"
 #include "support/procedural_scene.h"
+#include "support/ranks.h"
 #include "tessera/dist/communicator.h"
 #include "tessera/nerf/evaluate.h"
 
@@ -124,21 +124,13 @@ TEST(NerfTrain, DataParallelRanksHoldTheSameModel) {
   auto comms = dist::make_local_group(devices);
   constexpr int kSteps = 40;
   std::vector<std::vector<float>> losses(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        ranks[size_t(r)]->set_communicator(comms[size_t(r)].get());
-        for (int i = 0; i < kSteps; ++i) {
-          ranks[size_t(r)]->step();
-          losses[size_t(r)].push_back(ranks[size_t(r)]->last_loss());
-        }
-      } catch (const std::exception& e) {
-        errors[size_t(r)] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  const auto errors = test::on_ranks(2, [&](int r) {
+    ranks[size_t(r)]->set_communicator(comms[size_t(r)].get());
+    for (int i = 0; i < kSteps; ++i) {
+      ranks[size_t(r)]->step();
+      losses[size_t(r)].push_back(ranks[size_t(r)]->last_loss());
+    }
+  });
   ASSERT_EQ(errors[0] + errors[1], "");
   const TensorView a = ranks[0]->model().params(), b = ranks[1]->model().params();
   EXPECT_EQ(0, std::memcmp(a.data<float>(), b.data<float>(), a.bytes()));
