@@ -117,18 +117,26 @@ void check_cuda_view(const TensorView& v, const char* what) {
   TESSERA_CHECK(!v.empty() && v.contiguous(), "{}: the view must be contiguous and not empty", what);
 }
 
-// One rank. A watchdog thread polls NCCL's asynchronous error and how long the oldest
-// collective has been pending; past the timeout (a rank died or stopped calling) it aborts
-// the communicator, which ends the stuck kernels, and the next call throws.
+// One rank, two threads beside the caller's. The watchdog polls NCCL's asynchronous error
+// and how long the oldest collective has been pending; past the timeout (a rank died or
+// stopped calling) it aborts the communicator, which ends the stuck kernels, and the next
+// call throws. The monitor watches the watchdog alone: an NCCL call can itself hang on a
+// peer that died (an enqueue under the lock that needs a connection to it, or the abort),
+// and a watchdog without a heartbeat for a whole timeout ends the process with the error
+// logged, as PyTorch's NCCL heartbeat monitor does: a wedged stream cannot be recovered
+// in-process. (Seen on two H200s: rank 1 killed with -9, rank 0 hung with no abort logged.)
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(ncclComm_t comm, int rank, int world, Device device, GroupOptions options)
       : comm_(comm), rank_(rank), world_(world), device_(device), options_(options) {
+    beat();
     watchdog_ = std::thread([this] { watch(); });
+    monitor_ = std::thread([this] { monitor(); });
   }
   ~NcclCommunicator() override {
     stop_ = true;
     watchdog_.join();
+    monitor_.join();
     std::lock_guard lock(m_);
     if (aborted_) return;
     if (pending_) cudaEventDestroy(pending_);
@@ -194,13 +202,18 @@ class NcclCommunicator final : public Communicator {
     if (aborted_) return;
     aborted_ = true;
     failure_ = why;
-    nccl().CommAbort(comm_);
-    log(LogLevel::error, "rank {}: NCCL communicator aborted: {}", rank_, why);
+    log(LogLevel::error, "rank {}: aborting the NCCL communicator: {}", rank_, why);
+    nccl().CommAbort(comm_);  // may hang on a dead peer: the monitor covers it
+    log(LogLevel::error, "rank {}: NCCL communicator aborted", rank_);
   }
+
+  void beat() { heartbeat_ = std::chrono::steady_clock::now().time_since_epoch().count(); }
 
   void watch() {
     while (!stop_) {
+      beat();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      beat();
       std::lock_guard lock(m_);
       if (aborted_) continue;
       ncclResult_t async = ncclSuccess;
@@ -220,6 +233,21 @@ class NcclCommunicator final : public Communicator {
     }
   }
 
+  void monitor() {
+    // The watchdog's own poll and lock waits are short; 5 s of slack keeps a tiny timeout
+    // from ending a healthy process.
+    const auto limit = std::chrono::steady_clock::duration(options_.timeout + std::chrono::seconds(5)).count();
+    while (!stop_) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (std::chrono::steady_clock::now().time_since_epoch().count() - heartbeat_.load() <= limit) continue;
+      log(LogLevel::error,
+          "rank {}: an NCCL call has not returned for over {} ms (another rank died or stopped calling collectives, "
+          "and NCCL hangs waiting for it): ending the process",
+          rank_, options_.timeout.count() + 5000);
+      std::_Exit(EXIT_FAILURE);
+    }
+  }
+
   ncclComm_t comm_;
   int rank_, world_;
   Device device_;
@@ -230,7 +258,8 @@ class NcclCommunicator final : public Communicator {
   cudaEvent_t pending_ = nullptr;
   std::chrono::steady_clock::time_point since_{};
   std::atomic<bool> stop_{false};
-  std::thread watchdog_;
+  std::atomic<std::chrono::steady_clock::rep> heartbeat_{0};  // the watchdog's last sign of life
+  std::thread watchdog_, monitor_;
 };
 
 }  // namespace
