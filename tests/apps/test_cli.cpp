@@ -77,7 +77,7 @@ TEST(Cli, NonFiniteOrOutOfRangeNumbersAreRefused) {
   for (const char* args : {"fit function --lr nan", "fit function --lr -1", "fit function --lr inf",
                            "fit function --lr 0", "fit function --lr 1e-3x", "fit function --target-mse nan",
                            "fit image x.png --seconds nan", "fit image x.png --seconds -2",
-                           "fit function --steps 99999999999999999999999", "nerf train scene --eval-spp 0",
+                           "fit function --steps 99999999999999999999999", "nerf train scene --eval-spp -1",
                            "nerf eval m.tnerf --scene scene --eval-spp 300"}) {
     const Result r = run(std::string(args) + " --device cpu");
     EXPECT_NE(r.code, 0) << args << ": " << r.output;

@@ -237,6 +237,7 @@ TEST(NerfCli, TrainsDataParallelAndRefusesBadDeviceLists) {
   const Json j = load_json_file(json);
   EXPECT_EQ(j["devices"].get<std::string>(), "cpu:0,cpu:1");
   EXPECT_EQ(j["world_size"].get<int>(), 2);
+  EXPECT_EQ(j["eval_spp"].get<int>(), 1) << "the default on the CPU: one rendering per test pixel";
   EXPECT_EQ(j["steps"].get<int>(), 20);
   EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "model.tnerf"));
