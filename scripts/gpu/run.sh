@@ -37,6 +37,12 @@ multi_gpu_processes() {
   done
   for p in "${pids[@]}"; do wait $p; echo "process exit $?" | tee -a "$OUT/multi.log"; done
   grep -hE ' s  step |took' "$OUT"/proc_*.log | tee -a "$OUT/multi.log"
+  # The same 15 s in one process on N GPUs and on one: the process form must score alike
+  # (on the fox it scored 27.5 dB against 30.3, 2026-11-27).
+  for where in "--devices $gpus" "--device cuda:0"; do
+    "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 15 --eval-at 15 $where --out /tmp/inproc \
+      --no-progress 2>&1 | grep -E ' s  step ' | sed "s/^/$where: /" | tee -a "$OUT/multi.log"
+  done
   port=29532; pids=()
   for r in $(seq 0 $((n - 1))); do
     [ "$n" -gt 1 ] || break  # the kill test needs a second rank
@@ -184,10 +190,11 @@ for step in "${steps[@]}"; do
       ;;
     multi-gpu-nerf)
       # Part 2 (~8 min): lego PSNR per budget on 1 and N GPUs (a run per budget), then nerf
-      # render of 120 frames on 1 and N.
+      # render of 120 frames on 1 and N. DP_CONFIG: a --config for the N-GPU runs only (e.g.
+      # scripts/gpu/nerf_half_batch.json: 2 GPUs train the one-GPU batch, in more steps).
       gpus=${GPUS:-cuda:0,cuda:1}
       for budget in ${NERF_BUDGETS:-5 15 30 60}; do
-        for where in "--device cuda:0" "--devices $gpus"; do
+        for where in "--device cuda:0" "--devices $gpus${DP_CONFIG:+ --config $DP_CONFIG}"; do
           tag=$(echo "$where" | tr -c 'a-z0-9' '_')
           "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" $where --seconds "$budget" --eval-at "$budget" \
             --out "/tmp/dp_$budget$tag" --json "$OUT/dp_$budget$tag.json" --no-progress > "$OUT/dp_$budget$tag.log" 2>&1
