@@ -40,6 +40,7 @@ const std::vector<ParallelCase> kCases = {
 struct Options {
   std::string devices, json_path, only;
   int steps = 50, repeats = 7, log2_batch = 0;
+  bool bf16_gradients = false;  // the group's ranks exchange bf16 gradients
 };
 
 // A rank: its trainer and a few input sets of its share of the batch.
@@ -111,15 +112,22 @@ Json bench_case(const ParallelCase& c, const std::vector<Device>& devices, const
   auto abort_all = [&](const std::string& why) {
     for (auto& comm : comms) comm->abort(why);
   };
-  on_rank_threads(n, [&](size_t i) { ranks[i].trainer->set_communicator(comms[i].get()); }, abort_all);
+  on_rank_threads(n, [&](size_t i) {
+    ranks[i].trainer->set_communicator(comms[i].get());
+    ranks[i].trainer->set_bf16_gradient_exchange(o.bf16_gradients);
+  }, abort_all);
   const double group_ms = training_ms(ranks, c, batch / n, o, abort_all);
-  // The all-reduce alone, on each rank's gradients, the same way.
+  // The all-reduce alone, on as many gradients of the exchange's type, the same way.
+  std::vector<Buffer<uint16_t>> packed;
+  for (size_t i = 0; i < n && o.bf16_gradients; ++i) packed.emplace_back(devices[i], ranks[i].trainer->n_params());
   const double reduce_ms = lockstep_ms(
       n, o,
       [&](size_t i, int steps) {
+        Stream& s = ranks[i].trainer->stream();
         for (int k = 0; k < steps; ++k)
-          comms[i]->all_reduce(ranks[i].trainer->stream(), ranks[i].trainer->gradients(), dist::ReduceOp::average);
-        ranks[i].trainer->stream().synchronize();
+          if (o.bf16_gradients) comms[i]->all_reduce(s, packed[i].view().as(DType::bf16), dist::ReduceOp::sum);
+          else comms[i]->all_reduce(s, ranks[i].trainer->gradients(), dist::ReduceOp::average);
+        s.synchronize();
       },
       abort_all);
   const size_t params = ranks[0].trainer->n_params();
@@ -132,7 +140,8 @@ Json bench_case(const ParallelCase& c, const std::vector<Device>& devices, const
           {"speedup", one_ms / group_ms},
           {"samples_per_s_one", double(batch) / (one_ms * 1e-3)},
           {"samples_per_s_group", double(batch) / (group_ms * 1e-3)},
-          {"gradient_bytes", params * sizeof(float)},
+          {"gradient_exchange", o.bf16_gradients ? "bf16" : "fp32"},
+          {"gradient_bytes", params * (o.bf16_gradients ? sizeof(uint16_t) : sizeof(float))},
           {"all_reduce_ms", reduce_ms},
           {"all_reduce_share", reduce_ms / group_ms}};
 }
@@ -141,8 +150,9 @@ void run(const Options& o) {
   const std::vector<Device> devices = parse_device_list(o.devices);
   std::string gpu = devices[0].kind == DeviceKind::cuda ? backend_for(devices[0]).attributes().name : "cpu";
   fmt::print("bench data-parallel on {} ({}): one batch split over the devices vs one device on the whole batch; "
-             "wall time per step from launch to the last rank's finish, median of {} blocks of {} steps\n",
-             o.devices, gpu, o.repeats, o.steps);
+             "wall time per step from launch to the last rank's finish, median of {} blocks of {} steps; {} "
+             "gradients\n",
+             o.devices, gpu, o.repeats, o.steps, o.bf16_gradients ? "bf16" : "fp32");
   fmt::print("{:<34} {:>9} {:>12} {:>12} {:>9} {:>14} {:>10}\n", "case", "batch", "1 device ms", "group ms",
              "speed-up", "all-reduce ms", "its share");
   Json results = Json::array();
@@ -172,6 +182,7 @@ void register_bench_data_parallel(CLI::App& bench) {
   cmd->add_option("--log2-batch", o.log2_batch, "override every case's batch (2^N; default 4x the single-GPU bench)")
       ->check(CLI::Range(4, 24));
   cmd->add_option("--only", o.only, "run only the cases whose name contains this");
+  cmd->add_flag("--bf16-gradients", o.bf16_gradients, "the group exchanges gradients in bf16 (half the bytes)");
   cmd->add_option("--json", o.json_path, "also write the results as JSON to this file")->check(writable_output_file());
   cmd->callback([] { run(o); });
 }

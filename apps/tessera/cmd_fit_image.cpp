@@ -126,7 +126,10 @@ void run(const FitImageOptions& o) {
   nn::ModelTrainer* trainer = ranks[0].trainer.get();
   resumed.steps = trainer->steps();
   const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
-  group.attach([&](size_t r, dist::Communicator* c) { ranks[r].trainer->set_communicator(c); });
+  group.attach([&](size_t r, dist::Communicator* c) {
+    ranks[r].trainer->set_communicator(c);
+    ranks[r].trainer->set_bf16_gradient_exchange(group.bf16_gradients());
+  });
   if (group.grouped())
     fmt::print("fit image: data-parallel, {}, {} samples per rank\n", group.describe(), share);
   // Each rank draws its own coordinates: the batch of one step is split over the ranks.
@@ -221,6 +224,7 @@ void run(const FitImageOptions& o) {
                                       {"height", img.height},
                                       {"device", to_string(dev)},
                                       {"world_size", group.world_size()},
+                                      {"bf16_gradients", group.bf16_gradients()},
                                       {"batch", batch},
                                       {"steps", record.steps},
                                       {"train_seconds", record.train_seconds},

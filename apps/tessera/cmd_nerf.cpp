@@ -176,7 +176,10 @@ void run_train(const NerfTrainOptions& o) {
   }
   nerf::NerfTrainer& trainer = *ranks[0];
   // One device with --devices too: the same path, a group of one.
-  group.attach([&](size_t r, dist::Communicator* c) { ranks[r]->set_communicator(c); });
+  group.attach([&](size_t r, dist::Communicator* c) {
+    ranks[r]->set_communicator(c);
+    ranks[r]->model().set_bf16_gradient_exchange(group.bf16_gradients());
+  });
   if (group.grouped())
     fmt::print("nerf train: data-parallel, {}, each rank training its own rays\n", group.describe());
   group.start(
@@ -312,6 +315,7 @@ void run_train(const NerfTrainOptions& o) {
                                       {"device", to_string(dev)},
                                       {"devices", o.parallel.devices.empty() ? to_string(dev) : o.parallel.devices},
                                       {"world_size", group.world_size()},
+                                      {"bf16_gradients", group.bf16_gradients()},
                                       {"steps", step},
                                       {"train_seconds", train_seconds},
                                       {"loop_seconds", loop_seconds},

@@ -33,6 +33,9 @@ void add_data_parallel_options(CLI::App& cmd, DataParallelOptions& o, const std:
                  "evaluations) before the run stops with an error naming who did not arrive")
       ->check(finite_positive())
       ->capture_default_str();
+  cmd.add_flag("--bf16-gradients", o.bf16_gradients,
+               "data-parallel runs: exchange gradients in bf16, half the bytes of fp32 (fp32's range, 8 bits of "
+               "mantissa; on CPU ranks it learned as well as fp32)");
   rank->needs(world)->needs(init)->excludes(devices);
   world->needs(rank);
   init->needs(rank);
@@ -91,7 +94,7 @@ Device process_device(const dist::ProcessGroup& g, const std::string& device, co
 }  // namespace
 
 DataParallel::DataParallel(const DataParallelOptions& o, const std::string& device, const std::string& command)
-    : command_(command) {
+    : command_(command), bf16_gradients_(o.bf16_gradients) {
   const dist::GroupOptions group_options{
       std::chrono::milliseconds(std::max<int64_t>(1, int64_t(std::min(o.timeout_seconds, 1e9) * 1000.0)))};
   std::optional<dist::ProcessGroup> group;
@@ -128,9 +131,9 @@ DataParallel::~DataParallel() {
 
 std::string DataParallel::describe() const {
   if (!grouped()) return "";
-  if (multi_process_)
-    return fmt::format("rank {} of {} on {} ({})", first_rank_, world_size_, devices_[0].str(), comms_[0]->kind());
-  return fmt::format("{} devices in this process ({})", devices_.size(), comms_[0]->kind());
+  const std::string how = std::string(comms_[0]->kind()) + (bf16_gradients_ ? ", bf16 gradients" : "");
+  if (multi_process_) return fmt::format("rank {} of {} on {} ({})", first_rank_, world_size_, devices_[0].str(), how);
+  return fmt::format("{} devices in this process ({})", devices_.size(), how);
 }
 
 void DataParallel::start(std::function<void(size_t, double)> step, std::function<Stream&(size_t)> stream) {

@@ -25,6 +25,7 @@ struct DataParallelOptions {
   int rank = -1, world_size = 0;  // --rank, --world-size (-1 / 0: not given)
   std::string init;  // --init tcp://HOST:PORT
   double timeout_seconds = 300;  // --group-timeout: how long a rank waits for the others
+  bool bf16_gradients = false;   // --bf16-gradients: exchange gradients in bf16
 };
 
 // Adds --devices (which excludes the command's --device), --rank, --world-size and --init
@@ -63,7 +64,10 @@ class DataParallel {
   int world_size() const { return world_size_; }
   bool leads() const { return first_rank_ == 0; }  // runs the session, evaluates, writes
   dist::Communicator* comm(size_t i) const { return grouped() ? comms_[i].get() : nullptr; }
-  // "2 devices in this process (nccl)", "rank 1 of 4 on cuda:1 (nccl)"; empty without a group.
+  // --bf16-gradients: for each rank's nn::ModelTrainer::set_bf16_gradient_exchange.
+  bool bf16_gradients() const { return grouped() && bf16_gradients_; }
+  // "2 devices in this process (nccl)", "rank 1 of 4 on cuda:1 (nccl, bf16 gradients)";
+  // empty without a group.
   std::string describe() const;
 
   // Gives each local rank's trainer its communicator: set(i, comm(i)), every rank on a
@@ -96,6 +100,7 @@ class DataParallel {
   std::string command_;
   std::vector<Device> devices_;
   int first_rank_ = 0, world_size_ = 1;
+  bool bf16_gradients_ = false;
   bool multi_process_ = false;
   std::vector<std::unique_ptr<dist::Communicator>> comms_;
   std::vector<Buffer<float>> control_;  // one value per local rank, on its device

@@ -10,6 +10,7 @@
 #include "tessera/core/buffer.h"
 #include "tessera/core/error.h"
 #include "tessera/dist/communicator.h"
+#include "ops/cpu/typed_storage.h"
 
 namespace tessera::dist {
 namespace {
@@ -96,26 +97,28 @@ class LocalCommunicator final : public Communicator {
   static void check_contiguous(const TensorView& v, const char* what) {
     TESSERA_CHECK(!v.empty() && v.contiguous(), "{}: the view must be contiguous and not empty", what);
   }
-  // Reductions run in fp32 on the host; fp16 views are widened and rounded back (to
-  // nearest even, as NCCL's fp16 sums round each step).
+  // Reductions run in fp32 on the host; fp16 and bf16 views are widened and rounded back to
+  // nearest even (NCCL rounds after each step of its sums: the same with two ranks).
   std::vector<float> download(Stream& stream, const TensorView& v) {
     check_contiguous(v, "local collective");
-    TESSERA_CHECK(v.dtype == DType::f32 || v.dtype == DType::f16,
-                  "local collective: the local communicator reduces fp32 and fp16 views, not {}", to_string(v.dtype));
+    TESSERA_CHECK(v.dtype == DType::f32 || v.dtype == DType::f16 || v.dtype == DType::bf16,
+                  "local collective: the local communicator reduces fp32, fp16 and bf16 views, not {}",
+                  to_string(v.dtype));
     std::vector<float> host(v.numel());
     if (v.dtype == DType::f32) {
       download_from_view(stream, host.data(), v, host.size() * sizeof(float));  // waits for the stream
       return host;
     }
-    std::vector<_Float16> half(v.numel());
-    download_from_view(stream, half.data(), v, half.size() * sizeof(_Float16));
-    std::copy(half.begin(), half.end(), host.begin());
+    std::vector<uint16_t> bits(v.numel());
+    download_from_view(stream, bits.data(), v, bits.size() * sizeof(uint16_t));
+    for (size_t i = 0; i < host.size(); ++i) host[i] = float(ops::cpu::load_as_double(bits.data(), v.dtype, i));
     return host;
   }
   static void upload(Stream& stream, const TensorView& v, const std::vector<float>& values) {
     if (v.dtype == DType::f32) return upload_to_view(stream, v, values.data(), values.size() * sizeof(float));
-    const std::vector<_Float16> half(values.begin(), values.end());
-    upload_to_view(stream, v, half.data(), half.size() * sizeof(_Float16));
+    std::vector<uint16_t> bits(values.size());
+    for (size_t i = 0; i < values.size(); ++i) ops::cpu::store_from_double(bits.data(), v.dtype, i, values[i]);
+    upload_to_view(stream, v, bits.data(), bits.size() * sizeof(uint16_t));
   }
 
   // Every rank's elements [first, first + n), reduced in rank order (the same result on

@@ -62,7 +62,7 @@ ModelTrainer::ModelTrainer(std::unique_ptr<Module> model, LossParams loss, std::
   model_->bind_train_state(state_.view());
   output_ = Buffer<float>(d, 0), dL_doutput_ = Buffer<float>(d, 0), loss_partials_ = Buffer<float>(d, 0);
   input_gradient_ = Buffer<float>(d, 0), term_gradient_ = Buffer<float>(d, 0);
-  half_gradients_ = Buffer<uint16_t>(d, 0);
+  packed_gradients_ = Buffer<uint16_t>(d, 0);
 }
 
 void ModelTrainer::training_step_async(ConstView input, ConstView target) {
@@ -132,13 +132,13 @@ void ModelTrainer::settle_and_step() {
   // One settle for the whole model. It reads the matrix gradients, as the fused step does:
   // a non-finite table gradient comes from a non-finite dL/d(encoding), which also makes
   // the weight gradient of the layer reading that encoding non-finite.
-  if (comm_ && half_exchange_) {
+  if (comm_ && bf16_exchange_) {
     const TensorView grads = store_.gradients();
-    half_gradients_.ensure(grads.numel());
-    const TensorView half = half_gradients_.view();  // uint16_t: fp16
-    ops::call<ops::GradientHalfExchange>(stream(), grads, half, state_.view(), true, 1u);
-    comm_->all_reduce(stream(), half, dist::ReduceOp::sum);
-    ops::call<ops::GradientHalfExchange>(stream(), grads, half, state_.view(), false, uint32_t(comm_->world_size()));
+    packed_gradients_.ensure(grads.numel());
+    const TensorView packed = packed_gradients_.view().as(DType::bf16);
+    ops::call<ops::GradientBf16Exchange>(stream(), grads, packed, true, 1u);
+    comm_->all_reduce(stream(), packed, dist::ReduceOp::sum);
+    ops::call<ops::GradientBf16Exchange>(stream(), grads, packed, false, uint32_t(comm_->world_size()));
   } else if (comm_) {
     comm_->all_reduce(stream(), store_.gradients(), dist::ReduceOp::average);
   }

@@ -36,7 +36,15 @@ TEST(Cli, BenchDataParallelRunsOnCpuRanks) {
     EXPECT_EQ(c["communicator"].get<std::string>(), "local");
     EXPECT_GT(c["group_step_ms"].get<double>(), 0.0);
     EXPECT_GT(c["all_reduce_ms"].get<double>(), 0.0);
+    EXPECT_EQ(c["gradient_exchange"].get<std::string>(), "fp32");
   }
+  // bf16 exchange: half the bytes cross the group.
+  const Result half = run("bench data-parallel --devices cpu:0,cpu:1 --log2-batch 8 --steps 2 --repeats 1 --only MLP "
+                          "--bf16-gradients --json " + json);
+  ASSERT_EQ(half.code, 0) << half.output;
+  const tessera::Json h = tessera::load_json_file(json)["results"][0];
+  EXPECT_EQ(h["gradient_exchange"].get<std::string>(), "bf16");
+  EXPECT_EQ(h["gradient_bytes"].get<size_t>() * 2, j["results"][0]["gradient_bytes"].get<size_t>());
   EXPECT_NE(run("bench data-parallel --devices cpu:0,cpu:1,cpu:2 --log2-batch 8").output.find("does not split"),
             std::string::npos);
 }

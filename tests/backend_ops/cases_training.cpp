@@ -72,6 +72,26 @@ std::vector<double> run_convert(Backend& b, uint64_t seed) {
   return out;
 }
 
+// The data-parallel bf16 exchange: packing (the bits must agree: round to nearest even,
+// fp32's range kept, tiny gradients not flushed, inf and an overflow non-finite; NaN is
+// left out: the GPU writes the canonical 0x7fff, the reference keeps the payload's top),
+// then unpacking a sum over 3 ranks into the average.
+std::vector<double> run_bf16_exchange(Backend& b, uint64_t seed) {
+  auto g = random_floats(50001, -3.0f, 3.0f, seed);
+  const auto tiny = random_floats(1000, -1e-30f, 1e-30f, seed + 1);  // under fp16's range
+  g.insert(g.end(), tiny.begin(), tiny.end());
+  g.push_back(INFINITY), g.push_back(-3.3e38f), g.push_back(3.4e38f);  // the last rounds to inf
+  Buffer<float> dg = upload(b, g);
+  Buffer<uint16_t> packed(b.device(), g.size());
+  const TensorView bits = packed.view().as(DType::bf16);
+  ops::call<ops::GradientBf16Exchange>(b.default_stream(), dg.view(), bits, true, 1u);
+  std::vector<double> out;
+  for (uint16_t v : packed.to_host()) out.push_back(double(v));
+  ops::call<ops::GradientBf16Exchange>(b.default_stream(), dg.view(), bits, false, 3u);
+  append(out, dg.to_host());
+  return out;
+}
+
 std::vector<double> run_loss(Backend& b, uint64_t seed, LossParams loss) {
   const size_t n = 50001;
   Buffer<float> y = upload(b, random_floats(n, -2, 2, seed)), t = upload(b, random_floats(n, -2, 2, seed + 1));
@@ -191,6 +211,8 @@ const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
                      has_op<ops::AdamStep>(),
                      [untouched](Backend& b, uint64_t seed) { return run_optimizers(b, seed, untouched); }});
   cases.push_back({"convert_to_half", "range_and_subnormals", 1e-12, has_op<ops::ConvertToHalf>(), run_convert});
+  cases.push_back({"gradient_bf16_exchange", "range_tiny_inf", 1e-12, has_op<ops::GradientBf16Exchange>(),
+                   run_bf16_exchange});
   const std::pair<const char*, LossParams> losses[] = {{"L2", {LossKind::L2, 0.1f}},
                                                        {"L1", {LossKind::L1, 0.1f}},
                                                        {"Huber", {LossKind::Huber, 0.3f}},

@@ -238,6 +238,13 @@ TEST(NerfCli, TrainsDataParallelAndRefusesBadDeviceLists) {
   EXPECT_EQ(j["devices"].get<std::string>(), "cpu:0,cpu:1");
   EXPECT_EQ(j["world_size"].get<int>(), 2);
   EXPECT_EQ(j["eval_spp"].get<int>(), 1) << "the default on the CPU: one rendering per test pixel";
+  EXPECT_FALSE(j["bf16_gradients"].get<bool>());
+  // The same with the gradients exchanged in bf16.
+  r = test::run_cli(common + " --devices cpu:0,cpu:1 --bf16-gradients --json " + json);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("(local, bf16 gradients)"), std::string::npos) << r.output;
+  EXPECT_TRUE(load_json_file(json)["bf16_gradients"].get<bool>());
+  EXPECT_GT(load_json_file(json)["final_psnr_white_db"].get<double>(), 5.0);
   EXPECT_EQ(j["steps"].get<int>(), 20);
   EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "model.tnerf"));

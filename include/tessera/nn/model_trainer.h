@@ -78,10 +78,10 @@ class ModelTrainer {
   // its use here.
   void set_communicator(dist::Communicator* communicator);
   dist::Communicator* communicator() const { return comm_; }
-  // The gradients cross the group in fp16, times the dynamic loss scale (half the bytes of
-  // fp32; an overflow is a skipped step and a halved scale, as in the fp16 backward). Every
+  // The gradients cross the group in bf16: half the bytes of fp32, fp32's range (a tiny
+  // hash-table gradient stays non-zero, as it did not in fp16), 8 bits of mantissa. Every
   // rank must choose the same. Off by default.
-  void set_half_gradient_exchange(bool on) { half_exchange_ = on; }
+  void set_bf16_gradient_exchange(bool on) { bf16_exchange_ = on; }
   // The dynamic loss scale's next value (fp16 backward passes); it still halves on an
   // overflow and doubles after long clean runs. Models whose per-output gradients are tiny
   // (a mean over many rays) start it higher so fp16 keeps them.
@@ -125,8 +125,8 @@ class ModelTrainer {
   bool averaged_in_place_ = false;
   bool fused_step_allowed_ = true;
   dist::Communicator* comm_ = nullptr;
-  bool half_exchange_ = false;
-  Buffer<uint16_t> half_gradients_;  // the fp16 exchange's buffer
+  bool bf16_exchange_ = false;
+  Buffer<uint16_t> packed_gradients_;  // the bf16 exchange's buffer
 };
 
 }  // namespace tessera::nn

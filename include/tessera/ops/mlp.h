@@ -87,15 +87,13 @@ struct SettleStep {
   static constexpr const char* name = "settle_step";
   using Fn = void(Stream&, const TensorView& grads, const TensorView& state);
 };
-// Data-parallel gradients crossing the group in fp16. to_half: half[i] = grads[i] x the
-// step's loss scale (state's loss_scale, what the backward was seeded with, so the values
-// are back in the range the fp16 backward kept them in); else grads[i] = half[i] / (loss
-// scale x ranks), the average after the sum over ranks. An overflow becomes inf, which the
-// settle then skips (and halves the loss scale for).
-struct GradientHalfExchange {
-  static constexpr const char* name = "gradient_half_exchange";
-  using Fn = void(Stream&, const TensorView& grads, const TensorView& half, const TensorView& state, bool to_half,
-                  uint32_t ranks);
+// Data-parallel gradients crossing the group in bf16 (fp32's range, so no loss scale; 8
+// bits of mantissa). to_bf16: packed[i] = grads[i] rounded to nearest even; else grads[i] =
+// packed[i] / ranks, the average after the sum over ranks. Non-finite values stay
+// non-finite, for the settle to skip.
+struct GradientBf16Exchange {
+  static constexpr const char* name = "gradient_bf16_exchange";
+  using Fn = void(Stream&, const TensorView& grads, const TensorView& packed, bool to_bf16, uint32_t ranks);
 };
 
 }  // namespace tessera::ops

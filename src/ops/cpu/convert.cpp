@@ -2,6 +2,7 @@
 
 #include "tessera/ops/optimizers.h"
 #include "ops/cpu/cpu_kernels.h"
+#include "ops/cpu/typed_storage.h"
 
 namespace tessera::ops::cpu {
 
@@ -14,21 +15,13 @@ void convert_to_half(const float* src, uint16_t* dst, size_t n) {
   }
 }
 
-void gradient_half_exchange(float* grads, uint16_t* half, size_t n, const TrainState& state, bool to_half,
-                            uint32_t ranks) {
-  if (to_half) {
-    for (size_t i = 0; i < n; ++i) {
-      const _Float16 h = static_cast<_Float16>(grads[i] * state.loss_scale);
-      std::memcpy(&half[i], &h, sizeof(h));
-    }
+void gradient_bf16_exchange(float* grads, uint16_t* packed, size_t n, bool to_bf16, uint32_t ranks) {
+  if (to_bf16) {
+    for (size_t i = 0; i < n; ++i) store_from_double(packed, DType::bf16, i, grads[i]);
     return;
   }
-  const float inv = 1.0f / (state.loss_scale * float(ranks));
-  for (size_t i = 0; i < n; ++i) {
-    _Float16 h;
-    std::memcpy(&h, &half[i], sizeof(h));
-    grads[i] = float(h) * inv;
-  }
+  const float inv = 1.0f / float(ranks);
+  for (size_t i = 0; i < n; ++i) grads[i] = float(load_as_double(packed, DType::bf16, i)) * inv;
 }
 
 }  // namespace tessera::ops::cpu

@@ -148,7 +148,6 @@ void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad,
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
               const TrainState& state);
 void convert_to_half(const float* src, uint16_t* dst, size_t n);
-void gradient_half_exchange(float* grads, uint16_t* half, size_t n, const TrainState& state, bool to_half,
-                            uint32_t ranks);
+void gradient_bf16_exchange(float* grads, uint16_t* packed, size_t n, bool to_bf16, uint32_t ranks);
 
 }  // namespace tessera::ops::cpu

@@ -223,11 +223,10 @@ void register_ops(Backend& b) {
   b.add_op<SettleStep>([](Stream&, V grads_view, V state) {
     settle_step(*state.data<TrainState>(), grads_view.data<const float>(), grads_view.numel());
   });
-  b.add_op<GradientHalfExchange>([](Stream&, V grads, V half, V state, bool to_half, uint32_t ranks) {
-    check_view(grads, "gradient_half_exchange: grads", DType::f32, grads.numel());
-    check_view(half, "gradient_half_exchange: half", DType::f16, grads.numel());
-    gradient_half_exchange(grads.data<float>(), half.data<uint16_t>(), grads.numel(), *state.data<TrainState>(),
-                           to_half, ranks);
+  b.add_op<GradientBf16Exchange>([](Stream&, V grads, V packed, bool to_bf16, uint32_t ranks) {
+    check_view(grads, "gradient_bf16_exchange: grads", DType::f32, grads.numel());
+    check_view(packed, "gradient_bf16_exchange: packed", DType::bf16, grads.numel());
+    gradient_bf16_exchange(grads.data<float>(), packed.data<uint16_t>(), grads.numel(), to_bf16, ranks);
   });
   b.add_op<NerfMarchRays>([](Stream&, const NerfScene& scene, const NerfRaySelection& rays, V ray_out, V samples,
                               V dt, V counters) {

@@ -216,7 +216,7 @@ void eikonal_gradient(float weight, const float* g, size_t g_stride, float* dE_d
                       uint32_t d, Stream* stream = nullptr);
 // Settles the step on the device: skip it when any of grads[0..n) is not finite.
 void settle_step(const float* grads, size_t n, TrainState* state, Stream* stream = nullptr);
-void gradient_half_exchange(float* grads, uint16_t* half, size_t n, const TrainState* state, bool to_half,
-                            uint32_t ranks, Stream* stream);
+void gradient_bf16_exchange(float* grads, uint16_t* packed, size_t n, bool to_bf16, uint32_t ranks,
+                            Stream* stream);
 
 }  // namespace tessera::ops::cuda

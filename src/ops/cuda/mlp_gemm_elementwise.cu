@@ -1,4 +1,5 @@
 // Activation, loss and step-settling passes of the layer-by-layer (GEMM) MLP.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "launch.h"
@@ -133,22 +134,20 @@ void loss_forward_backward(const LossParams& loss, const float* y, const float* 
   TESSERA_CUDA_CHECK_LAUNCH("loss_finish_kernel");
 }
 
-__global__ void gradient_half_exchange_kernel(float* __restrict__ grads, __half* __restrict__ half, size_t n,
-                                              const TrainState* state, bool to_half, uint32_t ranks) {
-  const float scale = state->loss_scale;
-  const float inv = 1.0f / (scale * float(ranks));
+__global__ void gradient_bf16_exchange_kernel(float* __restrict__ grads, __nv_bfloat16* __restrict__ packed, size_t n,
+                                              bool to_bf16, uint32_t ranks) {
+  const float inv = 1.0f / float(ranks);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    if (to_half) half[i] = __float2half_rn(grads[i] * scale);
-    else grads[i] = __half2float(half[i]) * inv;
+    if (to_bf16) packed[i] = __float2bfloat16_rn(grads[i]);
+    else grads[i] = __bfloat162float(packed[i]) * inv;
   }
 }
 
-void gradient_half_exchange(float* grads, uint16_t* half, size_t n, const TrainState* state, bool to_half,
-                            uint32_t ranks, Stream* stream) {
+void gradient_bf16_exchange(float* grads, uint16_t* packed, size_t n, bool to_bf16, uint32_t ranks, Stream* stream) {
   if (!n) return;
-  gradient_half_exchange_kernel<<<std::min<unsigned>(blocks_for(n), 4096), kThreads, 0, detail::native_stream(stream)>>>(
-      grads, reinterpret_cast<__half*>(half), n, state, to_half, ranks);
-  TESSERA_CUDA_CHECK_LAUNCH("gradient_half_exchange_kernel");
+  gradient_bf16_exchange_kernel<<<std::min<unsigned>(blocks_for(n), 4096), kThreads, 0, detail::native_stream(stream)>>>(
+      grads, reinterpret_cast<__nv_bfloat16*>(packed), n, to_bf16, ranks);
+  TESSERA_CUDA_CHECK_LAUNCH("gradient_bf16_exchange_kernel");
 }
 
 void settle_step(const float* grads, size_t n, TrainState* state, Stream* stream) {
