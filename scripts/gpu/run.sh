@@ -185,6 +185,7 @@ for step in "${steps[@]}"; do
       TESSERA_LIBRARY="$BUILD/libtessera.so" PYTHONPATH="$PWD/python" TESSERA_TEST_DEVICE=cuda \
         python3 -m pytest -q -s -p no:cacheprovider tests/python/test_ddp.py 2>&1 | tee -a "$OUT/multi.log" | tail -5
       "$BUILD/tessera" bench data-parallel --devices "$gpus" --json "$OUT/bench_dp.json" 2>&1 | tee -a "$OUT/multi.log"
+      "$BUILD/tessera" bench data-parallel --devices "$gpus" --bf16-gradients 2>&1 | tail -2 | tee -a "$OUT/multi.log"
       multi_gpu_processes
       summary+=("multi-gpu checks: see multi.log")
       ;;
