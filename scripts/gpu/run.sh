@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime):
+# Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime;
+# scripts/gpu/pack.sh packs them under the carry limit):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
 #   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf]   (default: tests bench)
