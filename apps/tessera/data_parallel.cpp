@@ -122,6 +122,9 @@ DataParallel::DataParallel(const DataParallelOptions& o, const std::string& devi
     devices_ = {choose_device(device)};
   }
   for (const Device& d : devices_) control_.emplace_back(d, 1);
+  TESSERA_CHECK(!bf16_gradients_ || grouped(),
+                "{}: --bf16-gradients applies to data-parallel runs (--devices, --rank or torchrun's environment)",
+                command);
 }
 
 DataParallel::~DataParallel() {

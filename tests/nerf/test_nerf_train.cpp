@@ -249,6 +249,9 @@ TEST(NerfCli, TrainsDataParallelAndRefusesBadDeviceLists) {
   EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "model.tnerf"));
 
+  r = test::run_cli(common + " --bf16-gradients");  // one device: nothing to exchange
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--bf16-gradients applies to data-parallel runs"), std::string::npos) << r.output;
   r = test::run_cli(common + " --devices cpu:0,cpu:0");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("cpu:0 appears twice"), std::string::npos) << r.output;
