@@ -158,16 +158,17 @@ for step in "${steps[@]}"; do
       # the sections to change). One line per budget: PSNR black/linear and white, steps/s,
       # device memory (evaluated at 8 renderings per pixel, instant-ngp's run.py and the GPU
       # default), then, if NERF_SPP is set, the same snapshot evaluated at NERF_SPP (1: the
-      # figures of sessions before 2026-11-27).
+      # figures of sessions before 2026-11-27). NERF_DEVICE (default cuda): runs of several
+      # settings side by side on a host with several GPUs, one run.sh per GPU and OUT.
       cfg=(); [ -n "${NERF_CONFIG:-}" ] && cfg=(--config "$NERF_CONFIG")
       for budget in ${NERF_BUDGETS:-5 15 30 60 120 300}; do
         log="$OUT/nerf_budget_$budget.log"
-        "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds "$budget" --eval-at "$budget" \
+        "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device "${NERF_DEVICE:-cuda}" --seconds "$budget" --eval-at "$budget" \
           --out "$OUT/nerf_budget_$budget" --json "$OUT/nerf_budget_$budget.json" --no-progress "${cfg[@]}" > "$log" 2>&1
         line="$budget s: $(grep -E ' s  step ' "$log" | tail -1 | sed -E 's/.*PSNR +([0-9.]+) dB \(white\) +([0-9.]+) dB.*/\2 black, \1 white/'),"
         line+=" $(grep -oE '[0-9]+ steps/s' "$log" | head -1), $(grep -oE '[0-9]+ MiB' "$log" | head -1)"
         if [ -n "${NERF_SPP:-}" ]; then
-          "$BUILD/tessera" nerf eval "$OUT/nerf_budget_$budget/model.tnerf" --scene "${SCENE:-.data/lego}" --device cuda \
+          "$BUILD/tessera" nerf eval "$OUT/nerf_budget_$budget/model.tnerf" --scene "${SCENE:-.data/lego}" --device "${NERF_DEVICE:-cuda}" \
             --eval-spp "$NERF_SPP" > "$log.spp" 2>&1
           line+="; $NERF_SPP spp: $(sed -nE 's/.*PSNR ([0-9.]+) dB \(white[^)]*\), ([0-9.]+) dB \(black.*/\2 black, \1 white/p' "$log.spp")"
         fi
