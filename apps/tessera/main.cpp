@@ -152,8 +152,11 @@ int main(int argc, char** argv) {
   CLI::App app{"tessera: train small neural networks fast (tensor-core fully fused MLPs)", "tessera"};
   app.require_subcommand(1);
   app.set_version_flag("--version", tessera::version());
-  bool quiet = false;
-  app.add_flag("-q,--quiet", quiet, "only warnings and errors on stderr");
+  bool quiet = false, verbose = false;
+  CLI::Option* quiet_flag = app.add_flag("-q,--quiet", quiet, "only warnings and errors on stderr");
+  app.add_flag("-v,--verbose", verbose,
+               "debug lines on stderr too (e.g. a data-parallel rank's collectives still pending)")
+      ->excludes(quiet_flag);
 
   tessera::app::register_info(app);
   CLI::App* fit = app.add_subcommand("fit", "train a network on a built-in or given task");
@@ -167,6 +170,7 @@ int main(int argc, char** argv) {
 
   app.parse_complete_callback([&] {
     if (quiet) tessera::set_log_level(tessera::LogLevel::warning);
+    if (verbose) tessera::set_log_level(tessera::LogLevel::debug);
   });
   try {
     app.parse(argc, argv);

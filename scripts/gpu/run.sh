@@ -3,7 +3,7 @@
 # scripts/gpu/pack.sh packs them under the carry limit):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf] [kill-test]   (default: tests bench)
 # multi-gpu-checks, multi-gpu-nerf: issue 34's figures on a host with 2+ GPUs (GPUS, default
 # cuda:0,cuda:1), each under a device call's 10 minutes.
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
@@ -27,8 +27,7 @@ nvidia_icd() {
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 "$BUILD/tessera" info | tee -a "$OUT/gpu.txt"
 
-# Issue 34's process form: one process per GPU of $gpus (n of them), then the same with
-# rank 1 killed after 20 s: rank 0 must stop with an error within --group-timeout, not hang.
+# Issue 34's process form: one process per GPU of $gpus (n of them).
 multi_gpu_processes() {
   local port=29531 pids=()
   for r in $(seq 0 $((n - 1))); do
@@ -44,18 +43,32 @@ multi_gpu_processes() {
     "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 15 --eval-at 15 $where --out /tmp/inproc \
       --no-progress 2>&1 | grep -E ' s  step ' | sed "s/^/$where: /" | tee -a "$OUT/multi.log"
   done
-  port=29532; pids=()
+}
+
+# Rank 1 of N processes killed after 20 s: rank 0 must stop with an error within
+# --group-timeout (+5 s for the monitor), not hang.
+kill_test() {
+  local port=29532 pids=()
   for r in $(seq 0 $((n - 1))); do
     [ "$n" -gt 1 ] || break  # the kill test needs a second rank
-    timeout 200 stdbuf -oL "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 60 --eval-at 60 --rank $r --world-size $n \
+    NCCL_DEBUG=WARN timeout 120 stdbuf -oL "$BUILD/tessera" -v nerf train "${SCENE:-.data/lego}" --seconds 60 --eval-at 60 --rank $r --world-size $n \
       --init tcp://127.0.0.1:$port --device cuda:$r --group-timeout 30 --out "/tmp/kill_$r" --no-progress \
       > "$OUT/kill_$r.log" 2>&1 &
     pids+=($!)
   done
   # kill the tessera process itself: a SIGKILL to `timeout` would leave its child running
   [ "$n" -gt 1 ] && { sleep 20; pkill -9 -P "${pids[1]}"; echo "killed rank 1 at $(date +%T)" | tee -a "$OUT/multi.log"; }
+  # Past --group-timeout + the monitor's 5 s: a rank 0 still alive is stuck; where its threads wait.
+  sleep 45
+  rank0=$(pgrep -P "${pids[0]}")
+  if [ -n "$rank0" ]; then
+    echo "rank 0 alive at $(date +%T); its threads:" | tee -a "$OUT/multi.log"
+    ps -L -o tid,stat,wchan:32,comm -p "$rank0" | tee -a "$OUT/multi.log"
+    for t in /proc/$rank0/task/*; do echo "$(cat $t/comm) $(cat $t/syscall 2>&1 | cut -c1-40)"; done | tee -a "$OUT/multi.log"
+    command -v gdb > /dev/null && gdb -p "$rank0" -batch -ex "thread apply all bt 12" > "$OUT/kill_gdb.log" 2>&1
+  fi
   for p in "${pids[@]}"; do wait $p; echo "kill test: process exit $? (124 = hung until timeout)" | tee -a "$OUT/multi.log"; done
-  grep -hE "error|abort|step " "$OUT"/kill_*.log 2>/dev/null | tee -a "$OUT/multi.log"
+  grep -hE "error|abort|step |debug|WARN" "$OUT"/kill_*.log 2>/dev/null | tee -a "$OUT/multi.log"
 }
 
 for step in "${steps[@]}"; do
@@ -189,7 +202,14 @@ for step in "${steps[@]}"; do
       "$BUILD/tessera" bench data-parallel --devices "$gpus" --json "$OUT/bench_dp.json" 2>&1 | tee -a "$OUT/multi.log"
       "$BUILD/tessera" bench data-parallel --devices "$gpus" --bf16-gradients 2>&1 | tail -2 | tee -a "$OUT/multi.log"
       multi_gpu_processes
+      kill_test
       summary+=("multi-gpu checks: see multi.log")
+      ;;
+    kill-test)
+      gpus=${GPUS:-cuda:0,cuda:1}
+      n=$(echo "$gpus" | tr ',' '\n' | wc -l)
+      kill_test
+      summary+=("kill test: see multi.log")
       ;;
     multi-gpu-nerf)
       # Part 2 (~8 min): lego PSNR per budget on 1 and N GPUs (a run per budget), then nerf

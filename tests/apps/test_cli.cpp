@@ -68,6 +68,9 @@ TEST(Cli, BadInputIsAClearErrorAndNonZeroExit) {
   EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
   r = run("frobnicate");
   EXPECT_NE(r.code, 0);
+  r = run("-q -v info");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--quiet excludes --verbose"), std::string::npos) << r.output;
 }
 
 TEST(Cli, UnwritableJsonPathIsRefusedBeforeTheRun) {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -139,7 +140,8 @@ class NcclCommunicator final : public Communicator {
     monitor_.join();
     std::lock_guard lock(m_);
     if (aborted_) return;
-    if (pending_) cudaEventDestroy(pending_);
+    for (const Pending& p : pending_) cudaEventDestroy(p.done);
+    for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
     nccl().CommDestroy(comm_);
   }
 
@@ -187,15 +189,19 @@ class NcclCommunicator final : public Communicator {
     stream.backend().make_current();
     const auto s = static_cast<cudaStream_t>(stream.native());
     check_nccl(call(s), what);
-    // The watchdog times the oldest unfinished collective: one event, re-recorded only once
-    // the previous one completed (a collective waits on the ones before it anyway).
-    if (!pending_) TESSERA_CHECK(cudaEventCreateWithFlags(&pending_, cudaEventDisableTiming) == cudaSuccess,
-                                 "{}: cannot create a CUDA event", what);
-    if (!in_flight_) {
-      cudaEventRecord(pending_, s);
-      in_flight_ = true;
-      since_ = std::chrono::steady_clock::now();
+    // An event after every collective; the watchdog times the oldest unfinished one. (One
+    // event re-armed only when idle lost the collectives issued while it was pending: a rank
+    // waiting on one of those after a peer died hung unnoticed, two H200s, 2026-11-27.)
+    cudaEvent_t done = nullptr;
+    if (!spare_events_.empty()) {
+      done = spare_events_.back();
+      spare_events_.pop_back();
+    } else {
+      TESSERA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess,
+                    "{}: cannot create a CUDA event", what);
     }
+    cudaEventRecord(done, s);
+    pending_.push_back({done, std::chrono::steady_clock::now()});
   }
 
   void abort_locked(const std::string& why) {
@@ -210,6 +216,7 @@ class NcclCommunicator final : public Communicator {
   void beat() { heartbeat_ = std::chrono::steady_clock::now().time_since_epoch().count(); }
 
   void watch() {
+    cudaSetDevice(device_.index);  // the events' device
     while (!stop_) {
       beat();
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -222,12 +229,19 @@ class NcclCommunicator final : public Communicator {
         abort_locked(std::string("NCCL reported an error: ") + nccl().GetErrorString(async));
         continue;
       }
-      if (!in_flight_) continue;
-      if (cudaEventQuery(pending_) == cudaSuccess) {
-        in_flight_ = false;
-        continue;
+      while (!pending_.empty() && cudaEventQuery(pending_.front().done) == cudaSuccess) {
+        spare_events_.push_back(pending_.front().done);
+        pending_.pop_front();
+        reported_ = {};
       }
-      if (std::chrono::steady_clock::now() - since_ > options_.timeout)
+      if (pending_.empty()) continue;
+      const auto pending = std::chrono::steady_clock::now() - pending_.front().issued;
+      if (pending > reported_ + std::chrono::seconds(5)) {  // --verbose: what a stuck rank waits on
+        reported_ = pending;
+        log(LogLevel::debug, "rank {}: a collective has been pending for {} ms (timeout {} ms)", rank_,
+            std::chrono::duration_cast<std::chrono::milliseconds>(pending).count(), options_.timeout.count());
+      }
+      if (pending > options_.timeout)
         abort_locked("a collective did not finish within " + std::to_string(options_.timeout.count()) +
                      " ms: another rank died or stopped calling collectives");
     }
@@ -236,10 +250,17 @@ class NcclCommunicator final : public Communicator {
   void monitor() {
     // The watchdog's own poll and lock waits are short; 5 s of slack keeps a tiny timeout
     // from ending a healthy process.
-    const auto limit = std::chrono::steady_clock::duration(options_.timeout + std::chrono::seconds(5)).count();
+    using Clock = std::chrono::steady_clock;
+    const auto limit = Clock::duration(options_.timeout + std::chrono::seconds(5)).count();
+    const auto slow = Clock::duration(std::chrono::seconds(2)).count();
+    bool reported = false;
     while (!stop_) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      if (std::chrono::steady_clock::now().time_since_epoch().count() - heartbeat_.load() <= limit) continue;
+      const auto age = Clock::now().time_since_epoch().count() - heartbeat_.load();
+      if (age > slow && !reported)
+        log(LogLevel::debug, "rank {}: the NCCL watchdog has been inside a call for over 2 s", rank_);
+      reported = age > slow;
+      if (age <= limit) continue;
       log(LogLevel::error,
           "rank {}: an NCCL call has not returned for over {} ms (another rank died or stopped calling collectives, "
           "and NCCL hangs waiting for it): ending the process",
@@ -253,10 +274,15 @@ class NcclCommunicator final : public Communicator {
   Device device_;
   GroupOptions options_;
   std::mutex m_;
-  bool aborted_ = false, in_flight_ = false;
+  bool aborted_ = false;
   std::string failure_;
-  cudaEvent_t pending_ = nullptr;
-  std::chrono::steady_clock::time_point since_{};
+  struct Pending {
+    cudaEvent_t done;  // recorded after the collective on its stream
+    std::chrono::steady_clock::time_point issued;
+  };
+  std::deque<Pending> pending_;  // unfinished collectives, oldest first
+  std::vector<cudaEvent_t> spare_events_;
+  std::chrono::steady_clock::duration reported_{};  // how long the oldest was pending when last logged
   std::atomic<bool> stop_{false};
   std::atomic<std::chrono::steady_clock::rep> heartbeat_{0};  // the watchdog's last sign of life
   std::thread watchdog_, monitor_;
