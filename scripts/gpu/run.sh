@@ -27,11 +27,15 @@ nvidia_icd() {
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 "$BUILD/tessera" info | tee -a "$OUT/gpu.txt"
 
-# Issue 34's process form: one process per GPU of $gpus (n of them).
+# The GPUs of the multi-GPU steps, and how many.
+gpus=${GPUS:-cuda:0,cuda:1}
+n_gpus=$(echo "$gpus" | tr ',' '\n' | wc -l)
+
+# Issue 34's process form: one process per GPU of $gpus (n_gpus of them).
 multi_gpu_processes() {
   local port=29531 pids=()
-  for r in $(seq 0 $((n - 1))); do
-    "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 15 --eval-at 15 --rank $r --world-size $n \
+  for r in $(seq 0 $((n_gpus - 1))); do
+    "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --seconds 15 --eval-at 15 --rank $r --world-size $n_gpus \
       --init tcp://127.0.0.1:$port --device cuda:$r --out "/tmp/proc_$r" --no-progress > "$OUT/proc_$r.log" 2>&1 &
     pids+=($!)
   done
@@ -49,15 +53,15 @@ multi_gpu_processes() {
 # --group-timeout (+5 s for the monitor), not hang.
 kill_test() {
   local port=29532 pids=()
-  for r in $(seq 0 $((n - 1))); do
-    [ "$n" -gt 1 ] || break  # the kill test needs a second rank
-    NCCL_DEBUG=WARN timeout 120 stdbuf -oL "$BUILD/tessera" -v nerf train "${SCENE:-.data/lego}" --seconds 60 --eval-at 60 --rank $r --world-size $n \
+  [ "$n_gpus" -gt 1 ] || return 0  # the kill test needs a second rank
+  for r in $(seq 0 $((n_gpus - 1))); do
+    NCCL_DEBUG=WARN timeout 120 stdbuf -oL "$BUILD/tessera" -v nerf train "${SCENE:-.data/lego}" --seconds 60 --eval-at 60 --rank $r --world-size $n_gpus \
       --init tcp://127.0.0.1:$port --device cuda:$r --group-timeout 30 --out "/tmp/kill_$r" --no-progress \
       > "$OUT/kill_$r.log" 2>&1 &
     pids+=($!)
   done
   # kill the tessera process itself: a SIGKILL to `timeout` would leave its child running
-  [ "$n" -gt 1 ] && { sleep 20; pkill -9 -P "${pids[1]}"; echo "killed rank 1 at $(date +%T)" | tee -a "$OUT/multi.log"; }
+  sleep 20; pkill -9 -P "${pids[1]}"; echo "killed rank 1 at $(date +%T)" | tee -a "$OUT/multi.log"
   # Past --group-timeout + the monitor's 5 s: a rank 0 still alive is stuck; where its threads wait.
   sleep 45
   rank0=$(pgrep -P "${pids[0]}")
@@ -193,8 +197,6 @@ for step in "${steps[@]}"; do
       # Issue 34 on a host with several GPUs, part 1 (~5 min): the NCCL tests over every GPU
       # (2 GPUs = 1 GPU on the whole batch, NeRF ranks identical), DDP over NCCL, bench
       # data-parallel, the process form and a killed rank process.
-      gpus=${GPUS:-cuda:0,cuda:1}
-      n=$(echo "$gpus" | tr ',' '\n' | wc -l)
       "$BUILD/tests/tessera_gpu_tests" --gtest_color=no --gtest_filter='NcclCuda.*' 2>&1 | tee "$OUT/multi.log" \
         | grep -E '^\[( +OK|  FAILED|  SKIPPED)|difference|NCCL over|Failure'
       TESSERA_LIBRARY="$BUILD/libtessera.so" PYTHONPATH="$PWD/python" TESSERA_TEST_DEVICE=cuda \
@@ -206,8 +208,6 @@ for step in "${steps[@]}"; do
       summary+=("multi-gpu checks: see multi.log")
       ;;
     kill-test)
-      gpus=${GPUS:-cuda:0,cuda:1}
-      n=$(echo "$gpus" | tr ',' '\n' | wc -l)
       kill_test
       summary+=("kill test: see multi.log")
       ;;
@@ -215,7 +215,6 @@ for step in "${steps[@]}"; do
       # Part 2 (~8 min): lego PSNR per budget on 1 and N GPUs (a run per budget), then nerf
       # render of 120 frames on 1 and N. DP_CONFIG: a --config for the N-GPU runs only (e.g.
       # scripts/gpu/nerf_half_batch.json: 2 GPUs train the one-GPU batch, in more steps).
-      gpus=${GPUS:-cuda:0,cuda:1}
       for budget in ${NERF_BUDGETS:-5 15 30 60}; do
         for where in "--device cuda:0" "--devices $gpus${DP_CONFIG:+ --config $DP_CONFIG}"; do
           tag=$(echo "$where" | tr -c 'a-z0-9' '_')
