@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "tessera/ops/encodings.h"
+#include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/cpu_kernels.h"
 #include "ops/encoding_math.h"
 
@@ -16,18 +17,20 @@ static void grid_encode_dims(const GridLayout& g, const T* params, const T* in, 
   const uint32_t F = g.n_features, n_corners = 1u << (D ? D : g.n_dims);
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < (long long)batch; ++i) {
-    const T* x = in + size_t(i) * in_stride;
-    for (uint32_t l = 0; l < g.n_levels; ++l) {
-      uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
-      T frac[kMaxGridDims], acc[8] = {};
-      grid_cell<D>(g, l, x, cell, frac);
-      for (uint32_t c = 0; c < n_corners; ++c) {
-        const T w = grid_corner<D>(g, c, cell, frac, vertex);
-        const T* feat = params + (size_t(g.offset[l]) + grid_vertex_index<D>(g, l, vertex)) * F;
-        for (uint32_t f = 0; f < F; ++f) acc[f] += w * feat[f];
+    run_fastest([&]() TESSERA_CPU_LAMBDA {
+      const T* x = in + size_t(i) * in_stride;
+      for (uint32_t l = 0; l < g.n_levels; ++l) {
+        uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
+        T frac[kMaxGridDims], acc[8] = {};
+        grid_cell<D>(g, l, x, cell, frac);
+        for (uint32_t c = 0; c < n_corners; ++c) {
+          const T w = grid_corner<D>(g, c, cell, frac, vertex);
+          const T* feat = params + (size_t(g.offset[l]) + grid_vertex_index<D>(g, l, vertex)) * F;
+          for (uint32_t f = 0; f < F; ++f) acc[f] += w * feat[f];
+        }
+        for (uint32_t f = 0; f < F; ++f) out[size_t(i) * out_stride + l * F + f] = acc[f];
       }
-      for (uint32_t f = 0; f < F; ++f) out[size_t(i) * out_stride + l * F + f] = acc[f];
-    }
+    });
   }
 }
 
@@ -89,38 +92,43 @@ static void grid_encode_backward_dims(const GridLayout& g, const T* params, cons
   // never stopped bit for bit (atomics across samples would not). None when dL_dparams is null.
 #pragma omp parallel for schedule(dynamic, 1)
   for (long long l = 0; l < (dL_dparams ? (long long)g.n_levels : 0); ++l) {
-    for (size_t i = 0; i < batch; ++i) {
-      const T* x = in + i * in_stride;
-      const T* dout = dL_dout + i * dout_stride + l * F;
-      uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
-      T frac[kMaxGridDims];
-      grid_cell<D>(g, uint32_t(l), x, cell, frac);
-      for (uint32_t c = 0; c < n_corners; ++c) {
-        const T w = grid_corner<D>(g, c, cell, frac, vertex);
-        const size_t base = (size_t(g.offset[l]) + grid_vertex_index<D>(g, uint32_t(l), vertex)) * F;
-        for (uint32_t f = 0; f < F; ++f) dL_dparams[base + f] += w * dout[f];
+    run_fastest([&]() TESSERA_CPU_LAMBDA {
+      for (size_t i = 0; i < batch; ++i) {
+        const T* x = in + i * in_stride;
+        const T* dout = dL_dout + i * dout_stride + l * F;
+        uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
+        T frac[kMaxGridDims];
+        grid_cell<D>(g, uint32_t(l), x, cell, frac);
+        for (uint32_t c = 0; c < n_corners; ++c) {
+          const T w = grid_corner<D>(g, c, cell, frac, vertex);
+          const size_t base = (size_t(g.offset[l]) + grid_vertex_index<D>(g, uint32_t(l), vertex)) * F;
+          for (uint32_t f = 0; f < F; ++f) dL_dparams[base + f] += w * dout[f];
+        }
       }
-    }
+    });
   }
   if (!dL_din) return;
 #pragma omp parallel for schedule(static)
   for (long long i = 0; i < (long long)batch; ++i) {
-    const T* x = in + size_t(i) * in_stride;
-    const T* dout = dL_dout + size_t(i) * dout_stride;
-    T dx[kMaxGridDims] = {};
-    for (uint32_t l = 0; l < g.n_levels; ++l) {
-      uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
-      T frac[kMaxGridDims];
-      grid_cell<D>(g, l, x, cell, frac);
-      for (uint32_t c = 0; c < n_corners; ++c) {
-        grid_corner<D>(g, c, cell, frac, vertex);
-        const size_t base = (size_t(g.offset[l]) + grid_vertex_index<D>(g, l, vertex)) * F;
-        T dot = T(0);  // dL/dout . feature
-        for (uint32_t f = 0; f < F; ++f) dot += dout[l * F + f] * params[base + f];
-        for (uint32_t d = 0; d < (D ? D : g.n_dims); ++d) dx[d] += dot * grid_corner_weight_gradient<D>(g, l, c, frac, d);
+    run_fastest([&]() TESSERA_CPU_LAMBDA {
+      const T* x = in + size_t(i) * in_stride;
+      const T* dout = dL_dout + size_t(i) * dout_stride;
+      T dx[kMaxGridDims] = {};
+      for (uint32_t l = 0; l < g.n_levels; ++l) {
+        uint32_t cell[kMaxGridDims], vertex[kMaxGridDims];
+        T frac[kMaxGridDims];
+        grid_cell<D>(g, l, x, cell, frac);
+        for (uint32_t c = 0; c < n_corners; ++c) {
+          grid_corner<D>(g, c, cell, frac, vertex);
+          const size_t base = (size_t(g.offset[l]) + grid_vertex_index<D>(g, l, vertex)) * F;
+          T dot = T(0);  // dL/dout . feature
+          for (uint32_t f = 0; f < F; ++f) dot += dout[l * F + f] * params[base + f];
+          for (uint32_t d = 0; d < (D ? D : g.n_dims); ++d)
+            dx[d] += dot * grid_corner_weight_gradient<D>(g, l, c, frac, d);
+        }
       }
-    }
-    for (uint32_t d = 0; d < g.n_dims; ++d) dL_din[size_t(i) * din_stride + d] = dx[d];
+      for (uint32_t d = 0; d < g.n_dims; ++d) dL_din[size_t(i) * din_stride + d] = dx[d];
+    });
   }
 }
 

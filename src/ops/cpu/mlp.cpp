@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <omp.h>
 #include "ops/activation_math.h"
+#include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
@@ -35,7 +36,7 @@ static std::vector<T> transposed_layers(const MlpShape& s, const T* params, std:
 // y[i] = act(z[i]): the activation chosen once, not per element (which kept the loop from
 // vectorizing and cost as much as the layer's multiply-adds).
 template <typename T>
-static void apply_activation(Activation act, const T* z, size_t n, T* y) {
+static TESSERA_CPU_INLINE void apply_activation(Activation act, const T* z, size_t n, T* y) {
   switch (act) {
     case Activation::None: std::copy_n(z, n, y); return;
     case Activation::ReLU:
@@ -49,7 +50,8 @@ static void apply_activation(Activation act, const T* z, size_t n, T* y) {
 
 // dz[i] *= act'(y[i], z[i]), the activation chosen once.
 template <typename T>
-static void scale_by_activation_derivative(Activation act, const T* y, const T* z, uint32_t n, T* dz) {
+static TESSERA_CPU_INLINE void scale_by_activation_derivative(Activation act, const T* y, const T* z, uint32_t n,
+                                                              T* dz) {
   switch (act) {
     case Activation::None: return;
     case Activation::ReLU:
@@ -64,8 +66,8 @@ static void scale_by_activation_derivative(Activation act, const T* y, const T* 
 // rows (<= kRowTile) rows of x (row k at x + k * x_stride) through one layer: pre-activations
 // to z (when non-null) and activations to y, row k at k * n_out. acc: kRowTile * n_out scratch.
 template <typename T>
-static void dense_forward_rows(uint32_t n_in, uint32_t n_out, Activation act, const T* wt, const T* x,
-                               size_t x_stride, uint32_t rows, T* acc, T* z, T* y) {
+static TESSERA_CPU_INLINE void dense_forward_rows(uint32_t n_in, uint32_t n_out, Activation act, const T* wt,
+                                                  const T* x, size_t x_stride, uint32_t rows, T* acc, T* z, T* y) {
   std::fill_n(acc, size_t(kRowTile) * n_out, T(0));
   for (uint32_t i = 0; i < n_in; ++i) {
     const T* w = wt + size_t(i) * n_out;
@@ -106,18 +108,20 @@ void mlp_forward(const MlpShape& s, MlpActivations acts, const T* params, const 
     for (long long t = 0; t < n_tiles; ++t) {
       const size_t b0 = size_t(t) * kRowTile;
       const uint32_t rows = uint32_t(std::min<size_t>(kRowTile, batch - b0));
-      const T* x = input + b0 * s.input_width;
-      size_t x_stride = s.input_width;
-      for (uint32_t l = 0; l < L; ++l) {
-        const Activation act = l + 1 == L ? acts.output : acts.hidden;
-        const uint32_t n_out = s.layer_out_logical(l);
-        T* z = tape ? tape->z[l].data() + b0 * n_out : nullptr;
-        T* y = tape ? tape->y[l].data() + b0 * n_out : l + 1 == L ? output + b0 * n_out : (l % 2 ? yb : ya).data();
-        dense_forward_rows(s.layer_in_logical(l), n_out, act, wt.data() + wt_offset[l], x, x_stride, rows,
-                           acc.data(), z, y);
-        x = y, x_stride = n_out;
-      }
-      if (tape) std::copy_n(x, size_t(rows) * s.output_width, output + b0 * s.output_width);
+      run_fastest([&]() TESSERA_CPU_LAMBDA {
+        const T* x = input + b0 * s.input_width;
+        size_t x_stride = s.input_width;
+        for (uint32_t l = 0; l < L; ++l) {
+          const Activation act = l + 1 == L ? acts.output : acts.hidden;
+          const uint32_t n_out = s.layer_out_logical(l);
+          T* z = tape ? tape->z[l].data() + b0 * n_out : nullptr;
+          T* y = tape ? tape->y[l].data() + b0 * n_out : l + 1 == L ? output + b0 * n_out : (l % 2 ? yb : ya).data();
+          dense_forward_rows(s.layer_in_logical(l), n_out, act, wt.data() + wt_offset[l], x, x_stride, rows,
+                             acc.data(), z, y);
+          x = y, x_stride = n_out;
+        }
+        if (tape) std::copy_n(x, size_t(rows) * s.output_width, output + b0 * s.output_width);
+      });
     }
   }
 }
@@ -143,52 +147,54 @@ void mlp_backward(const MlpShape& s, MlpActivations acts, const T* params, const
     for (long long t = 0; t < n_tiles; ++t) {
       const size_t b0 = size_t(t) * kRowTile;
       const uint32_t rows = uint32_t(std::min<size_t>(kRowTile, batch - b0));
-      T* dz = dz_rows.data();
-      T* dprev = dprev_rows.data();
-      // dz starts as dL/dy of the last layer.
-      for (uint32_t k = 0; k < rows; ++k)
-        std::copy_n(dL_doutput + (b0 + k) * s.output_width, s.output_width, dz + size_t(k) * maxw);
-      for (int l = static_cast<int>(L) - 1; l >= 0; --l) {
-        const Activation act = l + 1 == static_cast<int>(L) ? acts.output : acts.hidden;
-        const uint32_t n_in = s.layer_in_logical(l), n_out = s.layer_out_logical(l), ld = s.layer_in(l);
-        const auto x_row = [&](uint32_t k) {
-          return l == 0 ? input + (b0 + k) * s.input_width : tape.y[l - 1].data() + (b0 + k) * n_in;
-        };
-        for (uint32_t k = 0; k < rows; ++k) {
-          const T* z = tape.z[l].data() + (b0 + k) * n_out;
-          const T* y = tape.y[l].data() + (b0 + k) * n_out;
-          scale_by_activation_derivative(act, y, z, n_out, dz + size_t(k) * maxw);
-        }
-        const T* w = params + s.layer_offset(l);
-        T* g = grad + s.layer_offset(l);
-        // A gradient row stays in L1 while the tile's rows add to it (in row order).
-        for (uint32_t o = 0; o < n_out; ++o) {
-          T* grow = g + size_t(o) * ld;
+      run_fastest([&]() TESSERA_CPU_LAMBDA {
+        T* dz = dz_rows.data();
+        T* dprev = dprev_rows.data();
+        // dz starts as dL/dy of the last layer.
+        for (uint32_t k = 0; k < rows; ++k)
+          std::copy_n(dL_doutput + (b0 + k) * s.output_width, s.output_width, dz + size_t(k) * maxw);
+        for (int l = static_cast<int>(L) - 1; l >= 0; --l) {
+          const Activation act = l + 1 == static_cast<int>(L) ? acts.output : acts.hidden;
+          const uint32_t n_in = s.layer_in_logical(l), n_out = s.layer_out_logical(l), ld = s.layer_in(l);
+          const auto x_row = [&](uint32_t k) {
+            return l == 0 ? input + (b0 + k) * s.input_width : tape.y[l - 1].data() + (b0 + k) * n_in;
+          };
           for (uint32_t k = 0; k < rows; ++k) {
-            const T d = dz[k * maxw + o];
-            const T* x = x_row(k);
+            const T* z = tape.z[l].data() + (b0 + k) * n_out;
+            const T* y = tape.y[l].data() + (b0 + k) * n_out;
+            scale_by_activation_derivative(act, y, z, n_out, dz + size_t(k) * maxw);
+          }
+          const T* w = params + s.layer_offset(l);
+          T* g = grad + s.layer_offset(l);
+          // A gradient row stays in L1 while the tile's rows add to it (in row order).
+          for (uint32_t o = 0; o < n_out; ++o) {
+            T* grow = g + size_t(o) * ld;
+            for (uint32_t k = 0; k < rows; ++k) {
+              const T d = dz[k * maxw + o];
+              const T* x = x_row(k);
 #pragma omp simd
-            for (uint32_t i = 0; i < n_in; ++i) grow[i] += d * x[i];
+              for (uint32_t i = 0; i < n_in; ++i) grow[i] += d * x[i];
+            }
+          }
+          if (l == 0 && !dL_dinput) break;
+          for (uint32_t k = 0; k < rows; ++k) std::fill_n(dprev + size_t(k) * maxw, n_in, T(0));
+          for (uint32_t o = 0; o < n_out; ++o) {
+            const T* wrow = w + size_t(o) * ld;
+            for (uint32_t k = 0; k < rows; ++k) {
+              const T d = dz[k * maxw + o];
+              T* dp = dprev + size_t(k) * maxw;
+#pragma omp simd
+              for (uint32_t i = 0; i < n_in; ++i) dp[i] += d * wrow[i];
+            }
+          }
+          if (l == 0) {
+            for (uint32_t k = 0; k < rows; ++k)
+              std::copy_n(dprev + size_t(k) * maxw, n_in, dL_dinput + (b0 + k) * s.input_width);
+          } else {
+            std::swap(dz, dprev);
           }
         }
-        if (l == 0 && !dL_dinput) break;
-        for (uint32_t k = 0; k < rows; ++k) std::fill_n(dprev + size_t(k) * maxw, n_in, T(0));
-        for (uint32_t o = 0; o < n_out; ++o) {
-          const T* wrow = w + size_t(o) * ld;
-          for (uint32_t k = 0; k < rows; ++k) {
-            const T d = dz[k * maxw + o];
-            T* dp = dprev + size_t(k) * maxw;
-#pragma omp simd
-            for (uint32_t i = 0; i < n_in; ++i) dp[i] += d * wrow[i];
-          }
-        }
-        if (l == 0) {
-          for (uint32_t k = 0; k < rows; ++k)
-            std::copy_n(dprev + size_t(k) * maxw, n_in, dL_dinput + (b0 + k) * s.input_width);
-        } else {
-          std::swap(dz, dprev);
-        }
-      }
+      });
     }
   }
 #pragma omp parallel for schedule(static)
