@@ -16,6 +16,9 @@ targets=("$@")
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # Targets run FUZZ_JOBS at a time (default: a core each), so CI's 2 cores fuzz two at once.
 jobs_max=${FUZZ_JOBS:-$(nproc)}
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "fuzz: FUZZ_JOBS must be a whole number >= 1, not '$jobs_max'"; exit 1; }
+# Fuzzers still running when the script ends early (cancelled, an error) end with it.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 findings="$build/fuzz-findings"
 mkdir -p "$findings"
 for t in "${targets[@]}"; do
@@ -53,8 +56,8 @@ wait
 
 status=0
 for t in "${targets[@]}"; do
-  [ -e "$findings/$t.failed" ] || continue
-  tail -n 60 "$findings/$t.log"
+  [ -e "$findings/$t.failed" ] || [ ! -e "$findings/$t.summary" ] || continue
+  tail -n 60 "$findings/$t.log" 2>/dev/null || true
   echo "fuzz: $t FOUND A PROBLEM (log $findings/$t.log, reproducer in $findings/)"
   status=1
 done

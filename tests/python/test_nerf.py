@@ -35,8 +35,9 @@ def test_train_evaluate_render_save_resume_mesh(scene, device_name, tmp_path):
     # Measured on the CPU (2026-11-28): 21.07 dB, SSIM 0.848 (on white) with the AVX2 kernels,
     # 22.27 / 0.869 with the baseline ones; 300 steps of this small model end anywhere in
     # 18.5-22.3 dB by seed (1, 2, 4: 20.1, 20.3 / 22.0, 18.5), and rounding moves a run
-    # like a seed does. The untrained model scores ~11 dB.
-    assert quality["views"] == 4 and quality["psnr_white"] > 19.5 and quality["ssim_white"] > 0.8
+    # like a seed does (SSIM 0.78-0.87); the thread count may too. The untrained model
+    # scores ~11 dB: the bars sit below the spread and far above that.
+    assert quality["views"] == 4 and quality["psnr_white"] > 17.0 and quality["ssim_white"] > 0.7
 
     # A test camera rendered to an array, against the scene's own rendering on white.
     pose = procedural_scene.spiral_pose(1, 4, 0.5)
@@ -46,7 +47,7 @@ def test_train_evaluate_render_save_resume_mesh(scene, device_name, tmp_path):
     truth_on_white = truth[..., :3] * truth[..., 3:] + (1 - truth[..., 3:])
     psnr = -10 * np.log10(np.mean((rgba[..., :3] - truth_on_white) ** 2))
     print(f"a test camera rendered through render(): {psnr:.2f} dB against the scene's own rendering")
-    assert psnr > 19.0, psnr  # measured 20.73 (AVX2 kernels, seed 3)
+    assert psnr > 17.0, psnr  # measured 20.73 (AVX2 kernels, seed 3); the spread as above
     assert abs(rgba[..., 3].mean() - truth[..., 3].mean()) < 0.05  # opacity covers the spheres
 
     nerf.save(tmp_path / "spheres.tnerf")
