@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "support/random.h"
 #include "tessera/ops/encodings.h"
@@ -118,6 +120,22 @@ TEST(CpuIsa, ACopyTheCpuLacksIsRefusedOrRuns) {
   } else {
     EXPECT_THROW(ops::cpu::set_cpu_isa(CpuIsa::avx2_fma), Error);
   }
+}
+
+TEST(CpuIsa, AnUnknownSettingIsAClearError) {
+  const char* old = std::getenv("TESSERA_CPU_ISA");
+  const std::string saved = old ? old : "";
+  setenv("TESSERA_CPU_ISA", "avx512", 1);
+  try {
+    ops::cpu::check_cpu_isa_setting();
+    ADD_FAILURE() << "TESSERA_CPU_ISA=avx512 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("TESSERA_CPU_ISA=avx512: not a choice"), std::string::npos) << e.what();
+  }
+  setenv("TESSERA_CPU_ISA", "baseline", 1);
+  EXPECT_NO_THROW(ops::cpu::check_cpu_isa_setting());
+  if (old) setenv("TESSERA_CPU_ISA", saved.c_str(), 1);
+  else unsetenv("TESSERA_CPU_ISA");
 }
 
 }  // namespace

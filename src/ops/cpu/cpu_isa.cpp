@@ -14,13 +14,23 @@ CpuIsa best_cpu_isa() {
   return CpuIsa::baseline;
 }
 
+namespace {
+std::string_view isa_setting() {
+  const char* v = std::getenv("TESSERA_CPU_ISA");
+  return v ? v : "";
+}
+}  // namespace
+
 namespace detail {
-std::atomic<bool> use_avx2_fma{[] {
-  const char* isa = std::getenv("TESSERA_CPU_ISA");
-  if (isa && std::string_view(isa) == "baseline") return false;
-  return best_cpu_isa() == CpuIsa::avx2_fma;
-}()};
+std::atomic<bool> use_avx2_fma{isa_setting() != "baseline" && best_cpu_isa() == CpuIsa::avx2_fma};
 }  // namespace detail
+
+void check_cpu_isa_setting() {
+  const std::string_view v = isa_setting();
+  TESSERA_CHECK(v.empty() || v == "auto" || v == "baseline" || v == "avx2",
+                "TESSERA_CPU_ISA={}: not a choice; auto (the default: the best this CPU has), baseline or avx2", v);
+  TESSERA_CHECK(v != "avx2" || best_cpu_isa() == CpuIsa::avx2_fma, "TESSERA_CPU_ISA=avx2: this CPU has no AVX2 + FMA");
+}
 
 CpuIsa cpu_isa() { return detail::use_avx2_fma.load() ? CpuIsa::avx2_fma : CpuIsa::baseline; }
 

@@ -21,6 +21,9 @@ CpuIsa cpu_isa();
 // What this CPU can run; set_cpu_isa refuses more (tests compare the copies with it).
 CpuIsa best_cpu_isa();
 void set_cpu_isa(CpuIsa isa);
+// A clear error for a TESSERA_CPU_ISA that is not auto, baseline or avx2 (or avx2 on a CPU
+// without it); the CPU backend asks when it starts (register_ops).
+void check_cpu_isa_setting();
 
 namespace detail {
 extern std::atomic<bool> use_avx2_fma;

@@ -16,6 +16,7 @@
 #include "train_step_cpu.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/optimizers.h"
+#include "ops/cpu/cpu_isa.h"
 #include "ops/cpu/cpu_kernels.h"
 
 namespace tessera::ops::cpu {
@@ -28,6 +29,7 @@ bool is_automatic(ConvAlgo a) { return a == ConvAlgo::automatic || a == ConvAlgo
 }  // namespace
 
 void register_ops(Backend& b) {
+  check_cpu_isa_setting();
   // Convolution: automatic takes im2col + fp32 GEMM (the fast path); direct is the double
   // reference; Winograd in fp32 where its math applies.
   b.add_op<Conv2dForward>([](Stream&, const ConvDesc& d, Activation activation, V x, V w, V bias, V y) {
