@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "support/errors.h"
+#include "support/paths.h"
+#include "tessera/core/config.h"
 #include "tessera/nerf/trainer.h"
 
 namespace tessera {
@@ -83,6 +85,21 @@ TEST(NerfConfig, TheDefaultLearningRateFollowsTheBudget) {
   ngp.set_budget_progress(1.0);
   EXPECT_NEAR(ours.model().optimizer().learning_rate(), base * 0.03f, base * 1e-5f);
   EXPECT_FLOAT_EQ(ngp.model().optimizer().learning_rate(), 1e-2f);
+}
+
+// configs/nerf_wide_colour.json (the colour network 128 wide, for long runs on object
+// scenes; BENCHMARKS.md, issue 32) loads as --config does: the one section replaced, every
+// other one the default's.
+TEST(NerfConfig, TheWideColourPresetWidensOnlyTheColourNetwork) {
+  const Json preset = load_json_file(test::source_path("configs/nerf_wide_colour.json"));
+  nerf::NerfTrainer wide(preset, scene_box(1), DeviceKind::cpu);
+  nerf::NerfTrainer ours(nerf::default_nerf_config(), scene_box(1), DeviceKind::cpu);
+  EXPECT_EQ(wide.config().at("rgb_network").at("n_neurons").get<int>(), 128);
+  for (const char* section : {"encoding", "network", "dir_encoding", "loss", "optimizer"})
+    EXPECT_EQ(wide.config().at(section), ours.config().at(section)) << section;
+  // Input 32 (16 features + SH degree 4), two hidden layers, output padded to 16: the
+  // colour network's weights grow from 64 x (32 + 64 + 16) to 128 x (32 + 128 + 16).
+  EXPECT_EQ(wide.model().n_params() - ours.model().n_params(), 128u * (32 + 128 + 16) - 64u * (32 + 64 + 16));
 }
 
 TEST(NerfConfig, BadConfigsAreClearErrors) {
