@@ -242,14 +242,24 @@ TESSERA_HD bool camera_sees(const FrameView& f, Vec3 p) {
 
 // A cell (of any cascade) is trained when some training camera sees one of its corners
 // (instant-ngp's mark_untrained_density_grid): the others are never marched through.
-TESSERA_HD bool cell_seen(const NerfScene& scene, uint32_t cell) {
+// Frame `first` is asked first and becomes the frame that saw the cell: neighbouring cells
+// are mostly seen by the same frame, so a caller walking cells in order passes it on.
+TESSERA_HD bool cell_seen(const NerfScene& scene, uint32_t cell, uint32_t& first) {
   float edge;
   const Vec3 corner = cell_corner(cell, edge);
-  for (uint32_t f = 0; f < scene.n_frames; ++f)
+  for (uint32_t i = 0; i < scene.n_frames; ++i) {
+    const uint32_t f = i == 0 ? first : (i <= first ? i - 1 : i);  // first, then the others in order
     for (uint32_t k = 0; k < 8; ++k)
-      if (camera_sees(scene.frames[f], corner + edge * Vec3{float(k & 1), float((k >> 1) & 1), float(k >> 2)}))
+      if (camera_sees(scene.frames[f], corner + edge * Vec3{float(k & 1), float((k >> 1) & 1), float(k >> 2)})) {
+        first = f;
         return true;
+      }
+  }
   return false;
+}
+TESSERA_HD bool cell_seen(const NerfScene& scene, uint32_t cell) {
+  uint32_t first = 0;
+  return cell_seen(scene, cell, first);
 }
 
 // A cell's density after an update: untrained cells (negative) stay as they are; others

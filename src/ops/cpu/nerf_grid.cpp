@@ -33,10 +33,13 @@ void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* r
 }
 
 void nerf_mark_untrained(const NerfScene& scene, float* density) {
-  const uint32_t total = scene.n_cascades * kGridCells;
-#pragma omp parallel for schedule(dynamic, 4096)
-  for (long long c = 0; c < (long long)total; ++c)
-    if (!cell_seen(scene, uint32_t(c))) density[c] = -1.0f;
+  const uint32_t total = scene.n_cascades * kGridCells, chunk = 4096;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long long begin = 0; begin < (long long)total; begin += chunk) {
+    uint32_t first = 0;  // the frame that saw the chunk's previous cell
+    for (uint32_t c = uint32_t(begin); c < std::min(uint32_t(begin) + chunk, total); ++c)
+      if (!cell_seen(scene, c, first)) density[c] = -1.0f;
+  }
 }
 
 }  // namespace tessera::ops::cpu
