@@ -49,11 +49,15 @@ TEST(NerfCuda, LearnsTheProceduralScene) {
 }
 
 // stop_window on the GPU (the CPU test, tests/nerf/test_nerf_train.cpp, checks whole runs
-// bit for bit). On the GPU the grid backward's atomic sums make any two runs drift apart,
-// so a windowed run is held to the spread of two runs that infer every marched sample: it
-// runs (its buffers once sat in host memory: an illegal address on CUDA only), rays stop
-// once the spheres turn opaque, and it trains as many samples at as low a loss as they do.
-// (Weights scaled up, as the CPU test does, give no stops on the GPU: 0 of 31 steps, H200.)
+// bit for bit). Two GPU runs drift apart (the grid backward's atomic sums): between two
+// unwindowed runs of this scene the trained samples of 40 late steps differed by up to 16%
+// and their loss by up to 9x (H200, eleven runs), so comparing whole runs could not tell a
+// broken window from noise. Instead the windowed trainer is forked from the unwindowed one
+// (same weights, occupancy grid and step, so the same rays) before each compared step: a
+// step then stops its rays where inferring every sample stops them, so both train the same
+// samples to the same loss. (Its buffers once sat in host memory: an illegal address on
+// CUDA only.) Weights scaled up, as the CPU test does, give no stops on the GPU (0 of 31
+// steps), so the forks start after 1500 steps, where the spheres are opaque.
 TEST(NerfCuda, AStopWindowTrainsLikeInferringEverySample) {
   REQUIRE_CUDA();
   const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_stop_window_cuda";
@@ -61,33 +65,30 @@ TEST(NerfCuda, AStopWindowTrainsLikeInferringEverySample) {
   test::write_procedural_scene(dir, 8, 2, 32);
   Json config = test::cpu_test_nerf_config(4096);
   nerf::NerfTrainer all(config, nerf::load_dataset(dir.string(), {.split = "train"}), kCuda, 3);
-  nerf::NerfTrainer again(config, nerf::load_dataset(dir.string(), {.split = "train"}), kCuda, 3);
   config["training"]["stop_window"] = 4;
   nerf::NerfTrainer windowed(config, nerf::load_dataset(dir.string(), {.split = "train"}), kCuda, 3);
-  constexpr int kWarmup = 1500, kCompared = 40;
+  for (int i = 0; i < 1500; ++i) all.step();
+  constexpr int kCompared = 20;
   int steps_with_stops = 0;
-  double samples[3] = {0, 0, 0}, loss[3] = {0, 0, 0};
-  for (int i = 0; i < kWarmup + kCompared; ++i) {
-    int k = 0;
-    for (nerf::NerfTrainer* t : {&all, &again, &windowed}) {
-      t->step();
-      ASSERT_TRUE(std::isfinite(t->last_loss())) << "step " << i;
-      if (i >= kWarmup) samples[k] += t->samples_last_step(), loss[k] += t->last_loss();
-      ++k;
-    }
-    if (i >= kWarmup) steps_with_stops += windowed.samples_last_step() < windowed.samples_marched_last_step();
+  for (int i = 0; i < kCompared; ++i) {
+    const TensorView from = all.model().params(), to = windowed.model().params();
+    ASSERT_EQ(from.numel(), to.numel());
+    ASSERT_EQ(cudaMemcpy(to.data<float>(), from.data<float>(), from.numel() * sizeof(float), cudaMemcpyDeviceToDevice),
+              cudaSuccess);
+    windowed.model().params_changed();
+    windowed.set_grid_density(all.grid_density());
+    windowed.restore_progress(all.progress());
+    all.step();
+    windowed.step();
+    const float a = all.last_loss(), w = windowed.last_loss();
+    ASSERT_TRUE(std::isfinite(a) && std::isfinite(w)) << "compared step " << i;
+    EXPECT_EQ(windowed.samples_marched_last_step(), all.samples_marched_last_step()) << "compared step " << i;
+    EXPECT_EQ(windowed.samples_last_step(), all.samples_last_step()) << "compared step " << i;
+    EXPECT_EQ(w, a) << "compared step " << i;  // rows are inferred alike in any batch: H200, 5 x 20 steps equal
+    steps_with_stops += windowed.samples_last_step() < windowed.samples_marched_last_step();
   }
-  std::printf("last %d steps: %d with stops; trained samples %.0f / %.0f / %.0f, summed loss %.5g / %.5g / %.5g "
-              "(all / again / windowed)\n",
-              kCompared, steps_with_stops, samples[0], samples[1], samples[2], loss[0], loss[1], loss[2]);
-  // After 400 steps (H200, six runs) 2 to 25 of the 40 steps had stops; after 1500, 40 of 40
-  // (three runs), windowed / all samples 0.98-1.02 (again / all 0.97-1.19). The loss of two
-  // unwindowed runs differs by up to 2.4x: this small scene trains noisily on the GPU, hence
-  // tolerances drawn from the unwindowed pair.
-  EXPECT_GE(steps_with_stops, 3) << "rays must stop for the window to leave samples out";
-  const double spread_samples = std::abs(samples[1] / samples[0] - 1), spread_loss = std::abs(loss[1] / loss[0] - 1);
-  EXPECT_LE(std::abs(samples[2] / samples[0] - 1), 3 * spread_samples + 0.03);
-  EXPECT_LE(std::abs(loss[2] / loss[0] - 1), 3 * spread_loss + 0.2);
+  std::printf("%d compared steps, %d with stops\n", kCompared, steps_with_stops);  // H200: 18-20
+  EXPECT_GE(steps_with_stops, kCompared / 2) << "rays must stop for the window to leave samples out";
 }
 
 }  // namespace
