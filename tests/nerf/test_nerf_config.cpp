@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
 #include "support/errors.h"
 #include "support/paths.h"
@@ -100,6 +101,31 @@ TEST(NerfConfig, TheWideColourPresetWidensOnlyTheColourNetwork) {
   // Input 32 (16 features + SH degree 4), two hidden layers, output padded to 16: the
   // colour network's weights grow from 64 x (32 + 64 + 16) to 128 x (32 + 128 + 16).
   EXPECT_EQ(wide.model().n_params() - ours.model().n_params(), 128u * (32 + 128 + 16) - 64u * (32 + 64 + 16));
+}
+
+// bench/nerf_configs/*.json, the variants BENCHMARKS.md's issue-32 tables name, load as
+// --config does: what a file names is what the trainer runs, every other section is the
+// default's (so a renamed key or a section that silently did not apply fails here).
+TEST(NerfConfig, TheBenchmarkedVariantsChangeOnlyWhatTheyName) {
+  nerf::NerfTrainer ours(nerf::default_nerf_config(), scene_box(1), DeviceKind::cpu);
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_path("bench/nerf_configs"))) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    const std::string name = entry.path().filename().string();
+    const Json variant = load_json_file(entry.path().string());
+    ASSERT_TRUE(variant.is_object() && !variant.empty()) << name;
+    nerf::NerfTrainer t(variant, scene_box(1), DeviceKind::cpu);
+    for (const char* section : {"loss", "optimizer", "encoding", "network", "dir_encoding", "rgb_network", "training"}) {
+      if (!variant.contains(section)) {
+        EXPECT_EQ(t.config().at(section), ours.config().at(section)) << name << ": " << section;
+        continue;
+      }
+      for (auto it = variant.at(section).begin(); it != variant.at(section).end(); ++it)
+        EXPECT_EQ(t.config().at(section).at(it.key()), it.value()) << name << ": " << section << "." << it.key();
+    }
+  }
+  EXPECT_GE(files, 10u);
 }
 
 TEST(NerfConfig, BadConfigsAreClearErrors) {
