@@ -73,8 +73,7 @@ TEST(NerfCuda, AStopWindowTrainsLikeInferringEverySample) {
   for (int i = 0; i < kCompared; ++i) {
     const TensorView from = all.model().params(), to = windowed.model().params();
     ASSERT_EQ(from.numel(), to.numel());
-    ASSERT_EQ(cudaMemcpy(to.data<float>(), from.data<float>(), from.numel() * sizeof(float), cudaMemcpyDeviceToDevice),
-              cudaSuccess);
+    copy_view_to_view(windowed.stream(), to, from);
     windowed.model().params_changed();
     windowed.set_grid_density(all.grid_density());
     windowed.restore_progress(all.progress());
