@@ -140,7 +140,17 @@ void run_train(const NerfTrainOptions& o) {
   TESSERA_CHECK(o.resume_path.empty() || (o.config_path.empty() && !capture_flags),
                 "nerf train: --resume continues with the snapshot's config; leave out --config, --optimize-exposure, "
                 "--optimize-poses, --optimize-focal, --appearance-dims and --distortion");
-  Json config = o.config_path.empty() ? nerf::default_nerf_config() : load_json_file(o.config_path);
+  // The budget: --seconds, else 30 s unless --steps is given. It ends the run and sizes the
+  // default grid (a config without "encoding" gets the budget's).
+  const double budget_seconds = o.seconds > 0 ? o.seconds : (o.steps ? 0 : 30.0);
+  Json config = o.config_path.empty() ? Json::object() : load_json_file(o.config_path);
+  if (config.is_object() && !config.contains("encoding") && o.resume_path.empty()) {
+    config["encoding"] = nerf::default_nerf_config(budget_seconds, o.steps).at("encoding");
+    const uint32_t features = config["encoding"].at("n_features_per_level").get<uint32_t>();
+    fmt::print("nerf train: hash grid of {} features per level, the default for {} budgets (4 from {:.0f} s or {} "
+               "steps; a config's \"encoding\" to choose)\n",
+               features, features == 4 ? "long" : "short", nerf::kLongBudgetSeconds, nerf::kLongBudgetSteps);
+  }
   if (capture_flags) {
     Json& training = config["training"];
     if (o.optimize_exposure) training["optimize_exposure"] = true;
@@ -206,7 +216,7 @@ void run_train(const NerfTrainOptions& o) {
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.out_dir) / name).string(); };
 
   nn::SessionOptions so;
-  so.seconds = o.seconds > 0 ? o.seconds : (o.steps ? 0 : 30.0);
+  so.seconds = budget_seconds;
   so.steps = o.steps;
   so.eval_at = parse_times(o.eval_at);
   // A step waits for the one before (it reads back sample counts), so the clock sees all
@@ -527,7 +537,8 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("scene", o.scene,
                   "folder with transforms_train.json / transforms_test.json, or instant-ngp's transforms.json")
       ->required();
-  cmd->add_option("--config", o.config_path, "instant-ngp style JSON; default: instant-ngp's NeRF config");
+  cmd->add_option("--config", o.config_path, "instant-ngp style JSON (sections it leaves out keep the default: instant-ngp's NeRF config, "
+                  "its hash grid 4 features per level wide for budgets of 30 s / 15000 steps and more)");
   cmd->add_option("--seconds", o.seconds, "training time budget (default 30 unless --steps is given)")
       ->check(finite_positive());
   cmd->add_option("--steps", o.steps, "training steps")->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));

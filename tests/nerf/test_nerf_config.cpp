@@ -88,6 +88,40 @@ TEST(NerfConfig, TheDefaultLearningRateFollowsTheBudget) {
   EXPECT_FLOAT_EQ(ngp.model().optimizer().learning_rate(), 1e-2f);
 }
 
+// The default grid follows the budget: 4 features per level once every limit given is long
+// (a run ends at the first), 2 below; nothing else changes.
+TEST(NerfConfig, TheDefaultGridWidensForLongBudgets) {
+  const Json short_config = nerf::default_nerf_config();
+  const auto features = [](double seconds, uint64_t steps) {
+    return nerf::default_nerf_config(seconds, steps).at("encoding").at("n_features_per_level").get<int>();
+  };
+  EXPECT_EQ(short_config.at("encoding").at("n_features_per_level").get<int>(), 2);
+  EXPECT_EQ(features(5, 0), 2);
+  EXPECT_EQ(features(29.9, 0), 2);
+  EXPECT_EQ(features(30, 0), 4);
+  EXPECT_EQ(features(300, 0), 4);
+  EXPECT_EQ(features(0, 14999), 2);
+  EXPECT_EQ(features(0, 15000), 4);
+  EXPECT_EQ(features(300, 1000), 2);   // the steps end it first
+  EXPECT_EQ(features(10, 100000), 2);  // the seconds end it first
+  EXPECT_EQ(features(0, 0), 4);        // no limit at all
+  const Json long_config = nerf::default_nerf_config(120, 0);
+  for (auto it = short_config.begin(); it != short_config.end(); ++it)
+    if (it.key() != "encoding") EXPECT_EQ(long_config.at(it.key()), it.value()) << it.key();
+  Json encoding = long_config.at("encoding");
+  encoding["n_features_per_level"] = 2;
+  EXPECT_EQ(encoding, short_config.at("encoding"));
+  // The wider grid builds: a table entry holds F values and the density network's first
+  // layer takes 16 F inputs, so going from 2 to 4 features adds twice what 1 to 2 does.
+  const auto params = [](int features) {
+    Json c = nerf::default_nerf_config();
+    c["encoding"]["n_features_per_level"] = features;
+    return nerf::NerfTrainer(c, scene_box(1), DeviceKind::cpu).model().n_params();
+  };
+  const size_t one = params(1), two = params(2), four = params(4);
+  EXPECT_EQ(four - two, 2 * (two - one));
+}
+
 // configs/nerf_wide_colour.json (the colour network 128 wide, for long runs on object
 // scenes; BENCHMARKS.md, issue 32) loads as --config does: the one section replaced, every
 // other one the default's.

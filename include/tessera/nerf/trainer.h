@@ -81,6 +81,14 @@ struct NerfTrainingOptions {
 // learning rate, on a schedule that follows the training budget (BudgetDecay; set_budget_progress).
 Json default_nerf_config();
 
+// The default config for a training budget (0: no limit of that kind): the grid of
+// default_nerf_config() for short budgets, and 4 features per level instead of 2 where
+// every given limit is at least kLongBudgetSeconds / kLongBudgetSteps, where the larger
+// grid's quality outweighs its slower steps.
+inline constexpr double kLongBudgetSeconds = 30;
+inline constexpr uint64_t kLongBudgetSteps = 15000;
+Json default_nerf_config(double budget_seconds, uint64_t budget_steps);
+
 struct RenderedImage {
   uint32_t width = 0, height = 0;
   // Colour over the background (in the model's colour space: sRGB, or linear RGB with
