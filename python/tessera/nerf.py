@@ -22,7 +22,10 @@ __all__ = ["Nerf"]
 class Nerf:
     """A NeRF of one scene (a folder or transforms file, a COLMAP model or an LLFF folder, as
     `tessera nerf train` takes it; `holdout=8` holds back every 8th image of a scene without
-    split files for evaluate())."""
+    split files for evaluate()). `config=None` is the default config with its 2-feature hash
+    grid, which `tessera nerf train` uses below 30 s; for longer runs it takes 4 features per
+    level (README, NeRF): pass `{"encoding": {"otype": "HashGrid", "n_levels": 16,
+    "n_features_per_level": 4, "log2_hashmap_size": 19, "base_resolution": 16}}` to match."""
 
     def __init__(self, scene, config=None, device="cpu", seed=1337, holdout=0, _handle=None):
         if _handle is not None:
