@@ -42,7 +42,8 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    nerf = Nerf(args.scene, device=args.device, holdout=args.holdout)
+    # `tessera nerf train`'s config for this budget (its hash grid widens for long runs).
+    nerf = Nerf(args.scene, config=Nerf.default_config(seconds=args.seconds), device=args.device, holdout=args.holdout)
     nerf.train(seconds=args.seconds, callback_every=256,
                callback=lambda s: print(f"step {s['step']}: {s['train_seconds']:.1f} s, loss {s['loss']:.2e}, "
                                         f"{s['steps_per_second']:.0f} steps/s"))

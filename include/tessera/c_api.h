@@ -179,7 +179,8 @@ TESSERA_C_EXPORT tessera_status tessera_trainer_load(tessera_trainer* trainer, c
  * scene: a folder (transforms_<split>.json, transforms.json, a COLMAP sparse model, LLFF's
  * poses_bounds.npy) or a transforms file, as `tessera nerf train` takes it; holdout: for a
  * scene without split files, every holdout-th frame (of those whose image exists) is the test
- * split (0: none; `nerf train` uses 8). config_json: null for the defaults (`nerf train`'s). */
+ * split (0: none; `nerf train` uses 8). config_json: null for the default config with its
+ * short-budget grid; tessera_nerf_default_config gives `nerf train`'s config for a budget. */
 typedef struct tessera_nerf_info {
   uint64_t steps;
   double train_seconds;
@@ -210,6 +211,10 @@ typedef struct tessera_mesh {
   const uint32_t* triangles;  /* [n_triangles, 3] */
 } tessera_mesh;
 
+/* The default NeRF config for a training budget (0: no limit of that kind), as `nerf train`
+ * picks it: the hash grid takes 4 features per level instead of 2 when every given limit is
+ * at least 30 s / 15000 steps. */
+TESSERA_C_EXPORT tessera_status tessera_nerf_default_config(double seconds, uint64_t steps, const char** config_json);
 TESSERA_C_EXPORT tessera_status tessera_nerf_create(const char* scene, const char* config_json, const char* device,
                                                     uint64_t seed, uint32_t holdout, tessera_nerf** nerf);
 /* A snapshot; with a scene, training resumes on it (its run record kept), else the NeRF

@@ -169,6 +169,7 @@ def _declare(lib):
         "tessera_trainer_set_progress": (c.c_int, [P, c.c_double]),
         "tessera_trainer_save": (c.c_int, [P, c.c_char_p]),
         "tessera_trainer_load": (c.c_int, [P, c.c_char_p]),
+        "tessera_nerf_default_config": (c.c_int, [c.c_double, c.c_uint64, c.POINTER(c.c_char_p)]),
         "tessera_nerf_create": (c.c_int, [c.c_char_p, c.c_char_p, c.c_char_p, c.c_uint64, c.c_uint32, c.POINTER(P)]),
         "tessera_nerf_load": (c.c_int, [c.c_char_p, c.c_char_p, c.c_uint32, c.c_char_p, c.POINTER(P)]),
         "tessera_nerf_destroy": (None, [P]),

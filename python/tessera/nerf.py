@@ -3,7 +3,7 @@ resume snapshots, extract meshes; the library's trainer and training loop (`tess
 train`'s) underneath.
 
     from tessera.nerf import Nerf
-    nerf = Nerf("data/lego", device="cuda")
+    nerf = Nerf("data/lego", config=Nerf.default_config(seconds=30), device="cuda")
     nerf.train(seconds=30, callback=lambda p: print(p["step"], p["loss"]))
     print(nerf.evaluate())                       # PSNR / SSIM, both protocols
     rgba = nerf.render(transform_matrix, 800, 800)   # numpy [800, 800, 4]
@@ -22,10 +22,9 @@ __all__ = ["Nerf"]
 class Nerf:
     """A NeRF of one scene (a folder or transforms file, a COLMAP model or an LLFF folder, as
     `tessera nerf train` takes it; `holdout=8` holds back every 8th image of a scene without
-    split files for evaluate()). `config=None` is the default config with its 2-feature hash
-    grid, which `tessera nerf train` uses below 30 s; for longer runs it takes 4 features per
-    level (README, NeRF): pass `{"encoding": {"otype": "HashGrid", "n_levels": 16,
-    "n_features_per_level": 4, "log2_hashmap_size": 19, "base_resolution": 16}}` to match."""
+    split files for evaluate()). `config=None` is the default config with its short-budget
+    hash grid (2 features per level); `Nerf.default_config(seconds=300)` is `tessera nerf
+    train`'s config for a budget (4 features per level from 30 s / 15000 steps)."""
 
     def __init__(self, scene, config=None, device="cpu", seed=1337, holdout=0, _handle=None):
         if _handle is not None:
@@ -35,6 +34,12 @@ class Nerf:
         text = None if config is None else (config if isinstance(config, str) else json.dumps(config)).encode()
         _capi.check(_capi.lib.tessera_nerf_create(str(scene).encode(), text, str(device).encode(), int(seed),
                                                   int(holdout), ctypes.byref(self._handle)))
+
+    @staticmethod
+    def default_config(seconds=0, steps=0):
+        """The default config (a dict) for a training budget, as `tessera nerf train` picks it
+        (0: no limit of that kind): pass it to Nerf(scene, config=...) before train()."""
+        return json.loads(_capi.string_out(_capi.lib.tessera_nerf_default_config, float(seconds), int(steps)))
 
     @classmethod
     def load(cls, snapshot, scene=None, device="cpu", holdout=0):

@@ -45,6 +45,14 @@ void require_training_data(const tessera_nerf& n, const char* what) {
 
 extern "C" {
 
+tessera_status tessera_nerf_default_config(double seconds, uint64_t steps, const char** config_json) {
+  return guarded([&] {
+    TESSERA_C_REQUIRE(config_json, "config_json");
+    TESSERA_CHECK(std::isfinite(seconds) && seconds >= 0, "seconds must be >= 0 (0: no time limit), got {}", seconds);
+    *config_json = capi::keep_string(nerf::default_nerf_config(seconds, steps).dump());
+  });
+}
+
 tessera_status tessera_nerf_create(const char* scene, const char* config_json, const char* device, uint64_t seed,
                                    uint32_t holdout, tessera_nerf** out) {
   return guarded([&] {

@@ -1,6 +1,7 @@
 /* The C API from C (C99, no C++ in sight): a module's forward and backward against a
- * finite difference, a trainer fitting a function and resuming from a snapshot, and errors
- * that name the problem. Usage: test_c_api DEVICE SCRATCH_DIR (exit 77: DEVICE absent). */
+ * finite difference, a trainer fitting a function and resuming from a snapshot, NeRF's
+ * default config for a budget, and errors that name the problem.
+ * Usage: test_c_api DEVICE SCRATCH_DIR (exit 77: DEVICE absent). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,6 +204,20 @@ static void trainer_fit(const char* device, const char* scratch) {
   tessera_trainer_destroy(t);
 }
 
+/* nerf train's default config for a budget: the hash grid takes 4 features per level from
+ * 30 s, 2 below; a negative budget is an error that names it. */
+static void nerf_default_config(void) {
+  const char* config = NULL;
+  OK(tessera_nerf_default_config(5, 0, &config));
+  EXPECT(config && strstr(config, "\"n_features_per_level\":2"), "%s", config ? config : "(null)");
+  OK(tessera_nerf_default_config(300, 0, &config));
+  EXPECT(config && strstr(config, "\"n_features_per_level\":4"), "%s", config ? config : "(null)");
+  OK(tessera_nerf_default_config(300, 1000, &config));
+  EXPECT(config && strstr(config, "\"n_features_per_level\":2"), "%s", config ? config : "(null)");
+  EXPECT(tessera_nerf_default_config(-1, 0, &config) != TESSERA_OK && strstr(tessera_last_error(), "seconds"), "%s",
+         tessera_last_error());
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: test_c_api DEVICE SCRATCH_DIR\n");
@@ -219,7 +234,7 @@ int main(int argc, char** argv) {
   const char* devices = NULL;
   OK(tessera_available_devices(&devices));
   printf("tessera %s, devices %s\n", tessera_version(), devices ? devices : "?");
-  if (strcmp(argv[1], "cpu") == 0) module_gradients();
+  if (strcmp(argv[1], "cpu") == 0) module_gradients(), nerf_default_config();
   trainer_fit(argv[1], argv[2]);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);
   else printf("all passed on %s\n", argv[1]);

@@ -90,3 +90,16 @@ def test_callback_stops_and_errors_raise(scene, device_name, tmp_path):
     (tmp_path / "junk.tnerf").write_bytes(b"not a snapshot")
     with pytest.raises(ValueError, match="junk.tnerf"):
         Nerf.load(tmp_path / "junk.tnerf", device=device_name)
+
+
+def test_default_config_follows_the_budget():
+    def features(**budget):
+        return Nerf.default_config(**budget)["encoding"]["n_features_per_level"]
+
+    assert features(seconds=5) == 2 and features(seconds=30) == 4 and features(steps=20000) == 4
+    assert features(seconds=300, steps=1000) == 2  # the steps end that run first
+    short, long = Nerf.default_config(seconds=5), Nerf.default_config(seconds=300)
+    del short["encoding"], long["encoding"]
+    assert short == long
+    with pytest.raises(ValueError, match="seconds must be >= 0"):
+        Nerf.default_config(seconds=-1)
