@@ -537,8 +537,9 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("scene", o.scene,
                   "folder with transforms_train.json / transforms_test.json, or instant-ngp's transforms.json")
       ->required();
-  cmd->add_option("--config", o.config_path, "instant-ngp style JSON (sections it leaves out keep the default: instant-ngp's NeRF config, "
-                  "its hash grid 4 features per level wide for budgets of 30 s / 15000 steps and more)");
+  cmd->add_option("--config", o.config_path,
+                  "instant-ngp style JSON (sections it leaves out keep the default: instant-ngp's NeRF config, its "
+                  "hash grid 4 features per level wide for budgets of 30 s / 15000 steps and more)");
   cmd->add_option("--seconds", o.seconds, "training time budget (default 30 unless --steps is given)")
       ->check(finite_positive());
   cmd->add_option("--steps", o.steps, "training steps")->check(CLI::Range(uint64_t(1), uint64_t(1) << 40));
