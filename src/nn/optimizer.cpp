@@ -26,6 +26,26 @@ void set_with_nested(uint64_t& steps, Optimizer& nested, const Json& c, const st
 }
 }  // namespace
 
+namespace {
+// average.values = (1 - keep) * params + keep * average.values, as [n / 4096, 4096] matrices
+// so every thread of the op has work: an average its optimizer does not update itself.
+void update_average(const OptimizerTarget& t, const ops::ParamsAverage& average) {
+  const size_t n = t.n();
+  const float a = 1.0f - average.keep, b = average.keep;
+  constexpr uint32_t kWide = 4096;
+  const size_t full = n / kWide, rest = n % kWide;
+  const auto as_matrix = [&](const TensorView& v, size_t first, size_t rows, size_t cols) {
+    return TensorView::matrix(v.memory, DType::f32, rows, cols, kWide, v.offset + first);
+  };
+  if (full)
+    ops::call<ops::MatrixAxpby>(t.queue(), a, as_matrix(t.params, 0, full, kWide), b,
+                                as_matrix(average.values, 0, full, kWide));
+  if (rest)
+    ops::call<ops::MatrixAxpby>(t.queue(), a, as_matrix(t.params, full * kWide, 1, rest), b,
+                                as_matrix(average.values, full * kWide, 1, rest));
+}
+}  // namespace
+
 void Adam::step(const OptimizerTarget& t) {
   if (m_.size() != t.n() || m_.device() != t.device) {
     m_ = Buffer<float>(t.device, t.n());
@@ -35,7 +55,7 @@ void Adam::step(const OptimizerTarget& t) {
   }
   ++steps_;
   ops::call<ops::AdamStep>(t.queue(), h_, t.n_matrix, t.gradients, t.params, t.params_half, m_.view(), v_.view(),
-                           t.state);
+                           t.average, t.state);
 }
 
 Json Adam::config() const {
@@ -55,6 +75,7 @@ Json Adam::config() const {
 void Sgd::step(const OptimizerTarget& t) {
   ++steps_;
   ops::call<ops::SgdStep>(t.queue(), lr_, l2_reg_, t.gradients, t.params, t.params_half, t.state);
+  if (!t.average.values.empty()) update_average(t, t.average);
 }
 
 Json Sgd::config() const { return Json{{"otype", "SGD"}, {"learning_rate", lr_}, {"l2_reg", l2_reg_}}; }
@@ -131,25 +152,19 @@ Ema::Ema(std::unique_ptr<Optimizer> nested, float decay) : nested_(std::move(nes
 }
 
 void Ema::step(const OptimizerTarget& t) {
-  nested_->step(t);
-  ++steps_;
   const size_t n = t.n();
   const bool fresh = averaged_.size() != n;
   if (fresh) averaged_ = Buffer<float>(t.device, n);
-  // averaged = a * params + b * averaged (b = 0 starts it at params), as [n / 4096, 4096]
-  // matrices so every thread of the op has work.
-  const float a = fresh ? 1.0f : 1.0f - decay_, b = fresh ? 0.0f : decay_;
-  constexpr uint32_t kWide = 4096;
-  const size_t full = n / kWide, rest = n % kWide;
-  const auto as_matrix = [&](const TensorView& v, size_t first, size_t rows, size_t cols) {
-    return TensorView::matrix(v.memory, DType::f32, rows, cols, kWide, v.offset + first);
-  };
-  if (full)
-    ops::call<ops::MatrixAxpby>(t.queue(), a, as_matrix(t.params, 0, full, kWide), b,
-                                as_matrix(averaged_.view(), 0, full, kWide));
-  if (rest)
-    ops::call<ops::MatrixAxpby>(t.queue(), a, as_matrix(t.params, full * kWide, 1, rest), b,
-                                as_matrix(averaged_.view(), full * kWide, 1, rest));
+  ++steps_;
+  const ops::ParamsAverage average{averaged_.view(), fresh ? 0.0f : decay_};  // keep 0 starts it at params
+  if (!t.average.values.empty()) {  // an Ema inside another: the innermost optimizer has the outer's
+    nested_->step(t);
+    update_average(t, average);
+    return;
+  }
+  OptimizerTarget with_average = t;
+  with_average.average = average;
+  nested_->step(with_average);
 }
 
 Json Ema::counters() const { return with_nested(steps_, *nested_); }

@@ -50,4 +50,11 @@ TESSERA_HD bool adam_update(const AdamHyper& h, bool matrix, const AdamStepScala
   return true;
 }
 
+// One element of ParamsAverage after the step: (1 - keep) * p + keep * average, where
+// keep 0 ignores the old average (a fresh buffer may hold anything).
+TESSERA_HD float averaged_param(float keep, float p, float average) {
+  const float from_params = (1.0f - keep) * p;
+  return keep == 0.0f ? from_params : from_params + keep * average;
+}
+
 }  // namespace tessera::ops

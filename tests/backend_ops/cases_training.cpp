@@ -2,6 +2,7 @@
 // fp16 copy), SGD, a skipped step, fp32 -> fp16, the loss pass, the step settle, the
 // layer-by-layer MLP's fp16 activation passes and unscale, and the strided matrix axpby
 // the composite modules are glued with.
+#include <algorithm>
 #include <cstring>
 
 #include "harness.h"
@@ -46,7 +47,8 @@ std::vector<double> run_optimizers(Backend& b, uint64_t seed, bool update_untouc
   s.optimizer_steps = 3;
   Buffer<ops::TrainState> ds = upload_state(b, s);
   const TensorView half = b.uses_half_params() ? dh.view() : TensorView();
-  ops::call<ops::AdamStep>(b.default_stream(), h, n / 2, dg.view(), dp.view(), half, dm.view(), dv.view(), ds.view());
+  ops::call<ops::AdamStep>(b.default_stream(), h, n / 2, dg.view(), dp.view(), half, dm.view(), dv.view(),
+                           ops::ParamsAverage{}, ds.view());
   std::vector<double> out;
   append(out, dp.to_host());
   append(out, dm.to_host());
@@ -57,6 +59,51 @@ std::vector<double> run_optimizers(Backend& b, uint64_t seed, bool update_untouc
   ds.copy_from_host(&s, 1);
   ops::call<ops::SgdStep>(b.default_stream(), 0.1f, 0.0f, dg.view(), dp.view(), half, ds.view());
   append(out, dp.to_host());
+  return out;
+}
+
+// Adam with the parameters' moving average in its pass (Ema's): a step that starts the
+// average (keep 0: the NaNs in the fresh buffer must not be read), a step that moves it, and
+// a skipped step, which averages only. `offset` starts every array one element into its
+// buffer, past the vector accesses' alignment; n is odd, so there is a remainder either way.
+std::vector<double> run_adam_average(Backend& b, uint64_t seed, size_t offset) {
+  const size_t n = 100003, size = n + offset;
+  auto g = random_floats(size, -1, 1, seed);
+  for (size_t i = n / 2; i < size; ++i)
+    if ((i / 4) % 3 == 0) g[i] = 0.0f;  // untouched table entries, whole groups of four and single ones
+  const auto p = random_floats(size, -1, 1, seed + 1);
+  std::vector<uint16_t> p_half(size);
+  for (size_t i = 0; i < size; ++i) p_half[i] = half_bits(p[i]);
+  Buffer<float> dg = upload(b, g), dp = upload(b, p);
+  Buffer<float> dm = upload(b, random_floats(size, -0.1f, 0.1f, seed + 2));
+  Buffer<float> dv = upload(b, random_floats(size, 0.0f, 0.1f, seed + 3));
+  std::vector<float> average(size, NAN);  // (the element before an offset view is never written)
+  std::fill_n(average.begin(), offset, 0.0f);
+  Buffer<float> da = upload(b, average);
+  Buffer<uint16_t> dh(b.device(), size);
+  dh.copy_from_host(p_half.data(), size);
+  ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-8f, 1e-4f};
+  h.non_matrix_learning_rate_factor = 0.5f;
+  ops::TrainState s;
+  s.optimizer_steps = 3;
+  Buffer<ops::TrainState> ds = upload_state(b, s);
+  const auto at = [&](auto& buffer) { return buffer.view(offset, n); };
+  const TensorView half = b.uses_half_params() ? at(dh) : TensorView();
+  std::vector<double> out;
+  for (const float keep : {0.0f, 0.75f, 0.5f}) {
+    if (keep == 0.5f) {
+      s.skip_this_step = 1;
+      ds.copy_from_host(&s, 1);
+    }
+    ops::call<ops::AdamStep>(b.default_stream(), h, n / 2 + 1, at(dg), at(dp), half, at(dm), at(dv),
+                             ops::ParamsAverage{at(da), keep}, ds.view());
+    for (Buffer<float>* buffer : {&dp, &dm, &dv, &da}) append(out, buffer->to_host());
+  }
+  // The fp16 copy where the backend keeps one (else what it would hold): fp16 of params.
+  const std::vector<uint16_t> kept = dh.to_host();
+  const std::vector<float> params = dp.to_host();
+  for (size_t i = 0; i < size; ++i)
+    out.push_back(from_half_bits(b.uses_half_params() ? kept[i] : half_bits(params[i])));
   return out;
 }
 
@@ -210,6 +257,9 @@ const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
     cases.push_back({"adam_sgd", untouched ? "100003_half_tables_update_untouched" : "100003_half_tables", 1e-6,
                      has_op<ops::AdamStep>(),
                      [untouched](Backend& b, uint64_t seed) { return run_optimizers(b, seed, untouched); }});
+  for (const size_t offset : {size_t(0), size_t(1)})
+    cases.push_back({"adam_average", offset ? "100003_unaligned" : "100003", 1e-6, has_op<ops::AdamStep>(),
+                     [offset](Backend& b, uint64_t seed) { return run_adam_average(b, seed, offset); }});
   cases.push_back({"convert_to_half", "range_and_subnormals", 1e-12, has_op<ops::ConvertToHalf>(), run_convert});
   cases.push_back({"gradient_bf16_exchange", "range_tiny_inf", 1e-12, has_op<ops::GradientBf16Exchange>(),
                    run_bf16_exchange});

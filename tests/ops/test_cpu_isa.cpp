@@ -70,7 +70,7 @@ std::vector<Output> hot_kernel_outputs(uint64_t seed) {
     auto m = test::random_floats(n, -0.1f, 0.1f, seed + 8), v = test::random_floats(n, 0.0f, 0.1f, seed + 9);
     ops::TrainState state;
     state.optimizer_steps = 3;
-    ops::cpu::adam_step(h, n, n_matrix, g.data(), p.data(), m.data(), v.data(), state);
+    ops::cpu::adam_step(h, n, n_matrix, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, state);
     append("adam params", p), append("adam m", m), append("adam v", v);
   }
   return all;

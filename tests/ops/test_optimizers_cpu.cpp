@@ -18,7 +18,7 @@ TEST(AdamCpu, MatchesTextbookUpdateAndSkipsFlaggedSteps) {
   std::vector<float> m(n, 0.0f), v(n, 0.0f), p0 = p;
   ops::TrainState s;
   s.optimizer_steps = 1;
-  ops::cpu::adam_step(h, n, n, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, n, n, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, s);
   for (size_t i = 0; i < n; ++i) {
     const double gi = g[i] + 1e-3 * p0[i];
     const double mh = (0.1 * gi) / 0.1, vh = (0.01 * gi * gi) / 0.01;
@@ -26,7 +26,7 @@ TEST(AdamCpu, MatchesTextbookUpdateAndSkipsFlaggedSteps) {
   }
   auto before = p;
   s.skip_this_step = 1;
-  ops::cpu::adam_step(h, n, n, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, n, n, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, s);
   EXPECT_EQ(p, before);
 }
 
@@ -40,7 +40,7 @@ TEST(AdamCpu, NonMatrixParamsFollowTinyCudaNn) {
   std::vector<float> m(n, 0.0f), v(n, 0.0f);
   ops::TrainState s;
   s.optimizer_steps = 1;
-  ops::cpu::adam_step(h, n, n_matrix, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, n, n_matrix, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, s);
   // step 1 with bias correction: p -= lr * sign(g_eff)
   EXPECT_NEAR(p[0], 1.0f - 0.01f, 1e-6);   // matrix: g + 0.5 * p = 1.0 > 0
   EXPECT_NEAR(p[1], 1.0f - 0.01f, 1e-6);   // matrix: -0.25 + 0.5 = 0.25 > 0
@@ -59,7 +59,7 @@ TEST(AdamCpu, UpdateUntouchedMovesZeroGradientTableEntries) {
   std::vector<float> g = {0.0f, 0.0f}, p = {1.0f, 1.0f}, m = {0.1f, 0.0f}, v = {0.01f, 0.0f};
   ops::TrainState s;
   s.optimizer_steps = 2;
-  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, s);
   const double m1 = 0.9 * 0.1, v1 = 0.99 * 0.01;
   const double m_hat = m1 / (1 - 0.81), v_hat = v1 / (1 - 0.9801);
   EXPECT_NEAR(p[0], 1.0 - 0.01 * m_hat / (std::sqrt(v_hat) + 1e-8), 1e-6);
@@ -71,12 +71,12 @@ TEST(AdamCpu, UpdateUntouchedMovesZeroGradientTableEntries) {
   h.epsilon = 1e-15f;  // instant-ngp's
   p = {2.0f, -2.0f}, m = {0.0f, 0.0f}, v = {0.0f, 0.0f};
   s.optimizer_steps = 1;
-  ops::cpu::adam_step(h, 2, 1, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, 2, 1, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, s);
   EXPECT_NEAR(p[0], 2.0 - 0.01, 1e-5);  // matrix: g = 2e-6, step 1 is lr x sign
   EXPECT_EQ(p[1], -2.0f);
   h.update_untouched = false;  // tiny-cuda-nn: untouched entries keep everything
   const auto before = p;
-  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, 2, 0, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, s);
   EXPECT_EQ(p, before);
 }
 
@@ -91,7 +91,7 @@ TEST(AdamCpu, DecaysAndAdaBoundFollowTinyCudaNn) {
   std::vector<float> g = {0.0f, 0.0f}, p = {2.0f, -2.0f}, m(2, 0.0f), v(2, 0.0f);
   ops::TrainState s;
   s.optimizer_steps = 3;
-  ops::cpu::adam_step(h, 2, 2, g.data(), p.data(), m.data(), v.data(), s);
+  ops::cpu::adam_step(h, 2, 2, g.data(), p.data(), m.data(), v.data(), nullptr, 0.0f, s);
   const double lr_t = 0.01 * std::sqrt(1 - std::pow(0.99, 3)) / (1 - std::pow(0.9, 3));
   EXPECT_NEAR(p[0], (1 - 0.5 * lr_t) * 2.0 - 0.25 * lr_t, 1e-6);
   EXPECT_NEAR(p[1], (1 - 0.5 * lr_t) * -2.0 + 0.25 * lr_t, 1e-6);
@@ -100,13 +100,13 @@ TEST(AdamCpu, DecaysAndAdaBoundFollowTinyCudaNn) {
   b.adabound = true;
   std::vector<float> gb = {1.0f}, pb = {0.0f}, mb(1, 0.0f), vb(1, 0.0f);
   s.optimizer_steps = 1;
-  ops::cpu::adam_step(b, 1, 1, gb.data(), pb.data(), mb.data(), vb.data(), s);
+  ops::cpu::adam_step(b, 1, 1, gb.data(), pb.data(), mb.data(), vb.data(), nullptr, 0.0f, s);
   // unclamped step 1e-6 / 0.1 = 1e-5 is under the lower bound at t = 1
   const double lower = 0.1 - 0.1 / (0.001 * 1 + 1);
   EXPECT_NEAR(pb[0], -lower * 0.1, 2e-8);  // the bound 0.1 - 0.1 / 1.001 cancels in fp32: 1e-4 relative
   b.adabound = false;
   pb = {0.0f}, mb = {0.0f}, vb = {0.0f};
-  ops::cpu::adam_step(b, 1, 1, gb.data(), pb.data(), mb.data(), vb.data(), s);
+  ops::cpu::adam_step(b, 1, 1, gb.data(), pb.data(), mb.data(), vb.data(), nullptr, 0.0f, s);
   EXPECT_NEAR(pb[0], -1e-6, 1e-9);
 }
 

@@ -20,12 +20,14 @@ namespace tessera::nn {
 // What one optimizer step updates: n parameters on a device (the first n_matrix are network
 // matrices, the rest encoding tables: see AdamHyper), their gradients, the fp16 copy to
 // refresh (or empty) and the step's TrainState (skip flag; a view of its bytes). n is the
-// element count of params.
+// element count of params. `average` is an Ema's, set by the Ema for the optimizer it wraps:
+// the innermost one (Adam, SGD) updates it after its step, Adam in the same pass.
 struct OptimizerTarget {
   Device device = DeviceKind::cpu;
   size_t n_matrix = 0;
   TensorView params, gradients, params_half, state;
   Stream* stream = nullptr;  // where the step runs; null: the device's default stream
+  ops::ParamsAverage average;
   size_t n() const { return params.numel(); }
   Stream& queue() const { return stream ? *stream : backend_for(device).default_stream(); }
 };
@@ -135,7 +137,9 @@ class BudgetDecay final : public Optimizer {
 };
 
 // After each step of the nested optimizer: averaged = decay * averaged + (1 - decay) *
-// params (the first step starts it at params). instant-ngp renders with these.
+// params (the first step starts it at params). instant-ngp renders with these. The
+// innermost optimizer updates it (OptimizerTarget::average): Adam in its own pass, which
+// saves a pass over the parameters.
 class Ema final : public Optimizer {
  public:
   Ema(std::unique_ptr<Optimizer> nested, float decay);

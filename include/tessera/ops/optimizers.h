@@ -32,14 +32,25 @@ struct AdamHyper {
   bool update_untouched = false;
 };
 
+// The moving average of the parameters an optimizer keeps beside them (Ema, what
+// inference uses), updated in the optimizer's own pass once the step has moved the
+// parameters: values = (1 - keep) * params + keep * values. A skipped step still averages
+// (its parameters stand still). keep 0 starts the average at the parameters without reading
+// values; values empty: no average.
+struct ParamsAverage {
+  TensorView values;  // fp32 [n]
+  float keep = 0.0f;
+};
+
 // Op tags (ops::call<Op>(stream, ...), dispatch.h). params, grad, m, v: fp32 [n]; the first
 // n_matrix are network weights. params_half (optional, empty view: none) is the fp16 copy
-// refreshed in the same pass. state: the step's TrainState (a view of its bytes); a step
-// flagged skip_this_step changes nothing.
+// refreshed in the same pass, and so is the average. state: the step's TrainState (a view
+// of its bytes); a step flagged skip_this_step changes no parameter.
 struct AdamStep {
   static constexpr const char* name = "adam_step";
   using Fn = void(Stream&, const AdamHyper& h, size_t n_matrix, const TensorView& grad, const TensorView& params,
-                  const TensorView& params_half, const TensorView& m, const TensorView& v, const TensorView& state);
+                  const TensorView& params_half, const TensorView& m, const TensorView& v,
+                  const ParamsAverage& average, const TensorView& state);
 };
 struct SgdStep {
   static constexpr const char* name = "sgd_step";

@@ -142,9 +142,10 @@ void activation_backward_half(Activation act, const float* z, const float* dy, u
 void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const TrainState& state);
 
 // ---- optimizers (tessera/ops/optimizers.h) ----
-// The first n_matrix of the n parameters are network weights (see adam_update).
+// The first n_matrix of the n parameters are network weights (see adam_update); average
+// (optional): ParamsAverage's values, updated with weight `keep` after the step.
 void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params, float* m, float* v,
-               const TrainState& state);
+               float* average, float keep, const TrainState& state);
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
               const TrainState& state);
 void convert_to_half(const float* src, uint16_t* dst, size_t n);

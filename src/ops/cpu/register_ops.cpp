@@ -63,11 +63,13 @@ void register_ops(Backend& b) {
     if (algo == ConvAlgo::direct) conv2d_backward_weight(d, x.address(), dz.address(), dw.address(), dbias.data<float>());
     else conv2d_backward_weight_im2col(d, x.address(), dz.address(), dw.address(), dbias.data<float>());
   });
-  b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v, V state) {
+  b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v,
+                        const ParamsAverage& average, V state) {
     const size_t n = params.numel();
     check_view(grad, "adam_step: grad", DType::f32, n);
+    if (!average.values.empty()) check_view(average.values, "adam_step: average", DType::f32, n);
     adam_step(h, n, n_matrix, grad.data<const float>(), params.data<float>(), m.data<float>(), v.data<float>(),
-              *state.data<TrainState>());
+              average.values.data<float>(), average.keep, *state.data<TrainState>());
   });
   b.add_op<SgdStep>([](Stream&, float lr, float l2, V grad, V params, V, V state) {
     check_view(grad, "sgd_step: grad", DType::f32, params.numel());

@@ -1,5 +1,8 @@
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "stream.h"
 #include "core/cuda/cuda_check.h"
 #include "ops/adam_math.h"
@@ -9,33 +12,114 @@
 namespace tessera::ops::cuda {
 namespace {
 
-__global__ void adam_kernel(AdamHyper h, size_t n, size_t n_matrix, const float* __restrict__ grad, float* __restrict__ params,
-                            __half* __restrict__ params_fp16, float* __restrict__ m, float* __restrict__ v,
-                            const TrainState* __restrict__ state) {
-  if (state->skip_this_step) return;
-  const AdamStepScalars s = adam_step_scalars(h, state->optimizer_steps);
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    // An encoding entry no sample touched keeps its state: skip its loads too (most of a
-    // large hash table in any one step).
-    const float g = grad[i];
-    if (i >= n_matrix && g == 0.0f && !h.update_untouched) continue;
-    float p = params[i], mi = m[i], vi = v[i];
-    if (!adam_update(h, i < n_matrix, s, g, p, mi, vi)) continue;
-    params[i] = p;
-    m[i] = mi;
-    v[i] = vi;
-    if (params_fp16) params_fp16[i] = __float2half(p);
+// W consecutive floats from/to p: one 16-byte access for W = 4 (p then 16-byte aligned).
+template <uint32_t W>
+__device__ __forceinline__ void load(const float* __restrict__ p, float* r) {
+  if constexpr (W == 4) {
+    const float4 t = *reinterpret_cast<const float4*>(p);
+    r[0] = t.x, r[1] = t.y, r[2] = t.z, r[3] = t.w;
+  } else {
+    r[0] = *p;
   }
 }
+template <uint32_t W>
+__device__ __forceinline__ void store(float* __restrict__ p, const float* r) {
+  if constexpr (W == 4) *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
+  else *p = r[0];
+}
+template <uint32_t W>
+__device__ __forceinline__ void store_half(__half* __restrict__ p, const float* r) {
+  if constexpr (W == 4) {
+    const __half2 a = __floats2half2_rn(r[0], r[1]), b = __floats2half2_rn(r[2], r[3]);
+    uint2 u;
+    u.x = *reinterpret_cast<const uint32_t*>(&a), u.y = *reinterpret_cast<const uint32_t*>(&b);
+    *reinterpret_cast<uint2*>(p) = u;
+  } else {
+    *p = __float2half(r[0]);
+  }
+}
+
+struct AdamArgs {
+  AdamHyper h;
+  size_t n_matrix;
+  const float* grad;
+  float *params, *m, *v, *average;
+  __half* params_fp16;
+  float keep;
+};
+
+// Parameters i .. i + W - 1: Adam (unless the step is skipped), then the average. A group of
+// encoding entries no sample touched keeps its state: its loads are skipped too (most of a
+// large hash table in any one step), except the parameters the average reads.
+template <uint32_t W>
+__device__ __forceinline__ void adam_group(const AdamArgs& a, const AdamStepScalars& s, bool skip, size_t i) {
+  float p[W];
+  bool have_p = false;
+  if (!skip) {
+    float g[W];
+    load<W>(a.grad + i, g);
+    bool needed = i < a.n_matrix || a.h.update_untouched;
+#pragma unroll
+    for (uint32_t j = 0; j < W; ++j) needed = needed || g[j] != 0.0f;
+    if (needed) {
+      float m[W], v[W];
+      load<W>(a.params + i, p);
+      load<W>(a.m + i, m);
+      load<W>(a.v + i, v);
+      have_p = true;
+      bool changed = false;
+#pragma unroll
+      for (uint32_t j = 0; j < W; ++j) changed |= adam_update(a.h, i + j < a.n_matrix, s, g[j], p[j], m[j], v[j]);
+      // adam_update leaves an element it does not update as it was: storing the whole group is safe.
+      if (changed) {
+        store<W>(a.params + i, p);
+        store<W>(a.m + i, m);
+        store<W>(a.v + i, v);
+        if (a.params_fp16) store_half<W>(a.params_fp16 + i, p);
+      }
+    }
+  }
+  if (a.average) {
+    if (!have_p) load<W>(a.params + i, p);
+    float avg[W];
+    if (a.keep != 0.0f) load<W>(a.average + i, avg);
+#pragma unroll
+    for (uint32_t j = 0; j < W; ++j) avg[j] = averaged_param(a.keep, p[j], a.keep != 0.0f ? avg[j] : 0.0f);
+    store<W>(a.average + i, avg);
+  }
+}
+
+// W = 4 when every array is aligned for vector accesses (the common case: whole buffers);
+// the last n % W parameters then go one at a time.
+template <uint32_t W>
+__global__ void adam_kernel(AdamArgs a, size_t n, const TrainState* __restrict__ state) {
+  const bool skip = state->skip_this_step;
+  if (skip && !a.average) return;
+  const AdamStepScalars s = adam_step_scalars(a.h, state->optimizer_steps);
+  const size_t first = blockIdx.x * size_t(blockDim.x) + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
+  for (size_t k = first; k < n / W; k += stride) adam_group<W>(a, s, skip, k * W);
+  if constexpr (W > 1)
+    for (size_t i = n / W * W + first; i < n; i += stride) adam_group<1>(a, s, skip, i);
+}
+
+bool aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 }  // namespace
 
 void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
-               uint16_t* params_fp16, float* m, float* v, const TrainState* state, Stream* stream) {
+               uint16_t* params_fp16, float* m, float* v, float* average, float keep, const TrainState* state,
+               Stream* stream) {
   if (n == 0) return;
   TESSERA_CHECK(grad && params && m && v && state, "adam_step: null pointer argument");
-  const unsigned blocks = unsigned(std::min<size_t>((n + 255) / 256, 4096));
-  adam_kernel<<<blocks, 256, 0, detail::native_stream(stream)>>>(h, n, n_matrix, grad, params, reinterpret_cast<__half*>(params_fp16), m, v, state);
+  const AdamArgs a{h, n_matrix, grad, params, m, v, average, reinterpret_cast<__half*>(params_fp16), keep};
+  const bool vector = aligned(grad, 16) && aligned(params, 16) && aligned(m, 16) && aligned(v, 16) &&
+                      aligned(average, 16) && aligned(params_fp16, 8);
+  const size_t work = vector ? n / 4 : n;
+  const unsigned blocks = unsigned(std::clamp<size_t>((work + 255) / 256, 1, 4096));
+  if (vector)
+    adam_kernel<4><<<blocks, 256, 0, detail::native_stream(stream)>>>(a, n, state);
+  else
+    adam_kernel<1><<<blocks, 256, 0, detail::native_stream(stream)>>>(a, n, state);
   TESSERA_CUDA_CHECK_LAUNCH("adam_kernel");
 }
 

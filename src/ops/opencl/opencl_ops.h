@@ -69,7 +69,8 @@ void gemv(Stream& stream, GemvOp op, float alpha, V A, V x, float beta, V y, Act
 void gemm(Stream& stream, const GemmDesc& d, V A, V B, V C);
 void gemm_activation(Stream& stream, const GemmDesc& d, const GemmEpilogue& e, V A, V B, V C, V Y);
 void ger(Stream& stream, float alpha, V x, V y, V A);
-void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V params, V params_half, V m, V v, V state);
+void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V params, V params_half, V m, V v,
+               const ParamsAverage& average, V state);
 void sgd_step(Stream& stream, float lr, float l2_reg, V grad, V params, V params_half, V state);
 size_t loss_partials_needed(Stream& stream, size_t n);
 void loss_forward_backward(Stream& stream, const LossParams& loss, V y, V target, float norm, V dL_dy, V partials,

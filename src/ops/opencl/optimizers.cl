@@ -1,9 +1,10 @@
 // Optimizer steps on OpenCL over flat fp32 parameters, one item per parameter (grid
-// stride). Each reads the step's TrainState: a step flagged skip_this_step changes
-// nothing. Adam mirrors src/ops/adam_math.h: the first n_matrix parameters are
+// stride). Each reads the step's TrainState: a step flagged skip_this_step changes no
+// parameter. Adam mirrors src/ops/adam_math.h: the first n_matrix parameters are
 // network weights (L2 term, the base learning rate); the rest (encoding tables) take
 // their own rate factor and keep their moments where the gradient is zero (unless
-// update_untouched).
+// update_untouched). With has_average it then updates the parameters' moving average
+// (ParamsAverage: also on a skipped step; keep 0 does not read the old average).
 
 __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, const float beta1, const float beta2,
                         const float epsilon, const float l2_reg, const float non_matrix_factor,
@@ -11,32 +12,40 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
                         const float absolute_decay, const uint adabound, const uint update_untouched,
                         __global const float* grad,
                         const ulong g_off, __global float* params, const ulong p_off, __global float* m,
-                        const ulong m_off, __global float* v, const ulong v_off, __global uchar* state_base,
+                        const ulong m_off, __global float* v, const ulong v_off, const uint has_average,
+                        const float keep, __global float* average, const ulong a_off, __global uchar* state_base,
                         const ulong state_off) {
   __global const TrainState* s = train_state(state_base, state_off);
-  if (s->skip_this_step) return;
+  const bool skip = s->skip_this_step;
+  if (skip && !has_average) return;
   const float t = (float)s->optimizer_steps;
   const float bias1 = 1.0f - pow(beta1, t), bias2 = 1.0f - pow(beta2, t);
   const float lower = 0.1f - 0.1f / ((1.0f - beta2) * t + 1.0f), upper = 0.1f + 0.1f / ((1.0f - beta2) * t);
   for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
     const bool matrix = i < n_matrix;
     float g = grad[g_off + i];
-    if (matrix ? !optimize_matrix : (!optimize_non_matrix || (g == 0.0f && !update_untouched))) continue;
     float p = params[p_off + i];
-    if (matrix) g += l2_reg * p;
-    const float rate = matrix ? lr : lr * non_matrix_factor;
-    const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * g;
-    const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * g * g;
-    m[m_off + i] = mi;
-    v[v_off + i] = vi;
-    if (relative_decay != 0.0f || absolute_decay != 0.0f) {
-      const float lr_t = rate * sqrt(bias2) / bias1;
-      p = (1.0f - relative_decay * lr_t) * p - copysign(absolute_decay * lr_t, p);
+    if (!skip && (matrix ? optimize_matrix : (optimize_non_matrix && (g != 0.0f || update_untouched)))) {
+      if (matrix) g += l2_reg * p;
+      const float rate = matrix ? lr : lr * non_matrix_factor;
+      const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * g;
+      const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * g * g;
+      m[m_off + i] = mi;
+      v[v_off + i] = vi;
+      if (relative_decay != 0.0f || absolute_decay != 0.0f) {
+        const float lr_t = rate * sqrt(bias2) / bias1;
+        p = (1.0f - relative_decay * lr_t) * p - copysign(absolute_decay * lr_t, p);
+      }
+      if (adabound)
+        p -= clamp(rate / bias1 / (sqrt(vi / bias2) + epsilon), lower, upper) * mi;
+      else
+        p -= rate * (mi / bias1) / (sqrt(vi / bias2) + epsilon);
+      params[p_off + i] = p;
     }
-    if (adabound)
-      params[p_off + i] = p - clamp(rate / bias1 / (sqrt(vi / bias2) + epsilon), lower, upper) * mi;
-    else
-      params[p_off + i] = p - rate * (mi / bias1) / (sqrt(vi / bias2) + epsilon);
+    if (has_average) {
+      const float from_params = (1.0f - keep) * p;
+      average[a_off + i] = keep == 0.0f ? from_params : from_params + keep * average[a_off + i];
+    }
   }
 }
 

@@ -4,11 +4,14 @@
 
 namespace tessera::ops::opencl {
 
-void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v, V state) {
+void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v,
+               const ParamsAverage& average, V state) {
   const size_t n = params.numel();
   check_view(grad, "adam_step: grad", DType::f32, n);
   check_view(m, "adam_step: m", DType::f32, n);
   check_view(v, "adam_step: v", DType::f32, n);
+  const bool has_average = !average.values.empty();
+  if (has_average) check_view(average.values, "adam_step: average", DType::f32, n);
   TESSERA_CHECK(state.bytes() >= sizeof(TrainState), "adam_step: the state view holds no TrainState");
   if (n == 0) return;
   auto& rt = detail::opencl_runtime(stream.backend());
@@ -19,7 +22,8 @@ void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V pa
       .view(rt, grad, 4)
       .view(rt, params, 4)
       .view(rt, m, 4)
-      .view(rt, v, 4)
+      .view(rt, v, 4)(cl_uint(has_average))(average.keep)
+      .view(rt, has_average ? average.values : params, 4)
       .view(rt, state, 1);
   launch_1d(rt, stream, k, n, "adam_step");
 }
