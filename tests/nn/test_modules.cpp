@@ -430,5 +430,36 @@ TEST(Modules, EmaAveragesTheWeightsForInference) {
   EXPECT_NE(error_of([&] { nn::create_optimizer(deep); }).find("nested deeper than 8"), std::string::npos);
 }
 
+// An Ema inside another: Adam (or SGD) updates the outer one's average in its pass, the
+// inner one updates its own after; both must follow the live weights at their own decay.
+TEST(Modules, AnEmaInsideAnotherKeepsItsOwnAverage) {
+  for (const char* leaf : {"Adam", "SGD"}) {
+    auto model = nn::create_module({{"otype", "MLP"}, {"n_neurons", 8}, {"n_hidden_layers", 1}, {"n_output_dims", 2}},
+                                   3, DeviceKind::cpu);
+    const Json inner{{"otype", "Ema"}, {"decay", 0.5}, {"nested", {{"otype", leaf}, {"learning_rate", 0.05}}}};
+    nn::ModelTrainer t(std::move(model), LossParams{},
+                       nn::create_optimizer({{"otype", "Ema"}, {"decay", 0.75}, {"nested", inner}}), 5);
+    const std::vector<float> x = test::random_floats(16 * 3, -1, 1, 3), y = test::random_floats(16 * 2, -1, 1, 4);
+    std::vector<float> outer_expected(t.n_params()), inner_expected(t.n_params());
+    for (int step = 0; step < 4; ++step) {
+      t.training_step(test::ptr_view(x.data(), 16, 3), test::ptr_view(y.data(), 16, 2));
+      const float* p = t.params().data<float>();
+      for (size_t i = 0; i < t.n_params(); ++i) {
+        outer_expected[i] = step == 0 ? p[i] : 0.75f * outer_expected[i] + 0.25f * p[i];
+        inner_expected[i] = step == 0 ? p[i] : 0.5f * inner_expected[i] + 0.5f * p[i];
+      }
+    }
+    const auto arrays = t.optimizer().state_arrays();  // the nested optimizers' first
+    std::vector<const float*> averages;
+    for (const auto& a : arrays)
+      if (a.name == "ema.averaged") averages.push_back(a.buffer->data());
+    ASSERT_EQ(averages.size(), 2u) << leaf;
+    for (size_t i = 0; i < t.n_params(); ++i) {
+      ASSERT_NEAR(averages[0][i], inner_expected[i], 1e-6f) << leaf << " inner " << i;
+      ASSERT_NEAR(averages[1][i], outer_expected[i], 1e-6f) << leaf << " outer " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera
