@@ -24,9 +24,7 @@ void set_with_nested(uint64_t& steps, Optimizer& nested, const Json& c, const st
   steps = c.at("steps").get<uint64_t>();
   nested.set_counters(c.at("nested"), where);
 }
-}  // namespace
 
-namespace {
 // average.values = (1 - keep) * params + keep * average.values, as [n / 4096, 4096] matrices
 // so every thread of the op has work: an average its optimizer does not update itself.
 void update_average(const OptimizerTarget& t, const ops::ParamsAverage& average) {
