@@ -9,6 +9,7 @@
 // the cube scaled by 2^c about its centre, and cameras look down +z with +y down (OpenCV).
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "tessera/core/hd.h"
 #include "tessera/ops/nerf_types.h"
@@ -223,24 +224,39 @@ TESSERA_HD uint32_t compact_bits(uint32_t v) {
   return v;
 }
 
+// The march looks cells up at every step, so these avoid divisions and library calls: a
+// cascade's scale is a power of two, and the results are those of the plain arithmetic.
+
 // The finest cascade containing p.
 TESSERA_HD uint32_t cascade_of(Vec3 p, uint32_t n_cascades) {
   const float m = 2.0f * std::fmax(std::fabs(p.x - 0.5f), std::fmax(std::fabs(p.y - 0.5f), std::fabs(p.z - 0.5f)));
-  int e = 0;
-  std::frexp(m, &e);  // m = f * 2^e, f in [0.5, 1): cascade e covers |p - 0.5| * 2 < 2^e
-  uint32_t c = e < 0 ? 0u : uint32_t(e);
+  // frexp's exponent e (m = f * 2^e, f in [0.5, 1)), from m's bits (m >= 0 and finite; 0 and
+  // subnormals give e < 0): cascade e covers |p - 0.5| * 2 < 2^e.
+  uint32_t bits;
+  std::memcpy(&bits, &m, sizeof bits);
+  const int e = int((bits >> 23) & 0xFFu) - 126;
+  const uint32_t c = e < 0 ? 0u : uint32_t(e);
   return c < n_cascades ? c : n_cascades - 1;
 }
 
-// Cell coordinate along one axis of cascade c (clamped into the grid).
-TESSERA_HD uint32_t cell_coord(float p, uint32_t c) {
-  const float q = (p - 0.5f) / float(1u << c) + 0.5f;
+// 2^-c, the inverse of cascade c's scale, exactly (c < kMaxCascades).
+TESSERA_HD float inverse_scale(uint32_t c) {
+  const uint32_t bits = (127u - c) << 23;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Cell coordinate along one axis of the cascade of inverse scale `inverse` (clamped into the grid).
+TESSERA_HD uint32_t cell_coord(float p, float inverse) {
+  const float q = (p - 0.5f) * inverse + 0.5f;  // the product is exact: as dividing by the scale
   int i = int(std::floor(q * float(kGridSize)));
   return uint32_t(i < 0 ? 0 : (i >= int(kGridSize) ? int(kGridSize) - 1 : i));
 }
 
 TESSERA_HD uint32_t grid_index(Vec3 p, uint32_t c) {
-  return c * kGridCells + morton3(cell_coord(p.x, c), cell_coord(p.y, c), cell_coord(p.z, c));
+  const float inverse = inverse_scale(c);
+  return c * kGridCells + morton3(cell_coord(p.x, inverse), cell_coord(p.y, inverse), cell_coord(p.z, inverse));
 }
 
 TESSERA_HD bool occupied(const uint8_t* bitfield, uint32_t index) { return (bitfield[index >> 3] >> (index & 7)) & 1; }
@@ -263,16 +279,18 @@ TESSERA_HD float step_size(float t, float cone_angle, uint32_t n_cascades) {
   return s < kMinStep ? kMinStep : (s > max_step ? max_step : s);
 }
 
-// The distance along the ray to the far side of the cell (of cascade c) holding p.
-TESSERA_HD float distance_to_next_cell(Vec3 p, Vec3 dir, uint32_t c) {
-  const float res = float(kGridSize) / float(1u << c);  // cells per unit length
+// The distance along the ray to the far side of the cell (of cascade c) holding p;
+// inverse_dir: 1 / dir per axis (infinite where dir is 0).
+TESSERA_HD float distance_to_next_cell(Vec3 p, Vec3 dir, Vec3 inverse_dir, uint32_t c) {
+  const float inverse = inverse_scale(c);
+  const float res = float(kGridSize) * inverse, cell = float(1u << c) / float(kGridSize);  // both exact
   float t = 3.4e38f;
   for (int a = 0; a < 3; ++a) {
     const float q = (p[a] - 0.5f) * res;  // in cells, centred
     const float d = dir[a];
     if (d == 0.0f) continue;
     const float target = d > 0 ? std::floor(q) + 1.0f : std::ceil(q) - 1.0f;
-    const float ta = (target - q) / (d * res);
+    const float ta = (target - q) * cell * inverse_dir[a];
     t = ta < t ? ta : t;
   }
   return t;
@@ -343,6 +361,8 @@ struct MarchSpan {
   bool hit = false, fixed_step = false;
   float t0 = 0.0f, tmax = 0.0f, dt = 0.0f;
   uint32_t segment_steps = 0;
+  float inverse_dt = 0.0f;  // for the jumps over empty cells
+  Vec3 inverse_dir{};
 };
 
 TESSERA_HD MarchSpan march_span(const MarchSettings& m, const Ray& ray, float t_jitter) {
@@ -355,6 +375,8 @@ TESSERA_HD MarchSpan march_span(const MarchSettings& m, const Ray& ray, float t_
   s.dt = step_size(tmin, m.cone_angle, m.n_cascades);
   s.t0 = tmin + s.dt * t_jitter;
   s.tmax = tmax;
+  s.inverse_dt = 1.0f / s.dt;
+  s.inverse_dir = {1.0f / ray.dir.x, 1.0f / ray.dir.y, 1.0f / ray.dir.z};
   // Every k with t0 + k dt < tmax (rounding included) lies below kMarchSegments segments.
   const float span = (tmax - s.t0) / s.dt;
   const uint32_t n_steps = span > 0.0f ? uint32_t(std::ceil(span < 1e7f ? span : 1e7f)) + 2u : 2u;
@@ -385,8 +407,8 @@ TESSERA_HD uint32_t march_segment(const MarchSettings& m, const Ray& ray, const 
       ++steps;
       ++k;
     } else {
-      const float t_exit = t + distance_to_next_cell(p, ray.dir, c);
-      const float to_exit = std::ceil((t_exit - s.t0) / s.dt);
+      const float t_exit = t + distance_to_next_cell(p, ray.dir, s.inverse_dir, c);
+      const float to_exit = std::ceil((t_exit - s.t0) * s.inverse_dt);
       k = to_exit >= float(k_end) ? k_end : (to_exit > float(k + 1) ? uint32_t(to_exit) : k + 1);
     }
     t = march_t(s, k);
@@ -410,7 +432,7 @@ TESSERA_HD uint32_t march_growing(const MarchSettings& m, const Ray& ray, const 
       ++steps;
       t += dt;
     } else {
-      const float t_exit = t + distance_to_next_cell(p, ray.dir, c);
+      const float t_exit = t + distance_to_next_cell(p, ray.dir, s.inverse_dir, c);
       do t += step_size(t, m.cone_angle, m.n_cascades);
       while (t < t_exit && t < s.tmax);
     }
