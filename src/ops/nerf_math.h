@@ -261,6 +261,25 @@ TESSERA_HD uint32_t grid_index(Vec3 p, uint32_t c) {
 
 TESSERA_HD bool occupied(const uint8_t* bitfield, uint32_t index) { return (bitfield[index >> 3] >> (index & 7)) & 1; }
 
+// In Morton order, the 8 cells of a bitfield byte are a 2 x 2 x 2 block, the 64 of an aligned
+// 8-byte word a 4 x 4 x 4 one: the march reads the word around a cell and, where the cell is
+// empty, jumps the largest empty block that holds it. Bit index % 64 of the word is the cell's.
+// bitfield: 8-byte aligned on the GPU.
+TESSERA_HD uint64_t occupancy_word(const uint8_t* bitfield, uint32_t index) {
+#ifdef __CUDA_ARCH__
+  return reinterpret_cast<const uint64_t*>(bitfield)[index >> 6];
+#else
+  uint64_t word;  // little-endian, as the GPU's
+  std::memcpy(&word, bitfield + (index >> 6) * 8, sizeof word);
+  return word;
+#endif
+}
+// The largest empty aligned block holding the empty cell `index`: 2^level cells a side.
+TESSERA_HD uint32_t empty_block_level(uint64_t word, uint32_t index) {
+  if (word == 0) return 2;
+  return ((word >> (index & 56u)) & 0xFFu) == 0 ? 1u : 0u;
+}
+
 // The centre-relative box of a cell: its corner in world coordinates and its edge length.
 TESSERA_HD Vec3 cell_corner(uint32_t index, float& edge) {
   const uint32_t c = index / kGridCells, m = index % kGridCells;
@@ -279,14 +298,15 @@ TESSERA_HD float step_size(float t, float cone_angle, uint32_t n_cascades) {
   return s < kMinStep ? kMinStep : (s > max_step ? max_step : s);
 }
 
-// The distance along the ray to the far side of the cell (of cascade c) holding p;
-// inverse_dir: 1 / dir per axis (infinite where dir is 0).
-TESSERA_HD float distance_to_next_cell(Vec3 p, Vec3 dir, Vec3 inverse_dir, uint32_t c) {
-  const float inverse = inverse_scale(c);
-  const float res = float(kGridSize) * inverse, cell = float(1u << c) / float(kGridSize);  // both exact
+// The distance along the ray to the far side of the aligned block of 2^level cells a side
+// (of cascade c) holding p (level 0: its cell); inverse_dir: 1 / dir per axis (infinite
+// where dir is 0).
+TESSERA_HD float distance_to_next_cell(Vec3 p, Vec3 dir, Vec3 inverse_dir, uint32_t c, uint32_t level = 0) {
+  const float inverse = inverse_scale(c + level);
+  const float res = float(kGridSize) * inverse, cell = float(1u << (c + level)) / float(kGridSize);  // both exact
   float t = 3.4e38f;
   for (int a = 0; a < 3; ++a) {
-    const float q = (p[a] - 0.5f) * res;  // in cells, centred
+    const float q = (p[a] - 0.5f) * res;  // in blocks, centred (block edges at integers: 64 cells is 2^6)
     const float d = dir[a];
     if (d == 0.0f) continue;
     const float target = d > 0 ? std::floor(q) + 1.0f : std::ceil(q) - 1.0f;
@@ -390,9 +410,9 @@ TESSERA_HD float march_t(const MarchSpan& s, uint32_t k) { return s.t0 + float(k
 TESSERA_HD Vec3 march_position(const Ray& ray, float t) { return ray.origin + t * ray.dir; }
 
 // One segment of a fixed-step march: the steps k in [segment * segment_steps, next
-// segment's first) at t0 + k dt, kept where the cell is occupied; an empty cell is crossed
-// in one jump to the first step past it. emit(position, dt, k) per sample, at most `limit`;
-// returns the number of samples.
+// segment's first) at t0 + k dt, kept where the cell is occupied; an empty cell (with the
+// empty block around it) is crossed in one jump to the first step past it. emit(position,
+// dt, k) per sample, at most `limit`; returns the number of samples.
 template <typename Emit>
 TESSERA_HD uint32_t march_segment(const MarchSettings& m, const Ray& ray, const MarchSpan& s, uint32_t segment,
                                   Emit&& emit, uint32_t limit) {
@@ -401,13 +421,14 @@ TESSERA_HD uint32_t march_segment(const MarchSettings& m, const Ray& ray, const 
   float t = march_t(s, k);
   while (k < k_end && t < s.tmax && steps < limit) {
     const Vec3 p = march_position(ray, t);
-    const uint32_t c = cascade_of(p, m.n_cascades);
-    if (occupied(m.bitfield, grid_index(p, c))) {
+    const uint32_t c = cascade_of(p, m.n_cascades), cell = grid_index(p, c);
+    const uint64_t word = occupancy_word(m.bitfield, cell);
+    if ((word >> (cell & 63u)) & 1u) {
       emit(p, s.dt, k);
       ++steps;
       ++k;
     } else {
-      const float t_exit = t + distance_to_next_cell(p, ray.dir, s.inverse_dir, c);
+      const float t_exit = t + distance_to_next_cell(p, ray.dir, s.inverse_dir, c, empty_block_level(word, cell));
       const float to_exit = std::ceil((t_exit - s.t0) * s.inverse_dt);
       k = to_exit >= float(k_end) ? k_end : (to_exit > float(k + 1) ? uint32_t(to_exit) : k + 1);
     }
@@ -416,8 +437,8 @@ TESSERA_HD uint32_t march_segment(const MarchSettings& m, const Ray& ray, const 
   return steps;
 }
 
-// A march with growing steps (cone_angle > 0): step by step, an empty cell crossed without
-// looking at the grid again.
+// A march with growing steps (cone_angle > 0): step by step, an empty cell (with the empty
+// block around it) crossed without looking at the grid again.
 template <typename Emit>
 TESSERA_HD uint32_t march_growing(const MarchSettings& m, const Ray& ray, const MarchSpan& s, Emit&& emit,
                                   uint32_t limit) {
@@ -426,13 +447,14 @@ TESSERA_HD uint32_t march_growing(const MarchSettings& m, const Ray& ray, const 
   while (t < s.tmax && steps < limit) {
     const Vec3 p = ray.origin + t * ray.dir;
     const float dt = step_size(t, m.cone_angle, m.n_cascades);
-    const uint32_t c = cascade_of(p, m.n_cascades);
-    if (occupied(m.bitfield, grid_index(p, c))) {
+    const uint32_t c = cascade_of(p, m.n_cascades), cell = grid_index(p, c);
+    const uint64_t word = occupancy_word(m.bitfield, cell);
+    if ((word >> (cell & 63u)) & 1u) {
       emit(p, dt);
       ++steps;
       t += dt;
     } else {
-      const float t_exit = t + distance_to_next_cell(p, ray.dir, s.inverse_dir, c);
+      const float t_exit = t + distance_to_next_cell(p, ray.dir, s.inverse_dir, c, empty_block_level(word, cell));
       do t += step_size(t, m.cone_angle, m.n_cascades);
       while (t < t_exit && t < s.tmax);
     }

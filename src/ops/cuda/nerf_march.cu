@@ -99,6 +99,8 @@ void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& sel, uint32
   const cudaStream_t s = detail::native_stream(stream);
   TESSERA_CUDA_CHECK(cudaMemsetAsync(counters, 0, 2 * sizeof(uint32_t), s));
   if (sel.n_rays == 0) return;
+  TESSERA_CHECK(reinterpret_cast<uintptr_t>(scene.bitfield) % 8 == 0,
+                "nerf_march_rays: the occupancy bitfield must be 8-byte aligned (the march reads 64 cells at a time)");
   march_kernel<<<detail::blocks_for(sel.n_rays, kRaysPerBlock), kThreads, 0, s>>>(scene, sel, max_samples, rays, samples, dt,
                                                                    counters);
   TESSERA_CUDA_CHECK_LAUNCH("march_kernel");
