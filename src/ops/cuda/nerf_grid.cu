@@ -1,7 +1,10 @@
 // The occupancy-grid ops on CUDA: refresh samples (a thread each), then the update in four
 // passes: zero the per-cell maxima, scatter each sample's density (atomicMax on the bits:
 // the values are non-negative floats, so their bit patterns order like the floats), the
-// decay with a block-reduced sum of the finest cascade, and the bitfield (a thread per byte).
+// decay with the finest cascade's sum (block sums added in a fixed order: deterministic), and
+// the bitfield (a thread per byte).
+#include <cub/block/block_reduce.cuh>
+
 #include "launch.h"
 #include "stream.h"
 #include "core/cuda/cuda_check.h"
@@ -37,8 +40,14 @@ __global__ void scatter_kernel(const uint32_t* __restrict__ cells, const float* 
   atomicMax(reinterpret_cast<int*>(scratch) + cells[i], __float_as_int(v));
 }
 
+// The densities' sum goes into one partial per block, then sum_partials_kernel adds those in
+// a fixed order: the occupancy threshold (from the mean) is the same every run, so a grid
+// recomputed from the same densities (set_grid_density) gets the same bits.
+using BlockSum = cub::BlockReduce<float, kThreads>;
+
 __global__ void ema_kernel(const float* __restrict__ scratch, uint32_t total, float decay, float* __restrict__ density,
-                           float* __restrict__ sum) {
+                           float* __restrict__ partials) {
+  __shared__ typename BlockSum::TempStorage temp;
   const uint32_t c = blockIdx.x * blockDim.x + threadIdx.x;
   float v = 0.0f;
   if (c < total) {
@@ -46,8 +55,16 @@ __global__ void ema_kernel(const float* __restrict__ scratch, uint32_t total, fl
     density[c] = v;
   }
   if (c >= kGridCells || v < 0.0f) v = 0.0f;  // the mean is over the finest cascade, untrained cells as 0
-  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0 && v != 0.0f) atomicAdd(sum, v);
+  const float block_sum = BlockSum(temp).Sum(v);
+  if (threadIdx.x == 0 && blockIdx.x < kGridCells / kThreads) partials[blockIdx.x] = block_sum;
+}
+
+__global__ void sum_partials_kernel(const float* __restrict__ partials, uint32_t n, float* __restrict__ sum) {
+  __shared__ typename BlockSum::TempStorage temp;
+  float v = 0.0f;
+  for (uint32_t i = threadIdx.x; i < n; i += kThreads) v += partials[i];
+  const float total = BlockSum(temp).Sum(v);
+  if (threadIdx.x == 0) *sum = total;
 }
 
 __global__ void mark_untrained_kernel(NerfScene scene, uint32_t total, float* __restrict__ density) {
@@ -82,15 +99,18 @@ void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* r
   const cudaStream_t s = detail::native_stream(&st);
   const uint32_t total = n_cascades * kGridCells;
   float* sum = static_cast<float*>(st.workspace().get("nerf.grid_sum", sizeof(float)));
-  TESSERA_CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(float), s));
+  constexpr uint32_t kPartials = kGridCells / kThreads;  // blocks over the finest cascade
+  float* partials = static_cast<float*>(st.workspace().get("nerf.grid_sum_partials", kPartials * sizeof(float)));
   fill_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, s>>>(scratch, total, 0.0f);
   TESSERA_CUDA_CHECK_LAUNCH("fill_kernel");
   if (n) {
     scatter_kernel<<<detail::blocks_for(n, kThreads), kThreads, 0, s>>>(cells, raw_density, stride, n, scratch);
     TESSERA_CUDA_CHECK_LAUNCH("scatter_kernel");
   }
-  ema_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, s>>>(scratch, total, decay, density, sum);
+  ema_kernel<<<detail::blocks_for(total, kThreads), kThreads, 0, s>>>(scratch, total, decay, density, partials);
   TESSERA_CUDA_CHECK_LAUNCH("ema_kernel");
+  sum_partials_kernel<<<1, kThreads, 0, s>>>(partials, kPartials, sum);
+  TESSERA_CUDA_CHECK_LAUNCH("sum_partials_kernel");
   bitfield_kernel<<<detail::blocks_for(total / 8, kThreads), kThreads, 0, s>>>(density, total, sum, bitfield);
   TESSERA_CUDA_CHECK_LAUNCH("bitfield_kernel");
 }
