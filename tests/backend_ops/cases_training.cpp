@@ -258,7 +258,7 @@ const RegisterOpCases training_cases([](std::vector<OpCase>& cases) {
                      has_op<ops::AdamStep>(),
                      [untouched](Backend& b, uint64_t seed) { return run_optimizers(b, seed, untouched); }});
   for (const size_t offset : {size_t(0), size_t(1)})
-    cases.push_back({"adam_average", offset ? "100003_unaligned" : "100003", 1e-6, has_op<ops::AdamStep>(),
+    cases.push_back({"adam_average", offset ? "100003_unaligned" : "100003", 4e-6, has_op<ops::AdamStep>(),
                      [offset](Backend& b, uint64_t seed) { return run_adam_average(b, seed, offset); }});
   cases.push_back({"convert_to_half", "range_and_subnormals", 1e-12, has_op<ops::ConvertToHalf>(), run_convert});
   cases.push_back({"gradient_bf16_exchange", "range_tiny_inf", 1e-12, has_op<ops::GradientBf16Exchange>(),
