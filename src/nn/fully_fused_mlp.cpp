@@ -177,18 +177,20 @@ void FullyFusedMlp::inference(ConstView in, View out) {
   if (in.rows() == 0) return;
   check_bound("inference");
   const ConstView x = in.dtype == DType::f16 ? in : contiguous_input(in);
-  View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
+  const bool staged = !takes_rows_of(out);
+  View y = staged ? detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols())) : out;
   run_inference(x, y);
-  if (!out.contiguous()) detail::copy_view(stream(), y, out, 0.0f);
+  if (staged) detail::copy_view(stream(), y, out, 0.0f);
 }
 
 std::unique_ptr<ModuleContext> FullyFusedMlp::forward(ConstView in, View out) {
   check_shapes("MLP forward", in, out, true);
   check_bound("forward");
   const ConstView x = in.dtype == DType::f16 ? in : contiguous_input(in);
-  View y = out.contiguous() ? out : detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols()));
+  const bool staged = !takes_rows_of(out);
+  View y = staged ? detail::scratch_view(out_stage_, out.rows(), uint32_t(out.cols())) : out;
   auto ctx = run_forward(x, y);
-  if (!out.contiguous()) detail::copy_view(stream(), y, out, 0.0f);
+  if (staged) detail::copy_view(stream(), y, out, 0.0f);
   return ctx;
 }
 
@@ -203,7 +205,7 @@ void FullyFusedMlp::backward(ModuleContext& ctx, ConstView in, ConstView dL_dout
                 to_string(dL_din.dtype), dL_din.rows(), dL_din.cols());
   check_bound("backward", true);
   ConstView dy = dL_dout;
-  if (!dL_dout.contiguous()) {
+  if (!takes_rows_of(dL_dout)) {
     dy = detail::scratch_view(dout_stage_, dL_dout.rows(), uint32_t(dL_dout.cols()));
     detail::copy_view(stream(), dL_dout, dy, 0.0f);
   }
@@ -211,6 +213,10 @@ void FullyFusedMlp::backward(ModuleContext& ctx, ConstView in, ConstView dL_dout
                                                   : detail::scratch_view(din_stage_, in.rows(), uint32_t(in.cols()));
   run_backward(ctx, dy, dx, mode);
   if (!dL_din.empty() && !dL_din.contiguous()) detail::copy_view(stream(), dx, dL_din, 0.0f);
+}
+
+bool FullyFusedMlp::takes_rows_of(const TensorView& v) const {
+  return v.contiguous() || (path_ == Path::fused && v.rank == 2 && v.strides[1] == 1);
 }
 
 ConstView FullyFusedMlp::contiguous_input(ConstView in) {

@@ -6,11 +6,13 @@
 
 #include "tessera/core/error.h"
 #include "tessera/ops/encodings.h"
+#include "tessera/ops/fused_mlp.h"
 #include "tessera/ops/gemm.h"
 #include "tessera/ops/gemv.h"
 #include "tessera/ops/matrix.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/nerf.h"
+#include "tessera/ops/train_state.h"
 #include "ops/activation_math.h"
 
 namespace tessera::ops {
@@ -169,6 +171,59 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
   check_view(outputs, "nerf composite: outputs", DType::f32, 0);
   check_view(dt, "nerf composite: dt", DType::f32, outputs.rows());
   if (!dL_doutputs.empty()) check_view(dL_doutputs, "nerf composite: dL_doutputs", DType::f32, outputs.numel());
+}
+
+namespace {
+// A fused MLP's fp32 row matrix [batch, width]: each row's values contiguous; rows apart
+// (columns of a wider matrix) only where `strided`.
+void check_fused_rows(const char* op, const char* what, const TensorView& v, size_t batch, size_t width,
+                      bool strided) {
+  if (v.empty()) return;
+  TESSERA_CHECK(v.rank == 2 && v.dtype == DType::f32 && v.rows() == batch && v.cols() == width && v.strides[1] == 1,
+                "{}: {} must be an fp32 [{}, {}] matrix view, got {} of rank {} [{}, {}]", op, what, batch, width,
+                to_string(v.dtype), v.rank, v.rows(), v.cols());
+  TESSERA_CHECK(strided || v.contiguous(), "{}: {} must be contiguous rows (its row stride is {} for {} columns)", op,
+                what, v.row_stride(), width);
+}
+
+void check_fused_input(const char* op, const MlpShape& s, const GridLayout* grid, const TensorView& input) {
+  TESSERA_CHECK(input.rank == 2 && (!input.empty() || input.rows() == 0),
+                "{}: the input must be a matrix view [batch, {}]", op, grid ? grid->n_dims : s.input_width);
+  if (grid) {
+    TESSERA_CHECK(grid->output_width() == s.input_width, "{}: the grid puts out {} features, the network takes {}", op,
+                  grid->output_width(), s.input_width);
+    return check_fused_rows(op, "the grid's coordinates", input, input.rows(), grid->n_dims, true);
+  }
+  if (input.dtype == DType::f16) {
+    TESSERA_CHECK(input.cols() == s.input_width && input.contiguous(),
+                  "{}: an fp16 input must be contiguous rows [batch, {}], got [{}, {}]", op, s.input_width,
+                  input.rows(), input.cols());
+    return;
+  }
+  check_fused_rows(op, "the input", input, input.rows(), s.input_width, false);
+}
+}  // namespace
+
+void check_fused_mlp_inference(const char* op, const MlpShape& s, const GridLayout* grid, const TensorView& input,
+                               const TensorView& output) {
+  check_fused_input(op, s, grid, input);
+  TESSERA_CHECK(!output.empty() || input.rows() == 0, "{}: no output given", op);
+  check_fused_rows(op, "the output", output, input.rows(), s.output_width, true);
+}
+
+void check_fused_mlp_train(const MlpShape& s, const FusedMlpTrainArgs& a) {
+  const char* op = "fused_mlp_train";
+  check_fused_input(op, s, a.grid.layout, a.input);
+  const size_t batch = a.input.rows();
+  TESSERA_CHECK(a.target.empty() != a.dL_doutput.empty(),
+                "{}: give exactly one of a target (with a loss) or dL/doutput", op);
+  check_fused_rows(op, "the target", a.target, batch, s.output_width, true);
+  check_fused_rows(op, "dL/doutput", a.dL_doutput, batch, s.output_width, true);
+  check_fused_rows(op, "the output", a.output, batch, s.output_width, true);
+  TESSERA_CHECK(!a.grid.layout || a.dL_dinput.empty(), "{}: no dL/dinput with a grid input", op);
+  check_fused_rows(op, "dL/dinput", a.dL_dinput, batch, s.input_width, false);
+  check_view(a.dL_dparams, "fused_mlp_train: dL_dparams", DType::f32, s.n_params());
+  check_view(a.state, "fused_mlp_train: state", DType::u8, sizeof(TrainState));
 }
 
 namespace {

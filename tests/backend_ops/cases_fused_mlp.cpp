@@ -83,7 +83,28 @@ Buffer<TrainState> fresh_state(const Backend& b) {
   return state;
 }
 
-std::vector<double> run_mlp(Backend& b, const MlpCase& c, Output what, bool half_input, uint64_t seed) {
+// Output-side matrices [batch, out] (output, target, dL/doutput): contiguous, or (strided)
+// columns [kStrideOffset, kStrideOffset + out) of rows kStridePad wider, the rest of each row
+// a value the kernels must leave alone (a branch of a Parallel module writes so).
+constexpr size_t kStrideOffset = 3, kStridePad = 5;
+struct OutputRows {
+  Buffer<float> buffer;
+  size_t batch, cols, stride;
+  OutputRows(Backend& b, size_t batch_, size_t cols_, bool strided, std::vector<float> values = {})
+      : buffer(b.device(), 0), batch(batch_), cols(cols_), stride(strided ? cols_ + kStridePad : cols_) {
+    std::vector<float> host(batch * stride, 7.0f);  // finite: untouched columns compare equal
+    for (size_t r = 0; r < batch && !values.empty(); ++r)
+      std::copy_n(values.data() + r * cols, cols, host.data() + r * stride + offset());
+    buffer = upload(b, host);
+  }
+  size_t offset() const { return stride == cols ? 0 : kStrideOffset; }
+  TensorView view() const {
+    return TensorView::matrix(buffer.view().memory, DType::f32, batch, cols, stride, buffer.view().offset + offset());
+  }
+};
+
+std::vector<double> run_mlp(Backend& b, const MlpCase& c, Output what, bool half_input, uint64_t seed,
+                            bool strided = false) {
   const MlpShape s = shape_of(c);
   const Device d = b.device();
   Stream& stream = b.default_stream();
@@ -96,6 +117,13 @@ std::vector<double> run_mlp(Backend& b, const MlpCase& c, Output what, bool half
   const TensorView input = half_input ? TensorView::matrix(x16.data(), DType::f16, c.batch, c.in, c.in)
                                       : x32.matrix(c.batch, c.in);
   std::vector<double> out;
+  if (what == Output::inference && strided) {
+    OutputRows y(b, c.batch, c.out, true);
+    ops::call<ops::FusedMlpInference>(stream, s, MlpActivations{c.hidden_act, c.out_act}, weights.view(), input,
+                                      y.view(), options_of(c));
+    append(out, y.buffer.to_host());
+    return out;
+  }
   if (what == Output::inference) {
     Buffer<float> y(d, c.batch * c.out);
     detail::fill_bytes(d, y.data(), 0xff, y.bytes());  // NaN poison: unwritten outputs fail
@@ -104,9 +132,10 @@ std::vector<double> run_mlp(Backend& b, const MlpCase& c, Output what, bool half
     append(out, y.to_host());
     return out;
   }
-  Buffer<float> target = upload(b, random_floats(c.batch * c.out, -1, 1, seed + 2));
-  Buffer<float> upstream = upload(b, random_floats(c.batch * c.out, -1e-3f, 1e-3f, seed + 3));
-  Buffer<float> y(d, c.batch * c.out), dx(d, c.batch * c.in), grads(d, s.n_params());
+  const OutputRows target(b, c.batch, c.out, strided, random_floats(c.batch * c.out, -1, 1, seed + 2));
+  const OutputRows upstream(b, c.batch, c.out, strided, random_floats(c.batch * c.out, -1e-3f, 1e-3f, seed + 3));
+  OutputRows y(b, c.batch, c.out, strided);
+  Buffer<float> dx(d, c.batch * c.in), grads(d, s.n_params());
   Buffer<TrainState> state = fresh_state(b);
   Workspace ws(b);
   ops::FusedMlpTrainArgs a;
@@ -116,22 +145,22 @@ std::vector<double> run_mlp(Backend& b, const MlpCase& c, Output what, bool half
   a.state = state.view();
   a.options = options_of(c);
   if (what == Output::accumulate) {  // an upstream gradient twice: overwrite, then accumulate
-    a.dL_doutput = upstream.matrix(c.batch, c.out);
+    a.dL_doutput = upstream.view();
     ops::call<ops::FusedMlpTrain>(stream, s, MlpActivations{c.hidden_act, c.out_act}, a, ws);
     a.mode = GradientMode::accumulate;
     ops::call<ops::FusedMlpTrain>(stream, s, MlpActivations{c.hidden_act, c.out_act}, a, ws);
     append(out, grads.to_host());
     return out;
   }
-  a.target = target.matrix(c.batch, c.out);
+  a.target = target.view();
   a.loss = LossParams{LossKind::Huber, 0.1f};
-  a.output = y.matrix(c.batch, c.out);
+  a.output = y.view();
   if (!half_input) a.dL_dinput = dx.matrix(c.batch, c.in);
   ops::call<ops::FusedMlpTrain>(stream, s, MlpActivations{c.hidden_act, c.out_act}, a, ws);
   switch (what) {
     case Output::params: append(out, grads.to_host()); break;
     case Output::input: append(out, dx.to_host()); break;
-    case Output::output: append(out, y.to_host()); break;
+    case Output::output: append(out, y.buffer.to_host()); break;
     default: {
       TrainState st;
       state.copy_to_host(&st, 1);
@@ -216,8 +245,8 @@ std::function<bool(const Backend&)> takes_grid_input(bool training) {
 
 const RegisterOpCases registered([](std::vector<OpCase>& cases) {
   for (const MlpCase& c : kCases) {
-    const auto run = [c](Output what, bool half) {
-      return [c, what, half](Backend& b, uint64_t seed) { return run_mlp(b, c, what, half, seed); };
+    const auto run = [c](Output what, bool half, bool strided = false) {
+      return [c, what, half, strided](Backend& b, uint64_t seed) { return run_mlp(b, c, what, half, seed, strided); };
     };
     const std::string n = c.name;
     cases.push_back({"fused_mlp_inference", n, kForwardTol, has_op<ops::FusedMlpInference>(),
@@ -231,6 +260,15 @@ const RegisterOpCases registered([](std::vector<OpCase>& cases) {
     cases.push_back({"fused_mlp_train", n + "_loss", kLossTol, has_op<ops::FusedMlpTrain>(), run(Output::loss, false)});
     cases.push_back({"fused_mlp_train", n + "_accumulate", kParamGradTol, has_op<ops::FusedMlpTrain>(),
                      run(Output::accumulate, false)});
+    // Output, target and dL/doutput as columns of wider rows (the other columns untouched).
+    cases.push_back({"fused_mlp_inference", n + "_strided", kForwardTol, has_op<ops::FusedMlpInference>(),
+                     run(Output::inference, false, true)});
+    cases.push_back({"fused_mlp_train", n + "_strided_output", kForwardTol, has_op<ops::FusedMlpTrain>(),
+                     run(Output::output, false, true)});
+    cases.push_back({"fused_mlp_train", n + "_strided_params", kParamGradTol, has_op<ops::FusedMlpTrain>(),
+                     run(Output::params, false, true)});
+    cases.push_back({"fused_mlp_train", n + "_strided_accumulate", kParamGradTol, has_op<ops::FusedMlpTrain>(),
+                     run(Output::accumulate, false, true)});
     if (c.in % 8 == 0 && c.kernel != ops::FusedMlpKernel::wmma) {  // fp16 input: the mma kernel's
       cases.push_back({"fused_mlp_inference", n + "_half_input", kForwardTol, takes_half_input(c, false),
                        run(Output::inference, true)});

@@ -4,8 +4,14 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "support/errors.h"
+#include "support/half.h"
 #include "support/random.h"
+#include "tessera/core/backend.h"
+#include "tessera/ops/dispatch.h"
+#include "tessera/ops/fused_mlp.h"
 #include "tessera/ops/mlp.h"
+#include "tessera/ops/train_state.h"
 #include "ops/cpu/cpu_kernels.h"
 
 namespace tessera {
@@ -206,6 +212,53 @@ TEST(MlpCpu, FloatForwardMatchesDouble) {
   ops::cpu::mlp_forward<float>(s, acts, pf.data(), xf.data(), batch, yf.data(), nullptr);
   ops::cpu::mlp_forward<double>(s, acts, pd.data(), xd.data(), batch, yd.data(), nullptr);
   for (size_t i = 0; i < yf.size(); ++i) ASSERT_NEAR(yf[i], yd[i], 1e-5);
+}
+
+// The fused MLP ops take output, target and dL/doutput as rows of any stride (a Parallel
+// branch's columns), and name the view that is wrong (the CPU registration runs the checks
+// every backend's does).
+TEST(MlpCpu, FusedOpsTakeStridedOutputRowsAndNameAWrongView) {
+  auto& cpu = backend_for(DeviceKind::cpu);
+  const MlpShape s{5, 16, 1, 3};
+  const ops::MlpActivations acts{Activation::ReLU, Activation::None};
+  const size_t batch = 9, wide = 8;
+  std::vector<uint16_t> weights(s.n_params());
+  const auto w = test::random_floats(s.n_params(), -0.5f, 0.5f, 3);
+  for (size_t i = 0; i < w.size(); ++i) weights[i] = test::half_bits(w[i]);
+  const auto x = test::random_floats(batch * s.input_width, -1, 1, 4);
+  std::vector<float> packed(batch * s.output_width), rows(batch * wide, 5.0f);
+  const TensorView wv = TensorView::of(weights.data(), weights.size());
+  const TensorView xv = TensorView::of_matrix(x.data(), batch, s.input_width, s.input_width);
+  const TensorView columns = TensorView::matrix(rows.data(), DType::f32, batch, s.output_width, wide, 2);
+  ops::call<ops::FusedMlpInference>(cpu.default_stream(), s, acts, wv, xv,
+                                    TensorView::of_matrix(packed.data(), batch, s.output_width, s.output_width),
+                                    ops::FusedMlpOptions{});
+  ops::call<ops::FusedMlpInference>(cpu.default_stream(), s, acts, wv, xv, columns, ops::FusedMlpOptions{});
+  for (size_t r = 0; r < batch; ++r)
+    for (size_t c = 0; c < wide; ++c) {
+      const bool written = c >= 2 && c < 2 + s.output_width;
+      EXPECT_EQ(rows[r * wide + c], written ? packed[r * s.output_width + c - 2] : 5.0f) << r << ", " << c;
+    }
+
+  std::vector<float> grads(s.n_params()), dx(batch * wide);
+  ops::TrainState state;
+  ops::FusedMlpTrainArgs a;
+  a.weights = wv;
+  a.input = xv;
+  a.dL_doutput = columns;
+  a.dL_dparams = TensorView::of(grads.data(), grads.size());
+  a.state = TensorView::of(&state, 1);
+  Workspace ws(cpu);
+  auto train = [&] { return test::error_of([&] { ops::call<ops::FusedMlpTrain>(cpu.default_stream(), s, acts, a, ws); }); };
+  EXPECT_EQ(train(), "");
+  a.dL_dinput = TensorView::matrix(dx.data(), DType::f32, batch, s.input_width, wide);
+  EXPECT_NE(train().find("dL/dinput must be contiguous rows"), std::string::npos) << train();
+  a.dL_dinput = {};
+  a.output = TensorView::of_matrix(packed.data(), batch, 2, 2);
+  EXPECT_NE(train().find("the output must be an fp32 [9, 3] matrix view"), std::string::npos) << train();
+  a.output = {};
+  a.target = columns;
+  EXPECT_NE(train().find("exactly one of a target"), std::string::npos) << train();
 }
 
 }  // namespace

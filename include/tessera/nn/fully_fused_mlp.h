@@ -33,8 +33,9 @@ MlpConfig parse_mlp_config(const Json& config, uint32_t input_width, uint32_t ou
 
 // An MLP module: the fused tensor-core kernels (FullyFusedMLP on CUDA), one GEMM per layer
 // (MLP / CutlassMLP, or a backend without the fused kernels), the fp32 reference on the CPU.
-// Its parameters are matrix parameters. It reads and writes contiguous rows: strided views
-// go through grow-only stages.
+// Its parameters are matrix parameters. The fused kernels write their output and read
+// dL/doutput as rows of any stride (columns of a wider matrix, e.g. a Parallel branch's);
+// other strided views go through grow-only stages.
 class FullyFusedMlp final : public Module {
  public:
   FullyFusedMlp(const MlpConfig& config, Device device);
@@ -102,6 +103,8 @@ class FullyFusedMlp final : public Module {
   // The input as contiguous rows: the view itself, or a copy that lives until the next
   // forward (the fused backward re-reads it).
   ConstView contiguous_input(ConstView in);
+  // Whether the path reads or writes an output-side view (output, dL/doutput) in place.
+  bool takes_rows_of(const TensorView& v) const;
 
   MlpConfig cfg_;
   Device device_;

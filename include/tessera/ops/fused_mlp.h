@@ -110,6 +110,14 @@ struct FusedMlpInferenceGridInput {
                   const FusedGridInputViews& grid, const TensorView& coords, const TensorView& output,
                   const FusedMlpOptions& options);
 };
+// Checks a fused MLP call's views (every backend's registration calls these). input: fp32
+// or fp16 contiguous rows [batch, input_width], or with a grid the fp32 coordinates [batch,
+// n_dims] (any row stride). output, target and dL_doutput: fp32 [batch, output_width] rows,
+// contiguous or columns of a wider matrix (any row stride, e.g. a branch of a Parallel
+// module). dL_dinput: contiguous fp32 rows [batch, input_width]. Empty views are skipped.
+void check_fused_mlp_inference(const char* op, const MlpShape& shape, const GridLayout* grid,
+                               const TensorView& input, const TensorView& output);
+void check_fused_mlp_train(const MlpShape& shape, const FusedMlpTrainArgs& args);
 struct FusedMlpLaunchInfo {
   static constexpr const char* name = "fused_mlp_launch_info";
   using Fn = FusedLaunchInfo(Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,

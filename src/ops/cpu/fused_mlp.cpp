@@ -4,6 +4,7 @@
 // (nn/fully_fused_mlp.cpp); these ops recompute, as the kernels do.
 #include "fused_mlp_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -25,10 +26,16 @@ std::vector<float> to_floats(const TensorView& v, const char* what, size_t n) {
   return out;
 }
 
-void check_rows(const TensorView& v, const char* what, size_t batch, uint32_t width) {
-  TESSERA_CHECK(v.rank == 2 && v.rows() == batch && v.cols() == width && v.dtype == DType::f32 && v.contiguous(),
-                "{}: expects a contiguous fp32 [{}, {}] view, got {} [{}, {}]", what, batch, width,
-                to_string(v.dtype), v.rows(), v.cols());
+// Rows [batch, width] of a (possibly strided) fp32 view, to and from packed rows.
+std::vector<float> packed_rows(const TensorView& v, size_t batch, uint32_t width) {
+  std::vector<float> out(batch * width);
+  const float* src = v.data<const float>();
+  for (size_t r = 0; r < batch; ++r) std::copy_n(src + r * v.row_stride(), width, out.data() + r * width);
+  return out;
+}
+void store_rows(const std::vector<float>& rows, size_t batch, uint32_t width, const TensorView& v) {
+  float* dst = v.data<float>();
+  for (size_t r = 0; r < batch; ++r) std::copy_n(rows.data() + r * width, width, dst + r * v.row_stride());
 }
 
 // The network's input rows as fp32: the input itself, or (grid input) the grid's features
@@ -37,8 +44,6 @@ std::vector<float> network_input(const MlpShape& s, const FusedGridInputViews& g
                                  size_t batch) {
   if (!grid.layout) return to_floats(input, "fused_mlp: input", batch * s.input_width);
   const GridLayout& g = *grid.layout;
-  TESSERA_CHECK(g.output_width() == s.input_width, "fused_mlp: the grid puts out {} features, the network takes {}",
-                g.output_width(), s.input_width);
   const std::vector<float> table = to_floats(grid.table, "fused_mlp: grid table", size_t(g.n_params()));
   std::vector<float> features(batch * s.input_width);
   grid_encode<float>(g, table.data(), input.data<const float>(), uint32_t(input.row_stride()), batch,
@@ -51,21 +56,19 @@ std::vector<float> network_input(const MlpShape& s, const FusedGridInputViews& g
 void fused_mlp_inference_reference(const MlpShape& s, MlpActivations acts, const TensorView& weights,
                                    const FusedGridInputViews& grid, const TensorView& input,
                                    const TensorView& output) {
+  check_fused_mlp_inference("fused_mlp_inference", s, grid.layout, input, output);
   const size_t batch = input.rows();
   if (batch == 0) return;
-  check_rows(output, "fused_mlp_inference: output", batch, s.output_width);
   const std::vector<float> w = to_floats(weights, "fused_mlp_inference: weights", s.n_params());
   const std::vector<float> x = network_input(s, grid, input, batch);
-  mlp_forward<float>(s, acts, w.data(), x.data(), batch, output.data<float>(), nullptr);
+  std::vector<float> y(batch * s.output_width);
+  mlp_forward<float>(s, acts, w.data(), x.data(), batch, y.data(), nullptr);
+  store_rows(y, batch, s.output_width, output);
 }
 
 void fused_mlp_train_reference(const MlpShape& s, MlpActivations acts, const FusedMlpTrainArgs& a) {
+  check_fused_mlp_train(s, a);
   const size_t batch = a.input.rows();
-  TESSERA_CHECK(a.target.empty() != a.dL_doutput.empty(), "fused_mlp_train: give a target or dL/doutput, not both");
-  TESSERA_CHECK(!a.grid.layout || a.dL_dinput.empty(), "fused_mlp_train: no dL/dinput with a grid input");
-  TESSERA_CHECK(a.dL_dparams.numel() >= s.n_params() && a.dL_dparams.dtype == DType::f32,
-                "fused_mlp_train: dL_dparams holds {} values; the network has {}", a.dL_dparams.numel(),
-                s.n_params());
   auto& state = *a.state.data<TrainState>();
   if (batch == 0) return;
   const std::vector<float> w = to_floats(a.weights, "fused_mlp_train: weights", s.n_params());
@@ -75,25 +78,17 @@ void fused_mlp_train_reference(const MlpShape& s, MlpActivations acts, const Fus
   MlpTape<float> tape;
   mlp_forward<float>(s, acts, w.data(), x.data(), batch, y.data(), &tape);
   if (!a.target.empty()) {  // the loss as the kernels take it: mean over batch x outputs
-    check_rows(a.target, "fused_mlp_train: target", batch, s.output_width);
-    state.last_loss =
-        loss_forward_backward(a.loss, y.data(), a.target.data<const float>(), n_out, 1.0f / float(n_out), dy.data());
+    const std::vector<float> target = packed_rows(a.target, batch, s.output_width);
+    state.last_loss = loss_forward_backward(a.loss, y.data(), target.data(), n_out, 1.0f / float(n_out), dy.data());
   } else {
-    check_rows(a.dL_doutput, "fused_mlp_train: dL_doutput", batch, s.output_width);
-    dy.assign(a.dL_doutput.data<const float>(), a.dL_doutput.data<const float>() + n_out);
+    dy = packed_rows(a.dL_doutput, batch, s.output_width);
   }
-  if (!a.output.empty()) {
-    check_rows(a.output, "fused_mlp_train: output", batch, s.output_width);
-    std::copy(y.begin(), y.end(), a.output.data<float>());
-  }
+  if (!a.output.empty()) store_rows(y, batch, s.output_width, a.output);
   const bool want_dx = !a.dL_dinput.empty() || a.grid.layout;
   std::vector<float> dx(want_dx ? batch * s.input_width : 0);
   mlp_backward<float>(s, acts, w.data(), x.data(), batch, tape, dy.data(), a.dL_dparams.data<float>(), a.mode,
                       want_dx ? dx.data() : nullptr);
-  if (!a.dL_dinput.empty()) {
-    check_rows(a.dL_dinput, "fused_mlp_train: dL_dinput", batch, s.input_width);
-    std::copy(dx.begin(), dx.end(), a.dL_dinput.data<float>());
-  }
+  if (!a.dL_dinput.empty()) std::copy(dx.begin(), dx.end(), a.dL_dinput.data<float>());
   if (a.grid.layout) {  // the grid's gradient is added in, as the kernel's scatter does
     const GridLayout& g = *a.grid.layout;
     const std::vector<float> table = to_floats(a.grid.table, "fused_mlp_train: grid table", size_t(g.n_params()));

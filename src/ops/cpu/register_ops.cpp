@@ -181,6 +181,7 @@ void register_ops(Backend& b) {
   b.add_op<FusedMlpInferenceGridInput>([](Stream&, const MlpShape& s, MlpActivations acts, V weights,
                                           const FusedGridInputViews& grid, V coords, V output,
                                           const FusedMlpOptions&) {
+    TESSERA_CHECK(grid.layout, "fused_mlp_inference_grid_input: no grid layout given");
     fused_mlp_inference_reference(s, acts, weights, grid, coords, output);
   });
   b.add_op<FusedMlpTrain>([](Stream&, const MlpShape& s, MlpActivations acts, const FusedMlpTrainArgs& args,

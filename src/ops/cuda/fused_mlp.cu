@@ -141,6 +141,12 @@ void check_shape(const MlpShape& s) {
   TESSERA_CHECK(s.n_hidden_layers >= 1, "FullyFusedMLP: n_hidden_layers must be at least 1");
   TESSERA_CHECK(s.input_width >= 1 && s.output_width >= 1, "FullyFusedMLP: input and output widths must be positive");
 }
+// A row stride in floats of an output (or target / dL_doutput) matrix: 0 means contiguous rows.
+uint32_t stride_of(const MlpShape& s, uint32_t stride) {
+  TESSERA_CHECK(stride == 0 || stride >= s.output_width,
+                "FullyFusedMLP: a row stride of {} floats is less than the output width {}", stride, s.output_width);
+  return stride ? stride : s.output_width;
+}
 }  // namespace
 
 FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
@@ -151,17 +157,19 @@ FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts
 }
 
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                         const float* input, size_t batch, float* output, const FusedMlpOptions& options,
-                         Stream* stream) {
+                         const float* input, size_t batch, float* output, uint32_t output_stride,
+                         const FusedMlpOptions& options, Stream* stream) {
   check_shape(shape);
   if (batch == 0) return;
   TESSERA_CHECK(weights && input && output, "fused_mlp_inference: null pointer argument");
   const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, batch, false, options);
   const FusedLaunchInfo plan = detail::cached_plan(kernel, shape, acts, batch, false, options);
   if (kernel == detail::FusedKernel::mma)
-    detail::mma_inference(shape, acts, plan, weights, input, nullptr, batch, output, detail::native_stream(stream));
+    detail::mma_inference(shape, acts, plan, weights, input, nullptr, batch, output, stride_of(shape, output_stride),
+                          detail::native_stream(stream));
   else
-    detail::wmma_inference(shape, acts, plan, weights, input, batch, output, detail::native_stream(stream));
+    detail::wmma_inference(shape, acts, plan, weights, input, batch, output, stride_of(shape, output_stride),
+                           detail::native_stream(stream));
 }
 
 bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
@@ -182,14 +190,15 @@ void check_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, 
 }  // namespace
 
 void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                                    const uint16_t* input, size_t batch, float* output,
+                                    const uint16_t* input, size_t batch, float* output, uint32_t output_stride,
                                     const FusedMlpOptions& options, Stream* stream) {
   check_shape(shape);
   if (batch == 0) return;
   TESSERA_CHECK(weights && input && output, "fused_mlp_inference_half_input: null pointer argument");
   check_half_input(shape, acts, batch, false, input, options);
   const FusedLaunchInfo plan = detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, false, options);
-  detail::mma_inference(shape, acts, plan, weights, nullptr, input, batch, output, detail::native_stream(stream));
+  detail::mma_inference(shape, acts, plan, weights, nullptr, input, batch, output, stride_of(shape, output_stride),
+                        detail::native_stream(stream));
 }
 
 bool fused_mlp_accepts_grid_input(const MlpShape& shape, MlpActivations acts, const GridLayout& grid, size_t batch,
@@ -211,7 +220,7 @@ bool fused_mlp_accepts_grid_input(const MlpShape& shape, MlpActivations acts, co
 
 void fused_mlp_inference_grid_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
                                     const FusedGridInput& grid, const float* coords, size_t batch, float* output,
-                                    const FusedMlpOptions& options, Stream* stream) {
+                                    uint32_t output_stride, const FusedMlpOptions& options, Stream* stream) {
   TESSERA_CHECK(grid.layout && grid.table, "fused_mlp_inference_grid_input: no grid given");
   TESSERA_CHECK(fused_mlp_accepts_grid_input(shape, acts, *grid.layout, batch, false, options),
                 "FullyFusedMLP: this network does not take a grid input in its kernel; check "
@@ -220,8 +229,8 @@ void fused_mlp_inference_grid_input(const MlpShape& shape, MlpActivations acts, 
   TESSERA_CHECK(weights && coords && output, "fused_mlp_inference_grid_input: null pointer argument");
   const FusedLaunchInfo plan =
       detail::cached_plan(detail::FusedKernel::mma, shape, acts, batch, false, options, int(grid.layout->n_dims));
-  detail::mma_inference(shape, acts, plan, weights, coords, nullptr, batch, output, detail::native_stream(stream),
-                        grid);
+  detail::mma_inference(shape, acts, plan, weights, coords, nullptr, batch, output, stride_of(shape, output_stride),
+                        detail::native_stream(stream), grid);
 }
 
 void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrainArgs& a, Workspace& ws) {
@@ -240,6 +249,8 @@ void fused_mlp_train(const MlpShape& shape, MlpActivations acts, const FusedTrai
   if (a.input_half && a.batch > 0) check_half_input(shape, acts, a.batch, true, a.input_half, a.options);
   TESSERA_CHECK((a.target != nullptr) != (a.dL_doutput != nullptr),
                 "fused_mlp_train: give exactly one of a target (with a loss) or dL/doutput");
+  stride_of(shape, a.output_stride);
+  stride_of(shape, a.target_stride);
   if (a.batch == 0) {
     if (a.mode == GradientMode::overwrite)
       TESSERA_CUDA_CHECK(

@@ -10,10 +10,11 @@
 
 namespace tessera::ops::cuda {
 // weights: fp16 bits, shape.n_params() (padded layout). input: [batch, input_width],
-// output: [batch, output_width] (fp32, device).
+// output: [batch, output_width] (fp32, device) with row stride output_stride floats (0:
+// output_width; a wider stride writes into columns of a wider matrix).
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                         const float* input, size_t batch, float* output, const FusedMlpOptions& options = {},
-                         Stream* stream = nullptr);
+                         const float* input, size_t batch, float* output, uint32_t output_stride = 0,
+                         const FusedMlpOptions& options = {}, Stream* stream = nullptr);
 
 // fp16 input ([batch, input_width] fp16 bits) skips the fp32 round trip when a producer
 // (e.g. an encoding) can write fp16: the mma kernel reads it directly. It needs
@@ -22,7 +23,7 @@ void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint1
 bool fused_mlp_accepts_half_input(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                                   const FusedMlpOptions& options = {});
 void fused_mlp_inference_half_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
-                                    const uint16_t* input, size_t batch, float* output,
+                                    const uint16_t* input, size_t batch, float* output, uint32_t output_stride = 0,
                                     const FusedMlpOptions& options = {}, Stream* stream = nullptr);
 
 // The MLP's input as a multiresolution grid encoding computed inside the kernel: the
@@ -44,7 +45,8 @@ bool fused_mlp_accepts_grid_input(const MlpShape& shape, MlpActivations acts, co
                                   bool training, const FusedMlpOptions& options = {});
 void fused_mlp_inference_grid_input(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,
                                     const FusedGridInput& grid, const float* coords, size_t batch, float* output,
-                                    const FusedMlpOptions& options = {}, Stream* stream = nullptr);
+                                    uint32_t output_stride = 0, const FusedMlpOptions& options = {},
+                                    Stream* stream = nullptr);
 
 struct FusedTrainArgs {
   const uint16_t* weights = nullptr;   // fp16 bits, n_params
@@ -57,6 +59,9 @@ struct FusedTrainArgs {
   // ... or an upstream gradient dL/doutput (already including any mean factor).
   const float* dL_doutput = nullptr;   // [batch, output_width]
   float* output = nullptr;             // optional [batch, output_width]
+  // Row strides in floats (0: output_width) of output and of target or dL_doutput: a
+  // network may write into, and take its upstream gradient from, columns of a wider matrix.
+  uint32_t output_stride = 0, target_stride = 0;
   float* dL_dinput = nullptr;          // optional [batch, input_width]
   float* dL_dparams = nullptr;         // [n_params], written per `mode`
   GradientMode mode = GradientMode::overwrite;

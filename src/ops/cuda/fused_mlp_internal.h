@@ -47,14 +47,15 @@ FusedLaunchInfo mma_plan(const MlpShape& shape, MlpActivations acts, size_t batc
                          bool weight_grads_by_gemm = false, int grid_dims = 0);
 // input or input_half (fp16 bits; in_w % 8 == 0, 16-byte aligned) is null; with
 // grid.layout set, input holds the grid's coordinates.
+// output_stride: the output's row stride in floats (at least the output width).
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream,
-                   const FusedGridInput& grid = {});
+                   const float* input, const uint16_t* input_half, size_t batch, float* output,
+                   uint32_t output_stride, cudaStream_t stream, const FusedGridInput& grid = {});
 void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 FusedLaunchInfo wmma_plan(const MlpShape& shape, MlpActivations acts, size_t batch, bool training);
 void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                    const float* input, size_t batch, float* output, cudaStream_t stream);
+                    const float* input, size_t batch, float* output, uint32_t output_stride, cudaStream_t stream);
 void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const TrainLaunch& launch);
 
 // Maps a run-time hidden width to the kernels' compile-time width: f(integral_constant),
@@ -91,12 +92,20 @@ Params shape_params(const MlpShape& s, MlpActivations acts, size_t batch) {
   p.in_pad = int(s.input_padded());
   p.out_w = int(s.output_width);
   p.out_pad = int(s.output_padded());
+  p.out_stride = p.tg_stride = s.output_width;
   p.width = int(s.width);
   p.act_hidden = acts.hidden;
   p.act_output = acts.output;
   p.n_params = s.n_params();
   p.batch = batch;
   return p;
+}
+
+// A training launch's row strides of output and of target / dL_doutput (0: the output width).
+template <typename Params>
+void set_strides(Params& p, const FusedTrainArgs& a) {
+  if (a.output_stride) p.out_stride = a.output_stride;
+  if (a.target_stride) p.tg_stride = a.target_stride;
 }
 
 // Writes the block's loss partial: the threads' sums added by warp shuffles, then the

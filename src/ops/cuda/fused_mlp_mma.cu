@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(256, GD > 0 ? 4 : 1) mma_inference_kernel(MmaP
           for (int e = 0; e < 4; ++e) {
             const int r = warp_row + frag_row(e), col = np * 16 + j * 8 + frag_col(e);
             if (r < valid_rows && col < p.out_w)
-              p.output[(row0 + r) * p.out_w + col] = activation_value(decltype(act)::value, co[j][e]);
+              p.output[(row0 + r) * p.out_stride + col] = activation_value(decltype(act)::value, co[j][e]);
           }
       });    }
     __syncthreads();  // the staging buffer is refilled next iteration
@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
   float* gin = reinterpret_cast<float*>(smem + lay.gin);
   const float* tg_src = p.target ? p.target : p.dL_dout;
   const bool vec_in = p.in_w % 4 == 0 && (reinterpret_cast<uintptr_t>(p.input) & 15) == 0;
-  const bool vec_tg = p.out_w % 4 == 0 && (reinterpret_cast<uintptr_t>(tg_src) & 15) == 0;
+  const bool vec_tg = p.out_w % 4 == 0 && p.tg_stride % 4 == 0 && (reinterpret_cast<uintptr_t>(tg_src) & 15) == 0;
 
   load_weights(p, lay, wts);
   if (!StoreLayers) {
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
     const size_t row0 = size_t(tile) * p.rows;
     const int valid = int(min(size_t(p.rows), p.batch - row0));
     stage_input<GD>(p, row0, valid, in_stage(b), lay.ld_in_stage, vec_in, tid, n_threads);
-    stage_rows(tg_src, p.out_w, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, tid, n_threads);
+    stage_rows(tg_src, p.out_w, p.tg_stride, row0, valid, tg_stage(b), lay.ld_tg_stage, vec_tg, tid, n_threads);
   };
 
   // ---- a row warp's forward pass over its 16 rows (activations in registers), the output
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(W <= 64 ? 512 : 256) mma_train_kernel(MmaParam
                 s[i] = 0.0f;
                 if (r < valid_rows && col < p.out_w) {
                   const float z = co[j][e], y = activation_value(A, z);
-                  if (p.output) p.output[(row0 + r) * p.out_w + col] = y;
+                  if (p.output) p.output[(row0 + r) * p.out_stride + col] = y;
                   const float t = tg[r * lay.ld_tg_stage + col];
                   float d;
                   if (p.target) {
@@ -599,14 +599,15 @@ void launch_mma(MmaParams p, const FusedLaunchInfo& plan, bool training, cudaStr
 }  // namespace
 
 void mma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                   const float* input, const uint16_t* input_half, size_t batch, float* output, cudaStream_t stream,
-                   const FusedGridInput& grid) {
+                   const float* input, const uint16_t* input_half, size_t batch, float* output,
+                   uint32_t output_stride, cudaStream_t stream, const FusedGridInput& grid) {
   TESSERA_CHECK(plan.blocks > 0, "FullyFusedMLP: the mma kernel cannot hold this network's weights");
   MmaParams p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
   p.input = input;
   p.input_h = reinterpret_cast<const __half*>(input_half);
   p.output = output;
+  p.out_stride = output_stride;
   set_grid(p, grid);
   apply_plan(p, plan);
   launch_mma(p, plan, false, stream);
@@ -621,6 +622,7 @@ void mma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo
   p.output = a.output;
   p.target = a.target;
   p.dL_dout = a.dL_doutput;
+  set_strides(p, a);
   p.loss = a.loss;
   p.dL_din = a.dL_dinput;
   p.input_grad_scale = l.input_grad_scale;

@@ -23,6 +23,9 @@ constexpr int kStagePad = 8;  // floats added to every fp32 staging row (bank sp
 
 struct MmaParams {
   int in_w, in_pad, out_w, out_pad, width, n_hidden;
+  // Row strides (floats) of output and of target / dL_dout: a network may write into, and
+  // read its upstream gradient from, columns of a wider matrix (shape_params: out_w).
+  uint32_t out_stride, tg_stride;
   Activation act_hidden, act_output;
   bool store_z;
   const __half* weights;  // global, [n_params] in MlpShape layout
@@ -33,10 +36,10 @@ struct MmaParams {
   int rows, warps, n_tiles;  // warps: all warps of the block
   int row_warps;             // warps that own 16 rows each (rows / 16); the rest only join the dW phases
   // inference
-  float* output;          // [batch, out_w]
+  float* output;          // [batch, out_w], row stride out_stride
   // training
   const float* target;    // [batch, out_w] (loss in kernel) ...
-  const float* dL_dout;   // ... or [batch, out_w] upstream gradient
+  const float* dL_dout;   // ... or [batch, out_w] upstream gradient (either: row stride tg_stride)
   LossParams loss;
   float* dL_din;          // [batch, in_w] or null
   float input_grad_scale;
@@ -160,19 +163,19 @@ __device__ __forceinline__ void cp_async_wait_one() { ptx::cp_async_wait<1>(); }
 
 // Copies the tile's input (and target / upstream gradient) rows into a staging buffer;
 // threads tid, tid + n_threads, ... each copy a share.
-__device__ __forceinline__ void stage_rows(const float* src, int width, size_t row0, int valid_rows, float* dst,
-                                           int ld, bool vec16, int tid, int n_threads) {
+__device__ __forceinline__ void stage_rows(const float* src, int width, size_t src_ld, size_t row0, int valid_rows,
+                                           float* dst, int ld, bool vec16, int tid, int n_threads) {
   if (vec16) {
     const int chunks_per_row = width / 4, total = valid_rows * chunks_per_row;
     for (int e = tid; e < total; e += n_threads) {
       const int r = e / chunks_per_row, c = (e - r * chunks_per_row) * 4;
-      cp_async_16(dst + r * ld + c, src + (row0 + r) * width + c);
+      cp_async_16(dst + r * ld + c, src + (row0 + r) * src_ld + c);
     }
   } else {
     const int total = valid_rows * width;
     for (int e = tid; e < total; e += n_threads) {
       const int r = e / width, c = e - r * width;
-      cp_async_4(dst + r * ld + c, src + (row0 + r) * width + c);
+      cp_async_4(dst + r * ld + c, src + (row0 + r) * src_ld + c);
     }
   }
 }
@@ -202,7 +205,7 @@ __device__ __forceinline__ void stage_input(const MmaParams& p, size_t row0, int
   } else if (p.input_h) {
     stage_rows_half(p.input_h, p.in_w, row0, valid_rows, dst, ld, tid, n_threads);
   } else {
-    stage_rows(p.input, p.in_w, row0, valid_rows, dst, ld, vec_in, tid, n_threads);
+    stage_rows(p.input, p.in_w, size_t(p.in_w), row0, valid_rows, dst, ld, vec_in, tid, n_threads);
   }
 }
 

@@ -38,6 +38,7 @@ static_assert(int(FragAcc::num_elements) == int(FragAccHalf::num_elements));
 
 struct Params {
   int in_w, in_pad, out_w, out_pad, width, n_layers;
+  uint32_t out_stride, tg_stride;  // row strides (floats) of output and of target / dL_dout
   Activation act_hidden, act_output;
   const __half* weights;  // global [n_params]
   size_t n_params;
@@ -250,7 +251,7 @@ __global__ void __launch_bounds__(kThreads) fused_mlp_inference_kernel(Params p)
     const size_t valid = min(size_t(p.rows), p.batch - row0) * p.out_w;
     for (size_t e = threadIdx.x; e < valid; e += kThreads) {
       const int r = int(e / p.out_w), c = int(e % p.out_w);
-      p.output[row0 * p.out_w + e] = activation_value(p.act_output, staging[r * lay.ld_staging + c]);
+      p.output[(row0 + r) * p.out_stride + c] = activation_value(p.act_output, staging[r * lay.ld_staging + c]);
     }
     __syncthreads();
   }
@@ -318,8 +319,8 @@ __global__ void __launch_bounds__(kThreads, 1) fused_mlp_train_kernel(Params p) 
       if (c < p.out_w && r < valid_rows) {
         const float z = staging[r * lay.ld_staging + c];
         const float y = activation_value(p.act_output, z);
-        const size_t gi = (row0 + r) * p.out_w + c;
-        if (p.output) p.output[gi] = y;
+        if (p.output) p.output[(row0 + r) * p.out_stride + c] = y;
+        const size_t gi = (row0 + r) * p.tg_stride + c;
         float d;
         if (p.target) {
           const float t = p.target[gi];
@@ -433,11 +434,12 @@ void apply_plan(Params& p, const FusedLaunchInfo& plan) {
 }
 
 void wmma_inference(const MlpShape& shape, MlpActivations acts, const FusedLaunchInfo& plan, const uint16_t* weights,
-                    const float* input, size_t batch, float* output, cudaStream_t stream) {
+                    const float* input, size_t batch, float* output, uint32_t output_stride, cudaStream_t stream) {
   Params p = base_params(shape, acts, batch);
   p.weights = reinterpret_cast<const __half*>(weights);
   p.input = input;
   p.output = output;
+  p.out_stride = output_stride;
   apply_plan(p, plan);
   dispatch_width(shape.width, [&](auto w) {
     constexpr int W = decltype(w)::value;
@@ -457,6 +459,7 @@ void wmma_train(const MlpShape& shape, MlpActivations acts, const FusedLaunchInf
   p.target = a.target;
   p.loss = a.loss;
   p.dL_dout = a.dL_doutput;
+  set_strides(p, a);
   p.dL_din = a.dL_dinput;
   p.state = a.state;
   p.input_grad_scale = l.input_grad_scale;

@@ -29,6 +29,7 @@ using V = const TensorView&;
 namespace {
 // The kernel's view of a grid input; coords: [batch, n_dims] fp32.
 FusedGridInput grid_input(const FusedGridInputViews& g, const TensorView& coords, const char* op) {
+  TESSERA_CHECK(g.layout, "{}: no grid layout given", op);
   check_view(g.table, format_message("{}: grid table", op).c_str(), DType::f16, g.layout->n_params());
   TESSERA_CHECK(coords.dtype == DType::f32 && coords.cols() == g.layout->n_dims,
                 "{}: grid coordinates must be fp32 [batch, {}] (got {} columns)", op, g.layout->n_dims, coords.cols());
@@ -39,7 +40,8 @@ FusedGridInput grid_input(const FusedGridInputViews& g, const TensorView& coords
   return k;
 }
 
-FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
+FusedTrainArgs unwrap(const MlpShape& shape, const FusedMlpTrainArgs& a, Stream& s) {
+  check_fused_mlp_train(shape, a);
   FusedTrainArgs k;
   k.weights = a.weights.data<const uint16_t>();
   k.batch = a.input.rows();
@@ -48,7 +50,9 @@ FusedTrainArgs unwrap(const FusedMlpTrainArgs& a, Stream& s) {
   k.target = a.target.data<const float>();
   k.loss = a.loss;
   k.dL_doutput = a.dL_doutput.data<const float>();
+  k.target_stride = uint32_t(a.target ? a.target.row_stride() : a.dL_doutput.row_stride());
   k.output = a.output.data<float>();
+  if (a.output) k.output_stride = uint32_t(a.output.row_stride());
   k.dL_dinput = a.dL_dinput.data<float>();
   k.dL_dparams = a.dL_dparams.data<float>();
   k.mode = a.mode;
@@ -357,17 +361,18 @@ void register_ops(Backend& b) {
 
   b.add_op<FusedMlpInference>([](Stream& s, const MlpShape& shape, MlpActivations acts, V weights, V input,
                                  V output, const FusedMlpOptions& options) {
+    check_fused_mlp_inference("fused_mlp_inference", shape, nullptr, input, output);
     const size_t batch = input.rows();
-    check_view(output, "fused_mlp_inference: output", DType::f32, batch * shape.output_width);
+    const uint32_t stride = uint32_t(output.row_stride());
     if (input.dtype == DType::f16)
       fused_mlp_inference_half_input(shape, acts, weights.data<const uint16_t>(), input.data<const uint16_t>(), batch,
-                                     output.data<float>(), options, &s);
+                                     output.data<float>(), stride, options, &s);
     else
       fused_mlp_inference(shape, acts, weights.data<const uint16_t>(), input.data<const float>(), batch,
-                          output.data<float>(), options, &s);
+                          output.data<float>(), stride, options, &s);
   });
   b.add_op<FusedMlpTrain>([](Stream& s, const MlpShape& shape, MlpActivations acts, const FusedMlpTrainArgs& args,
-                             Workspace& ws) { fused_mlp_train(shape, acts, unwrap(args, s), ws); });
+                             Workspace& ws) { fused_mlp_train(shape, acts, unwrap(shape, args, s), ws); });
   b.add_op<FusedMlpAcceptsHalfInput>([](Stream&, const MlpShape& shape, MlpActivations acts, size_t batch,
                                         bool training, const FusedMlpOptions& options) {
     return fused_mlp_accepts_half_input(shape, acts, batch, training, options);
@@ -379,11 +384,11 @@ void register_ops(Backend& b) {
   b.add_op<FusedMlpInferenceGridInput>([](Stream& s, const MlpShape& shape, MlpActivations acts, V weights,
                                           const FusedGridInputViews& grid, V coords, V output,
                                           const FusedMlpOptions& options) {
-    const size_t batch = coords.rows();
-    check_view(output, "fused_mlp_inference_grid_input: output", DType::f32, batch * shape.output_width);
+    check_fused_mlp_inference("fused_mlp_inference_grid_input", shape, grid.layout, coords, output);
     fused_mlp_inference_grid_input(shape, acts, weights.data<const uint16_t>(),
                                    grid_input(grid, coords, "fused_mlp_inference_grid_input"),
-                                   coords.data<const float>(), batch, output.data<float>(), options, &s);
+                                   coords.data<const float>(), coords.rows(), output.data<float>(),
+                                   uint32_t(output.row_stride()), options, &s);
   });
   b.add_op<FusedMlpLaunchInfo>([](Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                                   const FusedMlpOptions& options) {
