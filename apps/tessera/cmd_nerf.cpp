@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -41,6 +42,7 @@ struct NerfTrainOptions {
   double seconds = 0;
   uint64_t steps = 0;
   uint32_t holdout = 0, eval_views = 0, eval_spp = 0;
+  uint32_t train_views = 0;  // also evaluate the first N training views at each mark (0: not)
   uint64_t seed = 1337;
   bool no_progress = false, profile = false;
   // Real-capture training (the config's "training" keys of the same names).
@@ -111,13 +113,23 @@ struct Evaluation {
   double seconds;
   uint64_t step;
   double psnr_white, psnr_black, ssim_white, ssim_black;
+  // The training views' PSNR (--train-views; NaN when not measured): its gap to the test
+  // views' shows how far the model fits the photos it saw beyond what carries to new views.
+  double train_psnr_white, train_psnr_black;
+  bool has_train() const { return !std::isnan(train_psnr_white); }
 };
 
 // An evaluation of the session's record in this command's terms.
 Evaluation evaluation_of(const nn::SessionEvaluation& e) {
-  return {e.seconds, e.step, json_get<double>(e.metrics, "psnr_white_db", 0),
-          json_get<double>(e.metrics, "psnr_black_linear_db", 0), json_get<double>(e.metrics, "ssim_white", 0),
-          json_get<double>(e.metrics, "ssim_black_linear", 0)};
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  return {e.seconds,
+          e.step,
+          json_get<double>(e.metrics, "psnr_white_db", 0),
+          json_get<double>(e.metrics, "psnr_black_linear_db", 0),
+          json_get<double>(e.metrics, "ssim_white", 0),
+          json_get<double>(e.metrics, "ssim_black_linear", 0),
+          json_get<double>(e.metrics, "train_psnr_white_db", none),
+          json_get<double>(e.metrics, "train_psnr_black_linear_db", none)};
 }
 
 // --holdout as given, else instant-ngp's every 8th frame for a scene without split files.
@@ -237,9 +249,16 @@ void run_train(const NerfTrainOptions& o) {
     const nerf::EvalResult r = nerf::evaluate(trainer, test, eo);
     last_psnr = r.psnr_white;
     if (view) view->add_evaluation(at.step, r.psnr_white);
+    Json metrics{{"psnr_white_db", r.psnr_white}, {"psnr_black_linear_db", r.psnr_black_linear},
+                 {"ssim_white", r.ssim_white}, {"ssim_black_linear", r.ssim_black_linear}};
+    if (o.train_views) {
+      const nerf::EvalResult t =
+          nerf::evaluate(trainer, trainer.dataset(), {.max_views = o.train_views, .samples_per_pixel = eval_spp});
+      metrics["train_psnr_white_db"] = t.psnr_white;
+      metrics["train_psnr_black_linear_db"] = t.psnr_black_linear;
+    }
     if (why == nn::EvalReason::final) final_eval_seconds = clock.seconds();
-    return Json{{"psnr_white_db", r.psnr_white}, {"psnr_black_linear_db", r.psnr_black_linear},
-                {"ssim_white", r.ssim_white}, {"ssim_black_linear", r.ssim_black_linear}};
+    return metrics;
   };
   hooks.after_step = [&](const nn::TrainingSession& s) {
     if (view) view->after_steps(s.last_step_seconds(), s.step(), s.loss(), s.steps_per_second());
@@ -268,18 +287,25 @@ void run_train(const NerfTrainOptions& o) {
   for (const auto& e : record.evaluations) evals.push_back(evaluation_of(e));
   bar->finish(fmt::format("psnr {:.2f} dB", evals.back().psnr_white));
 
-  std::string csv = "seconds,step,psnr_white_db,psnr_black_linear_db,ssim_white,ssim_black_linear\n";
+  // The training views' columns stay empty at marks that did not measure them.
+  std::string csv = "seconds,step,psnr_white_db,psnr_black_linear_db,ssim_white,ssim_black_linear,"
+                    "train_psnr_white_db,train_psnr_black_linear_db\n";
   Series white{"on white (NeRF standard)", {}, {}, {220, 50, 40}}, black{"on black, linear (instant-ngp)", {}, {}, {40, 80, 200}};
+  Series seen{"training views, on white", {}, {}, {240, 150, 40}};
   for (const auto& e : evals) {
-    csv += fmt::format("{:.4f},{},{:.4f},{:.4f},{:.5f},{:.5f}\n", e.seconds, e.step, e.psnr_white, e.psnr_black,
-                       e.ssim_white, e.ssim_black);
+    csv += fmt::format("{:.4f},{},{:.4f},{:.4f},{:.5f},{:.5f},{},{}\n", e.seconds, e.step, e.psnr_white, e.psnr_black,
+                       e.ssim_white, e.ssim_black, e.has_train() ? fmt::format("{:.4f}", e.train_psnr_white) : "",
+                       e.has_train() ? fmt::format("{:.4f}", e.train_psnr_black) : "");
     white.x.push_back(e.seconds), white.y.push_back(e.psnr_white);
     black.x.push_back(e.seconds), black.y.push_back(e.psnr_black);
+    if (e.has_train()) seen.x.push_back(e.seconds), seen.y.push_back(e.train_psnr_white);
   }
   write_file_atomic(out_path("psnr.csv"), csv);
   nerf::save_snapshot(trainer, snapshot_path, record.to_json());
-  write_line_plot_png(out_path("psnr.png"), {white, black},
-                      {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "test PSNR (dB)"});
+  std::vector<Series> curves{white, black};
+  if (!seen.x.empty()) curves.push_back(seen);
+  write_line_plot_png(out_path("psnr.png"), curves,
+                      {fmt::format("nerf train on {}", to_string(dev)), "training time (s)", "PSNR (dB)"});
   const uint32_t skipped = trainer.skipped_steps();
   fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s; {:.2f} s wall time with evaluations{}), {} "
              "rays per step, {:.1f} samples per ray trained of {:.1f} marched, {} steps skipped for non-finite "
@@ -315,9 +341,16 @@ void run_train(const NerfTrainOptions& o) {
     at.push_back({{"seconds", e.seconds}, {"step", e.step}, {"psnr_white_db", e.psnr_white},
                   {"psnr_black_linear_db", e.psnr_black}, {"ssim_white", e.ssim_white},
                   {"ssim_black_linear", e.ssim_black}});
+    if (e.has_train()) {
+      at.back()["train_psnr_white_db"] = e.train_psnr_white;
+      at.back()["train_psnr_black_linear_db"] = e.train_psnr_black;
+    }
     fmt::print("  {:>8.2f} s  step {:>7}  PSNR {:6.2f} dB (white)  {:6.2f} dB (black, linear)  SSIM {:.4f} (white)  "
-               "{:.4f} (black, linear)\n",
-               e.seconds, e.step, e.psnr_white, e.psnr_black, e.ssim_white, e.ssim_black);
+               "{:.4f} (black, linear){}\n",
+               e.seconds, e.step, e.psnr_white, e.psnr_black, e.ssim_white, e.ssim_black,
+               e.has_train() ? fmt::format("  training views {:.2f} dB (white) {:.2f} (black, linear)",
+                                           e.train_psnr_white, e.train_psnr_black)
+                             : "");
   }
   fmt::print("  wrote {}, {}, {}, {}\n", out_path("psnr.csv"), out_path("psnr.png"), out_path("test/"), snapshot_path);
   write_json_result(o.json_path, Json{{"command", "nerf train"},
@@ -546,6 +579,9 @@ void register_nerf(CLI::App& root) {
   cmd->add_option("--eval-at", o.eval_at, "test PSNR at these training times (seconds, comma separated)")
       ->capture_default_str();
   cmd->add_option("--eval-views", o.eval_views, "evaluate on the first N test views only (default: all)");
+  cmd->add_option("--train-views", o.train_views,
+                  "at each --eval-at mark also the PSNR of the first N training views (their gap to the test views' "
+                  "shows overfitting; default 0: not measured)");
   add_eval_spp_option(*cmd, o.eval_spp);
   cmd->add_option("--holdout", o.holdout, "scenes without split files (a single transforms.json, COLMAP, LLFF): every K-th frame is a test view (default 8)");
   cmd->add_option("--seed", o.seed, "random seed (a resumed run keeps its snapshot's)")->capture_default_str();

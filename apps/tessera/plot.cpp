@@ -101,10 +101,18 @@ void write_line_plot_png(const std::string& path, const std::vector<Series>& ser
     }
   cv.text(left, 12, o.title, ink, 2);
   cv.text((left + right) / 2 - 20, o.height - 22, o.x_label, ink);
+  // The key in the top right corner, as wide as its longest label.
+  int label_width = 0;
+  for (const auto& s : series) {
+    std::string copy = s.label;
+    label_width = std::max(label_width, stb_easy_font_width(copy.data()));
+  }
+  const int key_x = right - label_width - 28;
+  cv.rect(key_x - 4, top + 4, right - 2, top + 8 + 14 * int(series.size()), {255, 255, 255});  // over the curves
   int ly = top + 8;
   for (const auto& s : series) {
-    cv.rect(right - 150, ly, right - 135, ly + 8, s.color);
-    cv.text(right - 130, ly, s.label, ink);
+    cv.rect(key_x, ly, key_x + 15, ly + 8, s.color);
+    cv.text(key_x + 20, ly, s.label, ink);
     ly += 14;
   }
   if (!o.y_label.empty()) cv.text(8, top - 16, o.y_label, ink);

@@ -2,6 +2,7 @@
 // views above a PSNR threshold.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 
@@ -166,12 +167,24 @@ TEST(NerfCli, TrainWritesItsOutputsAndRefusesBadInput) {
   std::ofstream(dir / "small.json") << R"({"encoding": {"otype": "HashGrid", "n_levels": 4, "log2_hashmap_size": 14},
     "training": {"target_samples": 4096, "grid_update_interval": 64}})";
   auto r = test::run_cli("nerf train " + (dir / "scene").string() + " --config " + (dir / "small.json").string() +
-                         " --device cpu --steps 20 --eval-at 1000 --no-progress --out " + out + " --json " + json);
+                         " --device cpu --steps 20 --eval-at 1000 --train-views 2 --no-progress --out " + out +
+                         " --json " + json);
   ASSERT_EQ(r.code, 0) << r.output;
   const Json j = load_json_file(json);
   EXPECT_EQ(j["steps"].get<int>(), 20);
   EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
-  EXPECT_TRUE(std::filesystem::exists(dir / "out" / "psnr.csv"));
+  // --train-views: the training views' PSNR beside the test views' (a different number: other views).
+  const Json& mark = j["evaluations"][0];
+  ASSERT_TRUE(mark.contains("train_psnr_white_db")) << mark.dump();
+  EXPECT_GT(mark["train_psnr_white_db"].get<double>(), 5.0);
+  EXPECT_NE(mark["train_psnr_white_db"], mark["psnr_white_db"]);
+  EXPECT_NE(r.output.find("training views"), std::string::npos) << r.output;
+  std::ifstream csv(dir / "out" / "psnr.csv");
+  std::string header, row;
+  std::getline(csv, header), std::getline(csv, row);
+  EXPECT_NE(header.find("train_psnr_white_db"), std::string::npos) << header;
+  EXPECT_EQ(std::count(row.begin(), row.end(), ','), 7) << row;
+  EXPECT_NE(row.back(), ',') << "the training views' columns are filled: " << row;
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "psnr.png"));
   EXPECT_TRUE(std::filesystem::exists(dir / "out" / "test" / "test_000.png"));
 
