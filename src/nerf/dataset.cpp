@@ -328,9 +328,40 @@ bool has_split_files(const std::string& scene) {
   return fs::exists(fs::path(scene) / "transforms_train.json", ec);
 }
 
+namespace {
+// Appends `more`'s frames (the same scene's other split) to `d`.
+void append_frames(Dataset& d, Dataset&& more, const std::string& scene) {
+  TESSERA_CHECK(more.aabb_scale == d.aabb_scale, "{}: the splits' aabb_scale differ ({} and {})", scene, d.aabb_scale,
+                more.aabb_scale);
+  const size_t pixels = d.n_pixels();
+  if (!more.mask.empty() || !d.mask.empty()) {
+    d.mask.resize(pixels, 0);
+    if (more.mask.empty()) more.mask.assign(more.n_pixels(), 0);
+    d.mask.insert(d.mask.end(), more.mask.begin(), more.mask.end());
+  }
+  for (FrameView f : more.frames) {
+    f.pixel_offset += pixels;
+    d.frames.push_back(f);
+  }
+  d.images.insert(d.images.end(), more.images.begin(), more.images.end());
+  d.rgba.insert(d.rgba.end(), more.rgba.begin(), more.rgba.end());
+  d.masked_frames += more.masked_frames;
+  d.skipped_frames += more.skipped_frames;
+}
+}  // namespace
+
 Dataset load_dataset(const std::string& scene, const DatasetOptions& o) {
+  if (const size_t plus = o.split.find('+'); plus != std::string::npos) {  // a union of splits, in order
+    DatasetOptions first = o, rest = o;
+    first.split = o.split.substr(0, plus), rest.split = o.split.substr(plus + 1);
+    TESSERA_CHECK(rest.split.find(first.split) == std::string::npos, "split '{}' names '{}' twice", o.split,
+                  first.split);
+    Dataset d = load_dataset(scene, first);
+    append_frames(d, load_dataset(scene, rest), scene);
+    return d;
+  }
   TESSERA_CHECK(o.split == "train" || o.split == "test" || o.split == "val",
-                "split '{}' is not one of train, test, val", o.split);
+                "split '{}' is not one of train, test, val (or a union such as train+val)", o.split);
   SceneFile scene_file = read_scene_file(scene, o.split);
   Transforms& t = scene_file.transforms;
   const std::string& file = scene_file.file;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -83,6 +84,30 @@ TEST(NerfDataset, BlenderFolderWithCameraAngle) {
   EXPECT_EQ(d.n_cascades, 1u);
   EXPECT_EQ(d.cone_angle, 0.0f);
   EXPECT_EQ(nerf::load_dataset(dir.string(), {.split = "test"}).frames.size(), 2u);
+}
+
+// "train+val" (here train+test, the splits the procedural scene has): the frames of each
+// split in order, their pixels packed one after the other.
+TEST(NerfDataset, SplitsJoinedByPlusLoadTheirUnion) {
+  const auto dir = test::fresh_dir("tessera_dataset_union");
+  test::write_procedural_scene(dir, 3, 2, 16);
+  const nerf::Dataset train = nerf::load_dataset(dir.string(), {.split = "train"});
+  const nerf::Dataset test = nerf::load_dataset(dir.string(), {.split = "test"});
+  const nerf::Dataset both = nerf::load_dataset(dir.string(), {.split = "train+test"});
+  ASSERT_EQ(both.frames.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const auto& want = i < 3 ? train.frames[i] : test.frames[i - 3];
+    EXPECT_EQ(std::memcmp(&both.frames[i].c2w, &want.c2w, sizeof(want.c2w)), 0) << i;
+    EXPECT_EQ(both.frames[i].pixel_offset, i * 16u * 16u) << i;
+    EXPECT_EQ(both.images[i], i < 3 ? train.images[i] : test.images[i - 3]) << i;
+  }
+  std::vector<uint8_t> rgba = train.rgba;
+  rgba.insert(rgba.end(), test.rgba.begin(), test.rgba.end());
+  EXPECT_EQ(both.rgba, rgba);
+  EXPECT_NE(error_of([&] { nerf::load_dataset(dir.string(), {.split = "train+train"}); }).find("names 'train' twice"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { nerf::load_dataset(dir.string(), {.split = "train+tset"}); }).find("'tset' is not one of"),
+            std::string::npos);
 }
 
 TEST(NerfDataset, InstantNgpTransformsWithEveryField) {
@@ -204,6 +229,10 @@ TEST(NerfDataset, DynamicMasksMarkPixelsThatNeverTrain) {
   EXPECT_EQ(d.masked_frames, 1u);
   ASSERT_EQ(d.mask.size(), 16u);
   EXPECT_EQ(d.mask, (std::vector<uint8_t>{0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0}));
+  // A union of splits keeps each frame's mask: b (train, no mask) then a (every 2nd frame held out).
+  const nerf::Dataset u = nerf::load_dataset(dir.string(), {.split = "train+test", .holdout = 2});
+  EXPECT_EQ(u.masked_frames, 1u);
+  EXPECT_EQ(u.mask, (std::vector<uint8_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1}));
   write_png((dir / "dynamic_mask_a.png").string(), 3, 2, 3, std::vector<uint8_t>(18, 255));
   EXPECT_NE(error_of([&] { nerf::load_dataset(dir.string()); }).find("is 3x2 but its image"), std::string::npos);
 }

@@ -219,6 +219,9 @@ TEST(NerfCli, TrainWritesItsOutputsAndRefusesBadInput) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--distortion"), std::string::npos) << r.output;
 
+  r = test::run_cli("nerf train " + (dir / "scene").string() + " --train-split train+test --device cpu --steps 1 --no-progress");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("the test split is what nerf train evaluates on"), std::string::npos) << r.output;
   r = test::run_cli("nerf train " + (dir / "nowhere").string() + " --device cpu --steps 1 --no-progress");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("nowhere"), std::string::npos) << r.output;

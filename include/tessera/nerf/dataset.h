@@ -63,7 +63,9 @@ struct Dataset {
 };
 
 struct DatasetOptions {
-  std::string split = "train";  // train, test or val
+  // train, test or val, or a union of them joined by '+' ("train+val": the 200 views
+  // nerfacc's and instant-ngp's published NeRF-synthetic figures train on).
+  std::string split = "train";
   // With a single transforms.json: every holdout-th frame (of those whose image exists) is the
   // test split, the rest train (0: every frame trains and the test split is empty).
   uint32_t holdout = 0;
