@@ -107,6 +107,9 @@ bool disable_adam_key(Json& optimizer, const char* key) {
 }
 
 NerfTrainingOptions parse_training(const Json& c, Device device) {
+  // "stop_window" (the density network on a window of each ray first; removed, as it never
+  // ran faster and trained the same samples) is still accepted, and ignored, so that the
+  // configs and snapshots that name it load.
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "stop_window", "linear_colors",
@@ -124,7 +127,6 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   o.grid_fraction = json_get<float>(c, "grid_fraction", o.grid_fraction);
   o.warmup_fraction = json_get<float>(c, "warmup_fraction", o.warmup_fraction);
   o.initial_loss_scale = json_get<float>(c, "initial_loss_scale", o.initial_loss_scale);
-  o.stop_window = json_get<uint32_t>(c, "stop_window", o.stop_window);
   o.linear_colors = json_get<bool>(c, "linear_colors", o.linear_colors);
   o.snap_to_pixel_centers = json_get<bool>(c, "snap_to_pixel_centers", o.snap_to_pixel_centers);
   o.srgb_compositing = json_get<bool>(c, "srgb_compositing", o.srgb_compositing);
@@ -219,13 +221,11 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
   std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update
   grid_bitfield_.copy_from_host(all);
-  counters_ = Buffer<uint32_t>(device, 4);  // march: requested, written; compaction: rows; window rows
+  counters_ = Buffer<uint32_t>(device, 3);  // march: requested, written; compaction: rows
   rays_ = Buffer<ops::NerfRay>(device, 0);
   samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
   compact_samples_ = Buffer<float>(device, 0), compact_dt_ = Buffer<float>(device, 0);
   compact_scratch_ = Buffer<uint32_t>(device, 0);
-  stop_density_ = Buffer<float>(device, 0), window_positions_ = Buffer<float>(device, 0);
-  window_rows_ = Buffer<uint32_t>(device, 0);
   loss_partials_ = Buffer<float>(device, 0);
   dL_dsamples_ = Buffer<float>(device, 0);
   model_inputs_ = Buffer<float>(device, 0);
@@ -326,13 +326,15 @@ void NerfTrainer::step() {
     return;
   }
 
-  // The density network on the marched samples (every one, or with stop_window only those a
-  // stop can need): where each ray turns opaque. The samples in front of that point are the
-  // ones that shape its colour; only they are trained.
+  // The density network on every marched sample: where each ray turns opaque. The samples
+  // in front of that point are the ones that shape its colour; only they are trained.
   const uint32_t n_rays = sel.n_rays, n = samples_written_;
   const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
   compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(stream(), n_rays));
-  const TensorView raw_density = stop_densities(n_rays, n);
+  outputs_.ensure(size_t(n) * kDensityOutputs);
+  const TensorView densities = outputs_.matrix(n, kDensityOutputs);
+  density_->inference(samples.columns(0, 3), densities);
+  const TensorView raw_density = densities.columns(0, 1);
   mark(times_.inference);
   compact_samples_.ensure(size_t(n) * ops::kNerfInputWidth);
   compact_dt_.ensure(n);
@@ -391,35 +393,6 @@ void NerfTrainer::step() {
                                        ft.pose_gradient(), ft.focal_gradient(), ft.embedding_gradient());
   ft.after_step(stream(), frames_);
   mark(times_.backward_and_optimizer);
-}
-
-TensorView NerfTrainer::stop_densities(uint32_t n_rays, uint32_t n) {
-  const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
-  if (options_.stop_window == 0) {
-    outputs_.ensure(size_t(n) * kDensityOutputs);
-    const TensorView densities = outputs_.matrix(n, kDensityOutputs);
-    density_->inference(samples.columns(0, 3), densities);
-    return densities.columns(0, 1);
-  }
-  // Rows behind a stop keep whatever they held: the compaction stops before reading them.
-  stop_density_.ensure(n);
-  window_positions_.ensure(size_t(n) * 3);
-  window_rows_.ensure(n);
-  const TensorView raw_density = stop_density_.view(0, n).as_column();
-  const uint32_t window = options_.stop_window;
-  for (const auto& [begin, end] : {std::pair{0u, window}, std::pair{window, UINT32_MAX}}) {
-    ops::call<ops::NerfGatherWindow>(stream(), rays_.view(), n_rays, begin, end, raw_density, samples,
-                                     dt_.view(0, n), window_positions_.matrix(n, 3), window_rows_.view(0, n),
-                                     counters_.view(3, 1), compact_scratch_.view());
-    uint32_t rows = 0;
-    download_from_view(stream(), &rows, counters_.view(3, 1), sizeof(uint32_t));
-    if (rows == 0) continue;
-    outputs_.ensure(size_t(rows) * kDensityOutputs);
-    const TensorView densities = outputs_.matrix(rows, kDensityOutputs);
-    density_->inference(window_positions_.matrix(rows, 3), densities);
-    ops::call<ops::NerfScatterDensity>(stream(), window_rows_.view(0, rows), densities.columns(0, 1), raw_density);
-  }
-  return raw_density;
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }

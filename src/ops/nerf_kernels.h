@@ -144,15 +144,6 @@ TESSERA_HD float composite_train_ray(const NerfScene& scene, const NerfImages& i
   return r.n_samples && !masked ? sum : 0.0f;  // a ray without samples (missed the box) teaches nothing
 }
 
-// The rows NerfGatherWindow takes from ray r: its samples [begin, min(end, n_samples)) if it
-// is live after its first `begin` (raw_density fp32 [rows, 1] and dt per sample).
-TESSERA_HD uint32_t window_rows_of(const NerfRay& r, uint32_t begin, uint32_t end, const float* raw_density,
-                                   const float* dt) {
-  if (r.n_samples <= begin || end <= begin) return 0;
-  if (begin && !ray_live_after(raw_density + r.first_sample, 1, dt + r.first_sample, begin)) return 0;
-  return (end < r.n_samples ? end : r.n_samples) - begin;
-}
-
 // Ray r's part of its frame's gradients (NerfFrameGradients); rows of `width` = 6 + E floats.
 // Pose: each sample at p = o + t d moves with the origin o and turns with the direction d
 // about o, so dL/do = sum dL/dp and dL/d(angle-axis) = sum (p - o) x dL/dp + d x dL/dd.

@@ -562,17 +562,6 @@ TESSERA_HD uint32_t ray_stop(const float* raw_density, size_t stride, const floa
   return used;
 }
 
-// Whether ray_stop would go on past the first n samples: transmittance over them, computed
-// as ray_stop does, still >= kMinTransmittance (NerfGatherWindow's live rays).
-TESSERA_HD bool ray_live_after(const float* raw_density, size_t stride, const float* dt, uint32_t n) {
-  float T = 1.0f;
-  for (uint32_t j = 0; j < n && T >= kMinTransmittance; ++j) {
-    const float alpha = 1.0f - std::exp(-density_activation(raw_density[j * stride]) * dt[j]);
-    T *= 1.0f - alpha;
-  }
-  return T >= kMinTransmittance;
-}
-
 // Backward of composite_ray for dL/dC (colour including the background term): writes
 // dL/d(raw) [n x 4] of every sample, zero past the used ones.
 // dC/dsigma_j = dt_j (T_{j+1} c_j - (C - C_{<=j})).

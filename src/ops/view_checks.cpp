@@ -300,38 +300,6 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
   check_view(count, "nerf_compact_samples: count", DType::u32, 1);
 }
 
-void check_nerf_gather_window_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                                    const TensorView& samples, const TensorView& dt,
-                                    const TensorView& window_positions, const TensorView& window_rows,
-                                    const TensorView& count) {
-  check_view(rays, "nerf_gather_window: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
-  TESSERA_CHECK(samples.rank == 2 && samples.cols() == kNerfInputWidth && samples.contiguous() &&
-                    samples.dtype == DType::f32,
-                "nerf_gather_window: samples must be a contiguous fp32 [rows, {}] matrix", kNerfInputWidth);
-  const size_t rows = samples.rows();
-  TESSERA_CHECK(raw_density.rank == 2 && raw_density.cols() == 1 && raw_density.dtype == DType::f32 &&
-                    raw_density.rows() == rows && raw_density.row_stride() == 1,
-                "nerf_gather_window: raw_density must be a contiguous fp32 [{}, 1] column (one per sample)", rows);
-  check_view(dt, "nerf_gather_window: dt", DType::f32, rows);
-  TESSERA_CHECK(window_positions.rank == 2 && window_positions.cols() == 3 && window_positions.contiguous() &&
-                    window_positions.dtype == DType::f32 && window_positions.rows() >= rows,
-                "nerf_gather_window: window_positions must be a contiguous fp32 [>= {}, 3] matrix", rows);
-  check_view(window_rows, "nerf_gather_window: window_rows", DType::u32, window_positions.rows());
-  check_view(count, "nerf_gather_window: count", DType::u32, 1);
-}
-
-uint32_t check_nerf_scatter_density_views(const TensorView& window_rows, const TensorView& window_density,
-                                          const TensorView& raw_density) {
-  TESSERA_CHECK(window_density.rank == 2 && window_density.cols() == 1 && window_density.dtype == DType::f32,
-                "nerf_scatter_density: window_density must be an fp32 [rows, 1] column view");
-  const size_t rows = window_density.rows();
-  check_view(window_rows, "nerf_scatter_density: window_rows", DType::u32, rows);
-  TESSERA_CHECK(raw_density.rank == 2 && raw_density.cols() == 1 && raw_density.dtype == DType::f32 &&
-                    raw_density.row_stride() == 1,
-                "nerf_scatter_density: raw_density must be a contiguous fp32 [samples, 1] column");
-  return uint32_t(rows);
-}
-
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                                       const TensorView& density, const TensorView& scratch,
                                       const TensorView& bitfield) {

@@ -324,37 +324,6 @@ std::vector<double> run_compact(Backend& b, uint64_t seed, bool long_rays = fals
   return compaction_result(rays, compact, compact_dt, count);
 }
 
-// Stop-aware inference then compaction, in run_compact's layout: each ray's first 6
-// densities, then the rest of the rays still live, gathered (NerfGatherWindow) and scattered
-// back (NerfScatterDensity) into a column of NaN; the compaction must not tell the difference.
-std::vector<double> run_window_compact(Backend& b, uint64_t seed) {
-  const CompositeInputs in(seed);
-  Stream& s = b.default_stream();
-  Buffer<ops::NerfRay> rays = upload(b, in.rays);
-  Buffer<float> dt = upload(b, in.dt), samples = upload(b, in.samples);
-  Buffer<float> raw = upload(b, std::vector<float>(in.total, std::nanf("")));
-  Buffer<float> positions(b.device(), size_t(in.total) * 3);
-  Buffer<uint32_t> rows(b.device(), in.total), count(b.device(), 1),
-      scratch(b.device(), std::max<size_t>(1, ops::call<ops::NerfCompactScratch>(s, in.n_rays)));
-  const uint32_t window = 6;
-  for (const auto& [begin, end] : {std::pair{0u, window}, std::pair{window, UINT32_MAX}}) {
-    ops::call<ops::NerfGatherWindow>(s, rays.view(), in.n_rays, begin, end, raw.view().as_column(),
-                                     samples.matrix(in.total, 6), dt.view(), positions.matrix(in.total, 3),
-                                     rows.view(), count.view(), scratch.view());
-    const uint32_t n = count.to_host()[0];
-    const std::vector<uint32_t> where = rows.to_host();
-    std::vector<float> density(std::max(n, 1u));
-    for (uint32_t q = 0; q < n; ++q) density[q] = in.raw[size_t(where[q]) * 4 + 3];  // the "inference"
-    Buffer<float> inferred = upload(b, density);
-    ops::call<ops::NerfScatterDensity>(s, rows.view(0, n), inferred.matrix(n, 1), raw.view().as_column());
-  }
-  Buffer<float> compact(b.device(), in.samples.size()), compact_dt(b.device(), in.total);
-  ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, raw.view().as_column(), samples.matrix(in.total, 6),
-                                     dt.view(), compact.matrix(in.total, 6), compact_dt.view(), count.view(),
-                                     scratch.view());
-  return compaction_result(rays, compact, compact_dt, count);
-}
-
 std::string compare_compact(const std::vector<double>& got, const std::vector<double>& want) {
   Reader g{got}, w{want};
   const double count_got = g.next(), count_want = w.next();
@@ -512,9 +481,6 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
   cases.push_back({"nerf_compact_samples", "1200_long_rays", 0.0,
                    has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
                    [](Backend& b, uint64_t seed) { return run_compact(b, seed, true); }, compare_compact});
-  cases.push_back({"nerf_gather_window_compact", "5000_rays_window_6", 0.0,
-                   has_ops<ops::NerfGatherWindow, ops::NerfScatterDensity, ops::NerfCompactSamples>(),
-                   run_window_compact, compare_compact});
   cases.push_back({"nerf_grid_samples_update", "2_cascades", 1e-6, has_ops<ops::NerfGridSamples, ops::NerfGridUpdate>(),
                    run_grid, compare_grid});
   cases.push_back({"nerf_mark_untrained", "2_cascades_lenses", 0.0, has_op<ops::NerfMarkUntrained>(),

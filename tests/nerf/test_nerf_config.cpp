@@ -178,6 +178,15 @@ TEST(NerfConfig, BadConfigsAreClearErrors) {
           {"otype": "Identity", "n_dims_to_encode": 1}]})");
   EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(too_many, scene_box(1), DeviceKind::cpu); }).find("Composite"),
             std::string::npos);
+  // An unknown training key is named; the removed stop_window is still accepted, so that
+  // the configs and snapshots that name it load.
+  Json bad_training = nerf::default_nerf_config();
+  bad_training["training"] = Json::parse(R"({"stop_windw": 4})");
+  EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(bad_training, scene_box(1), DeviceKind::cpu); }).find("stop_windw"),
+            std::string::npos);
+  Json old_key = nerf::default_nerf_config();
+  old_key["training"] = Json::parse(R"({"stop_window": 4})");
+  EXPECT_NO_THROW(nerf::NerfTrainer(old_key, scene_box(1), DeviceKind::cpu));
 }
 
 }  // namespace

@@ -56,39 +56,6 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
   EXPECT_GT(r.ssim_white, 0.93);
 }
 
-constexpr float kWeightScale = 6.0f;
-
-// stop_window: the density network first on each ray's first samples, then on the live rays'
-// rest. The stops, hence the trained samples, the losses and the weights, are those of
-// inferring every marched sample. Weights scaled up from their initialisation make dense
-// spots everywhere, so rays stop from the first step on.
-TEST(NerfTrain, AStopWindowTrainsTheSameModel) {
-  const auto dir = std::filesystem::temp_directory_path() / "tessera_nerf_stop_window";
-  std::filesystem::remove_all(dir);
-  test::write_procedural_scene(dir, 8, 2, 32);
-  Json config = test::cpu_test_nerf_config(4096);
-  nerf::NerfTrainer all(config, nerf::load_dataset(dir.string(), {.split = "train"}), DeviceKind::cpu, 3);
-  config["training"]["stop_window"] = 4;
-  nerf::NerfTrainer windowed(config, nerf::load_dataset(dir.string(), {.split = "train"}), DeviceKind::cpu, 3);
-  for (nerf::NerfTrainer* t : {&all, &windowed}) {
-    const TensorView p = t->model().params();
-    for (size_t i = 0; i < p.numel(); ++i) p.data<float>()[i] *= kWeightScale;
-    t->model().params_changed();
-  }
-  uint32_t steps_with_stops = 0;  // measured 18 of 40
-  for (int i = 0; i < 40; ++i) {
-    all.step();
-    windowed.step();
-    ASSERT_EQ(windowed.samples_last_step(), all.samples_last_step()) << "step " << i;
-    ASSERT_EQ(windowed.last_loss(), all.last_loss()) << "step " << i;
-    steps_with_stops += all.samples_last_step() < all.samples_marched_last_step();
-  }
-  EXPECT_GE(steps_with_stops, 10u) << "rays must stop before their last sample for the window to leave any out";
-  const TensorView a = all.model().params(), w = windowed.model().params();
-  ASSERT_EQ(a.numel(), w.numel());
-  EXPECT_EQ(0, std::memcmp(a.data<float>(), w.data<float>(), a.numel() * sizeof(float)));
-}
-
 // Training with the distortion loss (training.distortion_loss; its gradient is checked
 // against finite differences in test_nerf_ops_cpu.cpp) still learns the scene, and its
 // weight is checked. Measured (300 steps of 8192 samples): 28.07 dB without, 26.43 dB at

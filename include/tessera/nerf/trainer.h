@@ -34,11 +34,6 @@ struct NerfTrainingOptions {
   float grid_fraction = 0.5f;
   float warmup_fraction = 1.0f;
   float initial_loss_scale = 128.0f;  // the fp16 backward's starting loss scale
-  // The density network, which finds each ray's stop, runs on every marched sample (0), or
-  // first on each ray's first stop_window samples, then on the rest of only the rays still
-  // live after them: the samples behind a stop are never inferred. The trained samples are
-  // the same either way.
-  uint32_t stop_window = 0;
   // instant-ngp's defaults: the model's colours are sRGB (false: the loss weighs errors as
   // the sRGB test metrics do) and training rays go through pixel centres.
   bool linear_colors = false;
@@ -127,7 +122,7 @@ class NerfTrainer {
   // synchronizes the stream between the phases, so the total is a little above an
   // unprofiled step's.
   struct StepTimes {
-    // inference: the density network on the marched samples (stop_window); compaction: each ray's stop
+    // inference: the density network on the marched samples; compaction: each ray's stop
     // and the samples in front gathered; model_forward: the training forward on those;
     // rendering: volume rendering, loss and its backward.
     double grid_update = 0, march = 0, inference = 0, compaction = 0, model_forward = 0, rendering = 0,
@@ -212,8 +207,6 @@ class NerfTrainer {
 
  private:
   void update_grid();
-  // The raw densities of the n marched samples the stops need (fp32 [n, 1]), by stop_window.
-  TensorView stop_densities(uint32_t n_rays, uint32_t n);
   ops::NerfScene scene() const;
   void upload_render_appearance();
   // Render samples [n, 6] as model inputs: themselves, or with the render appearance appended.
@@ -238,8 +231,6 @@ class NerfTrainer {
   Buffer<ops::NerfRay> rays_;
   Buffer<float> samples_, dt_, outputs_, loss_partials_;
   Buffer<float> compact_samples_, compact_dt_, dL_dsamples_, model_inputs_, render_embedding_;
-  Buffer<float> stop_density_, window_positions_;
-  Buffer<uint32_t> window_rows_;
   int render_appearance_frame_ = -1;
   std::vector<float> saved_appearance_;
   Buffer<uint32_t> counters_, grid_cells_, compact_scratch_;

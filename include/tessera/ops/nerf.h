@@ -71,33 +71,6 @@ struct NerfCompactScratch {
   using Fn = size_t(Stream&, uint32_t n_rays);
 };
 
-// Stop-aware density inference: the density network need not run on the samples behind a
-// ray's stop, which NerfCompactSamples never reads. NerfGatherWindow gathers, ray by ray in
-// ray order, the samples [begin, min(end, n_samples)) of every ray that is still live after
-// its first `begin` (transmittance over them, from raw_density and dt (fp32 [rows]) as
-// NerfCompactSamples computes it, still >= 1e-4; every ray when begin = 0): their positions (the first 3 columns of
-// samples, fp32 [rows, 6]) into window_positions (fp32 [>= rows, 3], contiguous) and their
-// rows of samples into window_rows (u32, as many as window_positions has rows); count (u32
-// [1]) = the rows gathered. Each ray's n_used is left holding the rows gathered from it
-// (NerfCompactSamples sets it again). raw_density (fp32 [rows, 1]) is read at the rows
-// [first_sample, first_sample + begin) of each ray only. scratch: u32 [NerfCompactScratch(n_rays)].
-struct NerfGatherWindow {
-  static constexpr const char* name = "nerf_gather_window";
-  using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, uint32_t begin, uint32_t end,
-                  const TensorView& raw_density, const TensorView& samples, const TensorView& dt,
-                  const TensorView& window_positions,
-                  const TensorView& window_rows, const TensorView& count, const TensorView& scratch);
-};
-
-// raw_density[window_rows[q]] = window_density[q] for every row q of window_density (fp32
-// [rows, 1], any row stride: the density network's first output column); raw_density is fp32
-// [samples, 1] and window_rows u32 [>= rows], each below raw_density's rows.
-struct NerfScatterDensity {
-  static constexpr const char* name = "nerf_scatter_density";
-  using Fn = void(Stream&, const TensorView& window_rows, const TensorView& window_density,
-                  const TensorView& raw_density);
-};
-
 // Volume rendering for images: rgba[n_rays x 4] = linear colour over `background` and the
 // opacity (1 - final transmittance).
 struct NerfCompositeRender {
@@ -178,13 +151,6 @@ NerfDistortion nerf_distortion_of(const TensorView& samples, float weight, const
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
                               const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
                               const TensorView& compact_dt, const TensorView& count);
-void check_nerf_gather_window_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                                    const TensorView& samples, const TensorView& dt,
-                                    const TensorView& window_positions, const TensorView& window_rows,
-                                    const TensorView& count);
-// Returns the rows to scatter (window_density's).
-uint32_t check_nerf_scatter_density_views(const TensorView& window_rows, const TensorView& window_density,
-                                          const TensorView& raw_density);
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,
                                      const TensorView& pose_gradient, const TensorView& focal_gradient,

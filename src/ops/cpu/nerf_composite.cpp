@@ -1,6 +1,5 @@
-// CPU reference of NerfCompositeTrain, NerfCompactSamples, NerfGatherWindow, NerfScatterDensity
-// and NerfCompositeRender (per-ray math in
-// ops/nerf_kernels.h, shared with CUDA).
+// CPU reference of NerfCompositeTrain, NerfCompactSamples and NerfCompositeRender (per-ray
+// math in ops/nerf_kernels.h, shared with CUDA).
 #include "nerf_cpu.h"
 #include "ops/nerf_kernels.h"
 #include "ops/cpu/cpu_kernels.h"
@@ -58,27 +57,6 @@ void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_densi
     next += r.n_used;
   }
   *count = next;
-}
-
-void nerf_gather_window(NerfRay* rays, uint32_t n_rays, uint32_t begin, uint32_t end, const float* raw_density,
-                        const float* samples, const float* dt, float* window_positions, uint32_t* window_rows,
-                        uint32_t* count) {
-  uint32_t next = 0;
-  for (uint32_t i = 0; i < n_rays; ++i) {
-    NerfRay& r = rays[i];
-    r.n_used = window_rows_of(r, begin, end, raw_density, dt);
-    for (uint32_t j = 0; j < r.n_used; ++j, ++next) {
-      const uint32_t row = r.first_sample + begin + j;
-      for (uint32_t k = 0; k < 3; ++k) window_positions[size_t(next) * 3 + k] = samples[size_t(row) * kNerfInputWidth + k];
-      window_rows[next] = row;
-    }
-  }
-  *count = next;
-}
-
-void nerf_scatter_density(const uint32_t* window_rows, uint32_t rows, const float* window_density, size_t stride,
-                          float* raw_density) {
-  for (uint32_t q = 0; q < rows; ++q) raw_density[window_rows[q]] = window_density[size_t(q) * stride];
 }
 
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,

@@ -14,11 +14,6 @@ void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* ou
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
                           const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count);
-void nerf_gather_window(NerfRay* rays, uint32_t n_rays, uint32_t begin, uint32_t end, const float* raw_density,
-                        const float* samples, const float* dt, float* window_positions, uint32_t* window_rows,
-                        uint32_t* count);
-void nerf_scatter_density(const uint32_t* window_rows, uint32_t rows, const float* window_density, size_t stride,
-                          float* raw_density);
 void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
                           const float* dL_dsamples, uint32_t width, float* pose_gradient, float* focal_gradient,
                           float* embedding_gradient);

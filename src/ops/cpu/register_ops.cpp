@@ -256,22 +256,6 @@ void register_ops(Backend& b) {
                          compact_dt.data<float>(), count.data<uint32_t>());
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t) { return size_t(0); });
-  b.add_op<NerfGatherWindow>([](Stream&, V rays, uint32_t n_rays, uint32_t begin, uint32_t end, V raw_density,
-                                V samples, V dt, V window_positions, V window_rows, V count, V) {
-    check_nerf_gather_window_views(rays, n_rays, raw_density, samples, dt, window_positions, window_rows, count);
-    nerf_gather_window(rays.data<NerfRay>(), n_rays, begin, end, raw_density.data<const float>(),
-                       samples.data<const float>(), dt.data<const float>(), window_positions.data<float>(),
-                       window_rows.data<uint32_t>(), count.data<uint32_t>());
-  });
-  b.add_op<NerfScatterDensity>([](Stream&, V window_rows, V window_density, V raw_density) {
-    const uint32_t rows = check_nerf_scatter_density_views(window_rows, window_density, raw_density);
-    const uint32_t* where = window_rows.data<const uint32_t>();
-    for (uint32_t q = 0; q < rows; ++q)
-      TESSERA_CHECK(where[q] < raw_density.rows(), "nerf_scatter_density: row {} of {} names sample {} of {}", q,
-                    rows, where[q], raw_density.rows());
-    nerf_scatter_density(where, rows, window_density.data<const float>(), window_density.row_stride(),
-                         raw_density.data<float>());
-  });
   b.add_op<NerfCompositeRender>([](Stream&, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
                                    V rgba) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, TensorView());

@@ -158,12 +158,6 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
                            nerf::Vec3 background, float* rgba, Stream* stream);
 size_t nerf_compact_scratch(uint32_t n_rays);
-void nerf_gather_window(NerfRay* rays, uint32_t n_rays, uint32_t begin, uint32_t end, const float* raw_density,
-                        const float* samples, const float* dt, float* window_positions, uint32_t* window_rows,
-                        uint32_t* count, uint32_t* scratch, Stream* stream);
-// Rows naming a sample past n_samples are passed over (they cannot come from NerfGatherWindow).
-void nerf_scatter_density(const uint32_t* window_rows, uint32_t rows, const float* window_density, size_t stride,
-                          float* raw_density, uint32_t n_samples, Stream* stream);
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
                           const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count, uint32_t* scratch, Stream* stream);

@@ -1,9 +1,8 @@
-// NerfCompositeTrain / NerfCompactSamples / NerfGatherWindow / NerfScatterDensity /
-// NerfCompositeRender on CUDA: a thread per ray (the per-ray math is ops/nerf_kernels.h,
-// shared with the CPU reference); the loss is reduced per block into partials, then summed
-// in a fixed order (the same loss every run). Compaction and the window gather are a scan of
-// each ray's rows (per block, then over the blocks), so the rows come in ray order on every
-// run and every backend.
+// NerfCompositeTrain / NerfCompactSamples / NerfCompositeRender on CUDA: a thread per ray
+// (the per-ray math is ops/nerf_kernels.h, shared with the CPU reference); the loss is reduced
+// per block into partials, then summed in a fixed order (the same loss every run). Compaction
+// is a scan of each ray's rows (per block, then over the blocks), so the rows come in ray
+// order on every run and every backend.
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -258,36 +257,31 @@ __global__ void composite_render_kernel(const NerfRay* __restrict__ rays, uint32
 
 constexpr uint32_t kScanThreads = 256;
 
-// Pass 1: each ray's rows (compaction: the samples in front of its stop; the window
-// gather: its window's samples if it is live), left in n_used, and each block's sum.
-template <bool kWindow>
+// Pass 1: each ray's rows (the samples in front of its stop), left in n_used, and each
+// block's sum.
 __global__ void rows_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
                                        const float* __restrict__ raw_density, size_t density_stride,
-                                       const float* __restrict__ dt, uint32_t begin, uint32_t end,
-                                       uint32_t* __restrict__ block_sums) {
+                                       const float* __restrict__ dt, uint32_t* __restrict__ block_sums) {
   using Reduce = cub::BlockReduce<uint32_t, kScanThreads>;
   __shared__ typename Reduce::TempStorage temp;
   __shared__ uint32_t long_ray_used[kScanThreads];
   const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
   uint32_t used = 0;
-  bool is_long = false;  // compaction: a warp finds a long ray's stop (composite_train_kernel)
+  bool is_long = false;  // a warp finds a long ray's stop (as in composite_train_kernel)
   if (i < n_rays) {
     const NerfRay r = rays[i];
-    is_long = !kWindow && r.n_samples > kLongRay;
-    if (kWindow) used = window_rows_of(r, begin, end, raw_density, dt);
-    else if (!is_long)
+    is_long = r.n_samples > kLongRay;
+    if (!is_long)
       used = ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride, dt + r.first_sample,
                       r.n_samples);
   }
-  if constexpr (!kWindow) {
-    for_each_long_ray<kScanThreads>(is_long, [&](uint32_t t) {
-      const NerfRay r = rays[blockIdx.x * kScanThreads + t];
-      const uint32_t stop = ray_stop_warp(raw_density + size_t(r.first_sample) * density_stride, density_stride,
-                                          dt + r.first_sample, r.n_samples);
-      if (threadIdx.x % 32 == 0) long_ray_used[t] = stop;
-    });
-    if (is_long) used = long_ray_used[threadIdx.x];
-  }
+  for_each_long_ray<kScanThreads>(is_long, [&](uint32_t t) {
+    const NerfRay r = rays[blockIdx.x * kScanThreads + t];
+    const uint32_t stop = ray_stop_warp(raw_density + size_t(r.first_sample) * density_stride, density_stride,
+                                        dt + r.first_sample, r.n_samples);
+    if (threadIdx.x % 32 == 0) long_ray_used[t] = stop;
+  });
+  if (is_long) used = long_ray_used[threadIdx.x];
   if (i < n_rays) rays[i].n_used = used;
   const uint32_t sum = Reduce(temp).Sum(used);
   if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
@@ -310,7 +304,7 @@ __global__ void compact_block_offsets_kernel(uint32_t* __restrict__ block_sums, 
   if (threadIdx.x == 0) *count = carry;
 }
 
-// Pass 3, shared: the block's rows in ray order. The block scans its rays' n_used; the
+// Pass 3: the block's rows in ray order. The block scans its rays' n_used; the
 // source row of block row q is then in the first ray whose rows_through exceeds q.
 struct BlockRows {
   uint32_t* rows_through;  // [kScanThreads], shared
@@ -374,89 +368,28 @@ __global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_ray
   }
 }
 
-// Window gather pass 3: the positions of the block's window rows and where they came from.
-__global__ void window_gather_kernel(const NerfRay* __restrict__ rays, uint32_t n_rays, uint32_t begin,
-                                     const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
-                                     float* __restrict__ window_positions, uint32_t* __restrict__ window_rows) {
-  __shared__ uint32_t rows_through[kScanThreads], first_source[kScanThreads];
-  const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
-  NerfRay r;
-  if (i < n_rays) r = rays[i];
-  BlockRows rows{rows_through, first_source, 0, 0};
-  scan_block_rows(i < n_rays ? r.n_used : 0u, r.first_sample + begin, block_offsets, rows);
-  for (uint32_t e = threadIdx.x; e < rows.count * 3; e += kScanThreads) {
-    const uint32_t q = e / 3, c = e % 3;
-    window_positions[(size_t(rows.first_row) + q) * 3 + c] = samples[rows.source_row(q) * kNerfInputWidth + c];
-  }
-  for (uint32_t q = threadIdx.x; q < rows.count; q += kScanThreads)
-    window_rows[rows.first_row + q] = uint32_t(rows.source_row(q));
-}
-
-__global__ void scatter_density_kernel(const uint32_t* __restrict__ window_rows, uint32_t rows,
-                                       const float* __restrict__ window_density, size_t stride,
-                                       float* __restrict__ raw_density, uint32_t n_samples) {
-  const uint32_t q = blockIdx.x * blockDim.x + threadIdx.x;
-  if (q >= rows) return;
-  const uint32_t row = window_rows[q];
-  if (row < n_samples) raw_density[row] = window_density[size_t(q) * stride];
-}
-
 }  // namespace
 
 size_t nerf_compact_scratch(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kScanThreads); }
 
-namespace {
-// Passes 1 and 2 of the compaction (kWindow false) or the window gather: each ray's rows
-// into n_used, each block's first row into scratch, the total into count. Returns the
-// blocks for pass 3 (0: no rays, count set to 0).
-template <bool kWindow>
-unsigned scan_ray_rows(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                       const float* dt, uint32_t begin, uint32_t end, uint32_t* count, uint32_t* scratch,
-                       cudaStream_t s) {
-  if (n_rays == 0) {
-    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
-    return 0;
-  }
-  const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
-  rows_block_sums_kernel<kWindow><<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, begin,
-                                                                   end, scratch);
-  TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
-  compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
-  TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
-  return blocks;
-}
-}  // namespace
-
+// Pass 1 writes each ray's rows into n_used, pass 2 each block's first row into scratch and
+// the total into count, pass 3 gathers the rows.
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
                           const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count, uint32_t* scratch, Stream* stream) {
   const cudaStream_t s = detail::native_stream(stream);
-  const unsigned blocks = scan_ray_rows<false>(rays, n_rays, raw_density, density_stride, dt, 0, 0, count, scratch, s);
-  if (blocks == 0) return;
+  if (n_rays == 0) {
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
+    return;
+  }
+  const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
+  rows_block_sums_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, scratch);
+  TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
+  compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
+  TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
   compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dt, compact_samples,
                                                         compact_dt);
   TESSERA_CUDA_CHECK_LAUNCH("compact_gather_kernel");
-}
-
-void nerf_gather_window(NerfRay* rays, uint32_t n_rays, uint32_t begin, uint32_t end, const float* raw_density,
-                        const float* samples, const float* dt, float* window_positions, uint32_t* window_rows,
-                        uint32_t* count, uint32_t* scratch, Stream* stream) {
-  const cudaStream_t s = detail::native_stream(stream);
-  const unsigned blocks = scan_ray_rows<true>(rays, n_rays, raw_density, 1, dt, begin, end, count, scratch, s);
-  if (blocks == 0) return;
-  window_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, begin, scratch, samples, window_positions,
-                                                       window_rows);
-  TESSERA_CUDA_CHECK_LAUNCH("window_gather_kernel");
-}
-
-void nerf_scatter_density(const uint32_t* window_rows, uint32_t rows, const float* window_density, size_t stride,
-                          float* raw_density, uint32_t n_samples, Stream* stream) {
-  if (rows == 0) return;
-  constexpr uint32_t kThreadsPerBlock = 256;
-  scatter_density_kernel<<<detail::blocks_for(rows, kThreadsPerBlock), kThreadsPerBlock, 0,
-                           detail::native_stream(stream)>>>(window_rows, rows, window_density, stride, raw_density,
-                                                            n_samples);
-  TESSERA_CUDA_CHECK_LAUNCH("scatter_density_kernel");
 }
 
 size_t nerf_composite_train_partials(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kThreads); }

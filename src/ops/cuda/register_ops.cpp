@@ -469,19 +469,6 @@ void register_ops(Backend& b) {
                          compact_dt.data<float>(), count.data<uint32_t>(), scratch.data<uint32_t>(), &s);
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t n_rays) { return nerf_compact_scratch(n_rays); });
-  b.add_op<NerfGatherWindow>([](Stream& s, V rays, uint32_t n_rays, uint32_t begin, uint32_t end, V raw_density,
-                                V samples, V dt, V window_positions, V window_rows, V count, V scratch) {
-    check_nerf_gather_window_views(rays, n_rays, raw_density, samples, dt, window_positions, window_rows, count);
-    check_view(scratch, "nerf_gather_window: scratch", DType::u32, nerf_compact_scratch(n_rays));
-    nerf_gather_window(rays.data<NerfRay>(), n_rays, begin, end, raw_density.data<const float>(),
-                       samples.data<const float>(), dt.data<const float>(), window_positions.data<float>(),
-                       window_rows.data<uint32_t>(), count.data<uint32_t>(), scratch.data<uint32_t>(), &s);
-  });
-  b.add_op<NerfScatterDensity>([](Stream& s, V window_rows, V window_density, V raw_density) {
-    const uint32_t rows = check_nerf_scatter_density_views(window_rows, window_density, raw_density);
-    nerf_scatter_density(window_rows.data<const uint32_t>(), rows, window_density.data<const float>(),
-                         window_density.row_stride(), raw_density.data<float>(), uint32_t(raw_density.rows()), &s);
-  });
   b.add_op<NerfCompositeRender>([](Stream& s, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
                                    V rgba) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, TensorView());
