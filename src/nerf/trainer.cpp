@@ -108,8 +108,8 @@ bool disable_adam_key(Json& optimizer, const char* key) {
 
 NerfTrainingOptions parse_training(const Json& c, Device device) {
   // "stop_window" (the density network on a window of each ray first; removed, as it never
-  // ran faster and trained the same samples) is still accepted, and ignored, so that the
-  // configs and snapshots that name it load.
+  // ran faster and trained the same samples) is still accepted, and passed over with a note,
+  // so that the configs and snapshots that name it load.
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "stop_window", "linear_colors",
@@ -127,6 +127,9 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   o.grid_fraction = json_get<float>(c, "grid_fraction", o.grid_fraction);
   o.warmup_fraction = json_get<float>(c, "warmup_fraction", o.warmup_fraction);
   o.initial_loss_scale = json_get<float>(c, "initial_loss_scale", o.initial_loss_scale);
+  if (c.contains("stop_window"))
+    log(LogLevel::info, "NeRF config: \"training\": \"stop_window\" was removed (it trained the same samples, "
+                        "no faster) and is ignored");
   o.linear_colors = json_get<bool>(c, "linear_colors", o.linear_colors);
   o.snap_to_pixel_centers = json_get<bool>(c, "snap_to_pixel_centers", o.snap_to_pixel_centers);
   o.srgb_compositing = json_get<bool>(c, "srgb_compositing", o.srgb_compositing);

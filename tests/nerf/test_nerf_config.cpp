@@ -9,6 +9,7 @@
 #include "support/errors.h"
 #include "support/paths.h"
 #include "tessera/core/config.h"
+#include "tessera/core/log.h"
 #include "tessera/nerf/trainer.h"
 
 namespace tessera {
@@ -178,15 +179,19 @@ TEST(NerfConfig, BadConfigsAreClearErrors) {
           {"otype": "Identity", "n_dims_to_encode": 1}]})");
   EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(too_many, scene_box(1), DeviceKind::cpu); }).find("Composite"),
             std::string::npos);
-  // An unknown training key is named; the removed stop_window is still accepted, so that
-  // the configs and snapshots that name it load.
+  // An unknown training key is named; the removed stop_window is still accepted, with a note
+  // that names it, so that the configs and snapshots that name it load.
   Json bad_training = nerf::default_nerf_config();
   bad_training["training"] = Json::parse(R"({"stop_windw": 4})");
   EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(bad_training, scene_box(1), DeviceKind::cpu); }).find("stop_windw"),
             std::string::npos);
   Json old_key = nerf::default_nerf_config();
   old_key["training"] = Json::parse(R"({"stop_window": 4})");
+  std::string notes;
+  set_log_sink([&](LogLevel, const std::string& message) { notes += message + "\n"; });
   EXPECT_NO_THROW(nerf::NerfTrainer(old_key, scene_box(1), DeviceKind::cpu));
+  set_log_sink(nullptr);
+  EXPECT_NE(notes.find("stop_window"), std::string::npos) << notes;
 }
 
 }  // namespace
