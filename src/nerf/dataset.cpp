@@ -285,6 +285,9 @@ SceneFile read_scene_file(const std::string& scene, const std::string& split) {
   std::error_code ec;
   SceneFile s;
   s.file = scene;
+  TESSERA_CHECK(fs::exists(scene, ec),
+                "scene '{}' does not exist (a scene is a folder of photos and poses, or its transforms .json file)",
+                scene);
   if (fs::is_directory(scene, ec)) {
     s.file = (fs::path(scene) / ("transforms_" + split + ".json")).string();
     if (!fs::exists(s.file, ec)) {

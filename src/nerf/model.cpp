@@ -8,7 +8,7 @@
 namespace tessera::nerf {
 
 namespace {
-constexpr double kFinestResolution = 2048;  // grid cells per unit length at the finest level (instant-ngp)
+constexpr double kFinestResolution = 2048;  // default cells per unit length at the finest level (instant-ngp)
 
 Json section(const Json& c, const char* name) {
   TESSERA_CHECK(c.is_object() && c.contains(name), "NeRF config: the \"{}\" section is missing", name);
@@ -51,12 +51,24 @@ Json nerf_model_config(const Json& c) {
 }
 
 Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) {
-  if (!encoding.is_object() || encoding.contains("per_level_scale")) return encoding;
+  if (!encoding.is_object()) return encoding;
+  const bool finest_given = encoding.contains("finest_resolution");
+  if (encoding.contains("per_level_scale")) {
+    TESSERA_CHECK(!finest_given, "NeRF config: the encoding gives both \"per_level_scale\" and "
+                                 "\"finest_resolution\"; give one (the second sets the first from the scene)");
+    return encoding;
+  }
   const double levels = json_get<double>(encoding, "n_levels", 16.0);
   const double base = json_get<double>(encoding, "base_resolution", 16.0);
+  const double finest = json_get<double>(encoding, "finest_resolution", kFinestResolution);
   TESSERA_CHECK(levels >= 1 && base > 0, "NeRF config: encoding needs n_levels >= 1 and base_resolution > 0");
+  TESSERA_CHECK(std::isfinite(finest) && finest >= base && finest <= 1e6,
+                "NeRF config: encoding \"finest_resolution\" must be between base_resolution ({}) and 1e6 (got {})",
+                base, finest);
+  // The grid module knows only per_level_scale: the NeRF key is spent here.
+  encoding.erase("finest_resolution");
   encoding["per_level_scale"] =
-      levels > 1 ? std::exp(std::log(kFinestResolution * double(aabb_scale) / base) / (levels - 1)) : 1.0;
+      levels > 1 ? std::exp(std::log(finest * double(aabb_scale) / base) / (levels - 1)) : 1.0;
   return encoding;
 }
 

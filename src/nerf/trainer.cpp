@@ -82,8 +82,13 @@ Json default_nerf_config(double budget_seconds, uint64_t budget_steps) {
   // 4 features per level from 30 s on: lego 36.1-36.2 dB at 60 and 120 s and 36.07 on
   // average at 300 s against the 2-feature grid's 35.9-36.05, the fox +0.4-0.9 dB at 5-30 s;
   // but 25% fewer steps/s, and 0.4 dB less on lego at 5 s (H200, BENCHMARKS.md "Issue 32",
-  // tenth and eleventh parts).
-  if (long_budget) config.at("encoding")["n_features_per_level"] = 4;
+  // tenth and eleventh parts). Its finest level at 1448 (2048 / sqrt 2) cells per unit:
+  // lego 5% more steps/s and the same PSNR or better at 120 and 300 s, the fox the same at
+  // 30 s (fifteenth part).
+  if (long_budget) {
+    config.at("encoding")["n_features_per_level"] = 4;
+    config.at("encoding")["finest_resolution"] = kLongBudgetFinestResolution;
+  }
   return config;
 }
 

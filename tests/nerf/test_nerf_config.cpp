@@ -110,7 +110,9 @@ TEST(NerfConfig, TheDefaultGridWidensForLongBudgets) {
   for (auto it = short_config.begin(); it != short_config.end(); ++it)
     if (it.key() != "encoding") EXPECT_EQ(long_config.at(it.key()), it.value()) << it.key();
   Json encoding = long_config.at("encoding");
+  EXPECT_EQ(encoding.at("finest_resolution").get<double>(), nerf::kLongBudgetFinestResolution);
   encoding["n_features_per_level"] = 2;
+  encoding.erase("finest_resolution");
   EXPECT_EQ(encoding, short_config.at("encoding"));
   // The wider grid builds: a table entry holds F values and the density network's first
   // layer takes 16 F inputs, so going from 2 to 4 features adds twice what 1 to 2 does.
@@ -121,6 +123,32 @@ TEST(NerfConfig, TheDefaultGridWidensForLongBudgets) {
   };
   const size_t one = params(1), two = params(2), four = params(4);
   EXPECT_EQ(four - two, 2 * (two - one));
+}
+
+// "finest_resolution" sets per_level_scale from the scene box (times aabb_scale) and is spent
+// there (the grid module does not know it); with per_level_scale beside it, or out of range,
+// it is an error that names it.
+TEST(NerfConfig, FinestResolutionSetsTheGridScale) {
+  Json long_config = nerf::default_nerf_config(300, 0);
+  long_config["encoding"]["log2_hashmap_size"] = 14;  // small tables: the scale is the point
+  for (uint32_t aabb_scale : {1u, 4u}) {
+    nerf::NerfTrainer t(long_config, scene_box(aabb_scale), DeviceKind::cpu);
+    const Json& encoding = t.config().at("encoding");
+    EXPECT_NEAR(encoding.at("per_level_scale").get<double>(),
+                std::exp(std::log(nerf::kLongBudgetFinestResolution * aabb_scale / 16.0) / 15.0), 1e-9);
+    EXPECT_FALSE(encoding.contains("finest_resolution"));
+  }
+  Json both = long_config;
+  both["encoding"]["per_level_scale"] = 1.4;
+  EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(both, scene_box(1), DeviceKind::cpu); }).find("finest_resolution"),
+            std::string::npos);
+  for (const Json bad : {Json(4.0), Json(-1.0), Json("fine")}) {
+    Json c = nerf::default_nerf_config();
+    c["encoding"]["finest_resolution"] = bad;
+    EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(c, scene_box(1), DeviceKind::cpu); }).find("finest_resolution"),
+              std::string::npos)
+        << bad.dump();
+  }
 }
 
 // configs/nerf_wide_colour.json (the colour network 128 wide, for long runs on object

@@ -98,6 +98,8 @@ def test_default_config_follows_the_budget():
 
     assert features(seconds=5) == 2 and features(seconds=30) == 4 and features(steps=20000) == 4
     assert features(seconds=300, steps=1000) == 2  # the steps end that run first
+    assert Nerf.default_config(seconds=300)["encoding"]["finest_resolution"] == 1448
+    assert "finest_resolution" not in Nerf.default_config(seconds=5)["encoding"]
     short, long = Nerf.default_config(seconds=5), Nerf.default_config(seconds=300)
     del short["encoding"], long["encoding"]
     assert short == long

@@ -31,7 +31,8 @@ uint32_t appearance_embedding_width(const Json& nerf_config);
 Json nerf_model_config(const Json& nerf_config);
 
 // A grid encoding config with instant-ngp's per_level_scale where it has none: the finest
-// level at 2048 cells per unit length of the scene box's edge, times aabb_scale.
+// level at `finest_resolution` (a NeRF key, default 2048; consumed here) cells per unit
+// length of the scene box's edge, times aabb_scale. Both keys at once are an error.
 Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale);
 
 struct NerfModel {
