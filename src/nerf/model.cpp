@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tessera/core/config.h"
 #include "tessera/core/error.h"
 #include "tessera/ops/nerf_types.h"
 
@@ -53,6 +54,13 @@ Json nerf_model_config(const Json& c) {
 Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) {
   if (!encoding.is_object()) return encoding;
   const bool finest_given = encoding.contains("finest_resolution");
+  const std::string otype =
+      canonical_name(json_get<std::string>(encoding, "otype", ""), {"HashGrid", "DenseGrid", "Grid"});
+  if (otype != "HashGrid" && otype != "DenseGrid" && otype != "Grid") {  // no levels to scale
+    TESSERA_CHECK(!finest_given, "NeRF config: \"finest_resolution\" is a grid encoding's key (this one is '{}')",
+                  otype);
+    return encoding;
+  }
   if (encoding.contains("per_level_scale")) {
     TESSERA_CHECK(!finest_given, "NeRF config: the encoding gives both \"per_level_scale\" and "
                                  "\"finest_resolution\"; give one (the second sets the first from the scene)");

@@ -142,6 +142,16 @@ TEST(NerfConfig, FinestResolutionSetsTheGridScale) {
   both["encoding"]["per_level_scale"] = 1.4;
   EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(both, scene_box(1), DeviceKind::cpu); }).find("finest_resolution"),
             std::string::npos);
+  // An encoding without levels gets no scale (a Frequency encoding builds as given) and
+  // takes no finest_resolution.
+  Json frequency = nerf::default_nerf_config();
+  frequency["encoding"] = Json{{"otype", "Frequency"}, {"n_frequencies", 4}};
+  nerf::NerfTrainer f(frequency, scene_box(1), DeviceKind::cpu);
+  EXPECT_EQ(f.config().at("encoding"), frequency.at("encoding"));
+  frequency["encoding"]["finest_resolution"] = 1448;
+  EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(frequency, scene_box(1), DeviceKind::cpu); })
+                .find("finest_resolution\" is a grid encoding's key"),
+            std::string::npos);
   for (const Json bad : {Json(4.0), Json(-1.0), Json("fine")}) {
     Json c = nerf::default_nerf_config();
     c["encoding"]["finest_resolution"] = bad;
