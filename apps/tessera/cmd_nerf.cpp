@@ -134,7 +134,8 @@ Evaluation evaluation_of(const nn::SessionEvaluation& e) {
 
 // --holdout as given, else instant-ngp's every 8th frame for a scene without split files.
 uint32_t scene_holdout(const std::string& scene, uint32_t holdout) {
-  if (holdout || nerf::has_split_files(scene)) return holdout;
+  // A missing scene is left to the loader, whose error names it.
+  if (holdout || !std::filesystem::exists(scene) || nerf::has_split_files(scene)) return holdout;
   fmt::print("nerf: '{}' has no split files: every {}th frame is a test view (--holdout K to choose)\n", scene,
              nerf::kDefaultHoldout);
   return nerf::kDefaultHoldout;
@@ -159,7 +160,7 @@ void run_train(const NerfTrainOptions& o) {
   if (config.is_object() && !config.contains("encoding") && o.resume_path.empty()) {
     config["encoding"] = nerf::default_nerf_config(budget_seconds, o.steps).at("encoding");
     const uint32_t features = config["encoding"].at("n_features_per_level").get<uint32_t>();
-    const double finest = config["encoding"].value("finest_resolution", 2048.0);
+    const double finest = config["encoding"].value("finest_resolution", nerf::kFinestResolution);
     fmt::print("nerf train: hash grid of {} features per level, finest level {:.0f} x aabb_scale cells per unit, the default for {} "
                "budgets (4 and {:.0f} from {:.0f} s or {} steps; a config's \"encoding\" to choose)\n",
                features, finest, features == 4 ? "long" : "short", nerf::kLongBudgetFinestResolution,

@@ -285,7 +285,9 @@ SceneFile read_scene_file(const std::string& scene, const std::string& split) {
   std::error_code ec;
   SceneFile s;
   s.file = scene;
-  TESSERA_CHECK(fs::exists(scene, ec),
+  const bool exists = fs::exists(scene, ec);
+  TESSERA_CHECK(!ec, "scene '{}' cannot be read: {}", scene, ec.message());
+  TESSERA_CHECK(exists,
                 "scene '{}' does not exist (a scene is a folder of photos and poses, or its transforms .json file)",
                 scene);
   if (fs::is_directory(scene, ec)) {

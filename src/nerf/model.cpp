@@ -9,8 +9,6 @@
 namespace tessera::nerf {
 
 namespace {
-constexpr double kFinestResolution = 2048;  // default cells per unit length at the finest level (instant-ngp)
-
 Json section(const Json& c, const char* name) {
   TESSERA_CHECK(c.is_object() && c.contains(name), "NeRF config: the \"{}\" section is missing", name);
   return c.at(name);
@@ -20,6 +18,41 @@ Json with_outputs(Json network, uint32_t n) {
   TESSERA_CHECK(network.is_object(), "NeRF config: a network section must be an object");
   network["n_output_dims"] = n;
   return network;
+}
+
+// with_scene_grid_scale at a Composite's nesting depth.
+Json scaled_grid(Json encoding, uint32_t aabb_scale, int depth) {
+  if (!encoding.is_object()) return encoding;
+  const bool finest_given = encoding.contains("finest_resolution");
+  const std::string otype =
+      canonical_name(json_get<std::string>(encoding, "otype", ""), {"HashGrid", "DenseGrid", "Grid", "Composite"});
+  // A Composite's grids are scaled where they sit; the depth bound is the encoding's own
+  // (deeper configs are rejected when the module is built).
+  if (otype == "Composite" && encoding.contains("nested") && encoding.at("nested").is_array() && depth < 64) {
+    for (Json& part : encoding.at("nested")) part = scaled_grid(std::move(part), aabb_scale, depth + 1);
+  }
+  if (otype != "HashGrid" && otype != "DenseGrid" && otype != "Grid") {  // no levels to scale
+    TESSERA_CHECK(!finest_given, "NeRF config: \"finest_resolution\" is a grid encoding's key (this one is '{}')",
+                  otype);
+    return encoding;
+  }
+  if (encoding.contains("per_level_scale")) {
+    TESSERA_CHECK(!finest_given, "NeRF config: the encoding gives both \"per_level_scale\" and "
+                                 "\"finest_resolution\"; give one (the second sets the first from the scene)");
+    return encoding;
+  }
+  const double levels = json_get<double>(encoding, "n_levels", 16.0);
+  const double base = json_get<double>(encoding, "base_resolution", 16.0);
+  const double finest = json_get<double>(encoding, "finest_resolution", kFinestResolution);
+  TESSERA_CHECK(levels >= 1 && base > 0, "NeRF config: encoding needs n_levels >= 1 and base_resolution > 0");
+  TESSERA_CHECK(std::isfinite(finest) && finest >= base && finest <= 1e6,
+                "NeRF config: encoding \"finest_resolution\" must be between base_resolution ({}) and 1e6 (got {})",
+                base, finest);
+  // The grid module knows only per_level_scale: the NeRF key is spent here.
+  encoding.erase("finest_resolution");
+  encoding["per_level_scale"] =
+      levels > 1 ? std::exp(std::log(finest * double(aabb_scale) / base) / (levels - 1)) : 1.0;
+  return encoding;
 }
 }  // namespace
 
@@ -51,34 +84,7 @@ Json nerf_model_config(const Json& c) {
   return Json{{"otype", "Sequential"}, {"modules", {first, second}}};
 }
 
-Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) {
-  if (!encoding.is_object()) return encoding;
-  const bool finest_given = encoding.contains("finest_resolution");
-  const std::string otype =
-      canonical_name(json_get<std::string>(encoding, "otype", ""), {"HashGrid", "DenseGrid", "Grid"});
-  if (otype != "HashGrid" && otype != "DenseGrid" && otype != "Grid") {  // no levels to scale
-    TESSERA_CHECK(!finest_given, "NeRF config: \"finest_resolution\" is a grid encoding's key (this one is '{}')",
-                  otype);
-    return encoding;
-  }
-  if (encoding.contains("per_level_scale")) {
-    TESSERA_CHECK(!finest_given, "NeRF config: the encoding gives both \"per_level_scale\" and "
-                                 "\"finest_resolution\"; give one (the second sets the first from the scene)");
-    return encoding;
-  }
-  const double levels = json_get<double>(encoding, "n_levels", 16.0);
-  const double base = json_get<double>(encoding, "base_resolution", 16.0);
-  const double finest = json_get<double>(encoding, "finest_resolution", kFinestResolution);
-  TESSERA_CHECK(levels >= 1 && base > 0, "NeRF config: encoding needs n_levels >= 1 and base_resolution > 0");
-  TESSERA_CHECK(std::isfinite(finest) && finest >= base && finest <= 1e6,
-                "NeRF config: encoding \"finest_resolution\" must be between base_resolution ({}) and 1e6 (got {})",
-                base, finest);
-  // The grid module knows only per_level_scale: the NeRF key is spent here.
-  encoding.erase("finest_resolution");
-  encoding["per_level_scale"] =
-      levels > 1 ? std::exp(std::log(finest * double(aabb_scale) / base) / (levels - 1)) : 1.0;
-  return encoding;
-}
+Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) { return scaled_grid(std::move(encoding), aabb_scale, 0); }
 
 NerfModel make_nerf_model(const Json& nerf_config, Device device) {
   NerfModel m;

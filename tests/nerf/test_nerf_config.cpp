@@ -152,6 +152,21 @@ TEST(NerfConfig, FinestResolutionSetsTheGridScale) {
   EXPECT_NE(test::error_of([&] { nerf::NerfTrainer(frequency, scene_box(1), DeviceKind::cpu); })
                 .find("finest_resolution\" is a grid encoding's key"),
             std::string::npos);
+  // A Composite's nested grid is scaled where it sits: finest level 64 x aabb_scale 2 over
+  // 4 levels from 16 cells.
+  Json composite = nerf::default_nerf_config();
+  composite["encoding"] = Json{{"otype", "Composite"},
+                               {"nested",
+                                {{{"otype", "HashGrid"},
+                                  {"n_levels", 4},
+                                  {"n_features_per_level", 2},
+                                  {"log2_hashmap_size", 14},
+                                  {"base_resolution", 16},
+                                  {"finest_resolution", 64}}}}};
+  nerf::NerfTrainer nested(composite, scene_box(2), DeviceKind::cpu);
+  const Json& grid = nested.config().at("encoding").at("nested").at(0);
+  EXPECT_NEAR(grid.at("per_level_scale").get<double>(), std::cbrt(8.0), 1e-9);
+  EXPECT_FALSE(grid.contains("finest_resolution"));
   for (const Json bad : {Json(4.0), Json(-1.0), Json("fine")}) {
     Json c = nerf::default_nerf_config();
     c["encoding"]["finest_resolution"] = bad;

@@ -31,8 +31,11 @@ uint32_t appearance_embedding_width(const Json& nerf_config);
 Json nerf_model_config(const Json& nerf_config);
 
 // A grid encoding config with instant-ngp's per_level_scale where it has none: the finest
-// level at `finest_resolution` (a NeRF key, default 2048; consumed here) cells per unit
-// length of the scene box's edge, times aabb_scale. Both keys at once are an error.
+// level at `finest_resolution` (a NeRF key, default kFinestResolution; consumed here) cells
+// per unit length of the scene box's edge, times aabb_scale. Both keys at once are an error.
+// A Composite's nested grids are scaled the same; other encodings pass unchanged (and take
+// no finest_resolution).
+inline constexpr double kFinestResolution = 2048;
 Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale);
 
 struct NerfModel {

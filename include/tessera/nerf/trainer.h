@@ -78,7 +78,7 @@ Json default_nerf_config();
 
 // The default config for a training budget (0: no limit of that kind): the grid of
 // default_nerf_config() for short budgets, and 4 features per level instead of 2 (its
-// finest level at kLongBudgetFinestResolution cells per unit instead of 2048) where every
+// finest level at kLongBudgetFinestResolution cells per unit instead of kFinestResolution) where every
 // given limit is at least kLongBudgetSeconds / kLongBudgetSteps, where the larger grid's
 // quality outweighs its slower steps.
 inline constexpr double kLongBudgetSeconds = 30;
