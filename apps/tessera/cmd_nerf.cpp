@@ -161,8 +161,9 @@ void run_train(const NerfTrainOptions& o) {
     config["encoding"] = nerf::default_nerf_config(budget_seconds, o.steps).at("encoding");
     const uint32_t features = config["encoding"].at("n_features_per_level").get<uint32_t>();
     const double finest = config["encoding"].value("finest_resolution", nerf::kFinestResolution);
-    fmt::print("nerf train: hash grid of {} features per level, finest level {:.0f} x aabb_scale cells per unit, the default for {} "
-               "budgets (4 and {:.0f} from {:.0f} s or {} steps; a config's \"encoding\" to choose)\n",
+    fmt::print("nerf train: hash grid of {} features per level, finest level {:.0f} x aabb_scale cells per unit, "
+               "the default for {} budgets (4 and {:.0f} from {:.0f} s or {} steps; a config's \"encoding\" to "
+               "choose)\n",
                features, finest, features == 4 ? "long" : "short", nerf::kLongBudgetFinestResolution,
                nerf::kLongBudgetSeconds, nerf::kLongBudgetSteps);
   }

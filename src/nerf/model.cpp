@@ -84,7 +84,9 @@ Json nerf_model_config(const Json& c) {
   return Json{{"otype", "Sequential"}, {"modules", {first, second}}};
 }
 
-Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) { return scaled_grid(std::move(encoding), aabb_scale, 0); }
+Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale) {
+  return scaled_grid(std::move(encoding), aabb_scale, 0);
+}
 
 NerfModel make_nerf_model(const Json& nerf_config, Device device) {
   NerfModel m;

@@ -78,9 +78,9 @@ Json default_nerf_config();
 
 // The default config for a training budget (0: no limit of that kind): the grid of
 // default_nerf_config() for short budgets, and 4 features per level instead of 2 (its
-// finest level at kLongBudgetFinestResolution cells per unit instead of kFinestResolution) where every
-// given limit is at least kLongBudgetSeconds / kLongBudgetSteps, where the larger grid's
-// quality outweighs its slower steps.
+// finest level at kLongBudgetFinestResolution cells per unit instead of kFinestResolution)
+// where every given limit is at least kLongBudgetSeconds / kLongBudgetSteps, where the
+// larger grid's quality outweighs its slower steps.
 inline constexpr double kLongBudgetSeconds = 30;
 inline constexpr uint64_t kLongBudgetSteps = 15000;
 inline constexpr double kLongBudgetFinestResolution = 1448;
