@@ -4,6 +4,7 @@
 
 #include "tessera/core/config.h"
 #include "tessera/core/error.h"
+#include "tessera/nn/encoding.h"
 #include "tessera/ops/nerf_types.h"
 
 namespace tessera::nerf {
@@ -24,14 +25,14 @@ Json with_outputs(Json network, uint32_t n) {
 Json scaled_grid(Json encoding, uint32_t aabb_scale, int depth) {
   if (!encoding.is_object()) return encoding;
   const bool finest_given = encoding.contains("finest_resolution");
-  const std::string otype =
-      canonical_name(json_get<std::string>(encoding, "otype", ""), {"HashGrid", "DenseGrid", "Grid", "Composite"});
-  // A Composite's grids are scaled where they sit; the depth bound is the encoding's own
-  // (deeper configs are rejected when the module is built).
-  if (otype == "Composite" && encoding.contains("nested") && encoding.at("nested").is_array() && depth < 64) {
+  const std::string otype = nn::canonical_encoding_otype(json_get<std::string>(encoding, "otype", ""));
+  // A Composite's grids are scaled where they sit (deeper configs than the bound are
+  // rejected when the module is built).
+  if (otype == "Composite" && encoding.contains("nested") && encoding.at("nested").is_array() &&
+      depth < nn::kMaxCompositeDepth) {
     for (Json& part : encoding.at("nested")) part = scaled_grid(std::move(part), aabb_scale, depth + 1);
   }
-  if (otype != "HashGrid" && otype != "DenseGrid" && otype != "Grid") {  // no levels to scale
+  if (!nn::is_grid_encoding(otype)) {  // no levels to scale
     TESSERA_CHECK(!finest_given, "NeRF config: \"finest_resolution\" is a grid encoding's key (this one is '{}')",
                   otype);
     return encoding;

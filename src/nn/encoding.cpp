@@ -194,7 +194,6 @@ std::unique_ptr<Module> create_grid(const Json& c, const std::string& otype, uin
 // Widths an encoding may produce: computed in 64 bits and capped, so a huge n_bins or a
 // Composite whose parts add up past 2^32 is an error, not a wrapped width.
 constexpr uint64_t kMaxEncodingWidth = 1 << 16;
-constexpr int kMaxCompositeDepth = 64;
 
 std::unique_ptr<Module> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth);
 
@@ -204,6 +203,13 @@ std::unique_ptr<Module> create_encoding(const Json& c, uint32_t n_dims, Device d
   return create_encoding_at(c, n_dims, device, 0);
 }
 
+std::string canonical_encoding_otype(const std::string& otype) {
+  return canonical_name(otype, {"HashGrid", "DenseGrid", "Grid", "Composite", "Identity", "Frequency", "TriangleWave",
+                                "OneBlob", "SphericalHarmonics"});
+}
+
+bool is_grid_encoding(const std::string& otype) { return otype == "HashGrid" || otype == "DenseGrid" || otype == "Grid"; }
+
 namespace {
 
 std::unique_ptr<Module> create_encoding_at(const Json& c, uint32_t n_dims, Device device, int depth) {
@@ -211,10 +217,8 @@ std::unique_ptr<Module> create_encoding_at(const Json& c, uint32_t n_dims, Devic
   TESSERA_CHECK(c.is_object() && c.contains("otype"), "encoding config needs an \"otype\"; valid choices: {}",
                 kEncodingChoices);
   TESSERA_CHECK(n_dims >= 1, "an encoding needs at least one input dimension");
-  const std::string otype =
-      canonical_name(json_get<std::string>(c, "otype", ""), {"HashGrid", "DenseGrid", "Grid", "Composite", "Identity",
-                                                              "Frequency", "TriangleWave", "OneBlob", "SphericalHarmonics"});
-  if (otype == "HashGrid" || otype == "DenseGrid" || otype == "Grid") return create_grid(c, otype, n_dims, device);
+  const std::string otype = canonical_encoding_otype(json_get<std::string>(c, "otype", ""));
+  if (is_grid_encoding(otype)) return create_grid(c, otype, n_dims, device);
   if (otype == "Composite") {
     check_known_keys(c, "Composite config", {"otype", "nested", "n_dims_to_encode"});
     TESSERA_CHECK(c.contains("nested") && c.at("nested").is_array() && !c.at("nested").empty(),

@@ -7,6 +7,7 @@
 // in backward: their forward keeps nothing.
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "tessera/core/config.h"
 #include "tessera/core/device.h"
@@ -52,5 +53,12 @@ class Encoding : public Module {
 // Builds an encoding of n_input_dims from a tiny-cuda-nn style config. Unknown otype or
 // key is an error listing the valid choices.
 std::unique_ptr<Module> create_encoding(const Json& config, uint32_t n_input_dims, Device device);
+
+// Composite encodings nest at most this deep (deeper configs are an error).
+inline constexpr int kMaxCompositeDepth = 64;
+// The otype as create_encoding reads it (its case set right; an unknown name unchanged).
+std::string canonical_encoding_otype(const std::string& otype);
+// Whether a canonical otype is a grid encoding (levels of cells: HashGrid, DenseGrid, Grid).
+bool is_grid_encoding(const std::string& canonical_otype);
 
 }  // namespace tessera::nn
