@@ -1,6 +1,8 @@
 // Measures the GPU's throughput for the scatter the hash-grid backward does: N atomic
 // additions to uniformly random entries of a table, as fp32 scalar pairs, fp32 float2
-// vector atomics and fp16 half2 atomics, for tables that fit in L2 and ones that do not.
+// vector atomics and fp16 half2 atomics, for tables that fit in L2 and ones that do not;
+// then 4-feature entries (the 16 x 4 NeRF grid's), as one fp32 float4 vector atomic
+// against one 8-byte fp16 vector reduction (red.v2.f16x2, sm_90).
 // This is the floor the encoding backward is compared with (BENCHMARKS.md).
 //   atomic_scatter_floor [n_ops_log2=24]
 #include <cuda_fp16.h>
@@ -29,14 +31,24 @@ __device__ __forceinline__ uint32_t mix(uint32_t v) {
   return v;
 }
 
-enum Kind { kScalarPair, kFloat2, kHalf2 };
+enum Kind { kScalarPair, kFloat2, kHalf2, kFloat4, kHalf4 };
 
 template <Kind K>
 __global__ void scatter(void* table, uint32_t mask, uint64_t n, uint32_t salt) {
   const uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const uint32_t e = mix(uint32_t(i) ^ salt) & mask;  // entry of 2 features
-  if constexpr (K == kScalarPair) {
+  const uint32_t e = mix(uint32_t(i) ^ salt) & mask;  // entry of 2 (4) features
+  if constexpr (K == kFloat4) {
+    atomicAdd(reinterpret_cast<float4*>(table) + e, make_float4(1e-3f, 1e-3f, 1e-3f, 1e-3f));
+  } else if constexpr (K == kHalf4) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const __half2 v = __floats2half2_rn(1e-3f, 1e-3f);
+    const uint32_t b = *reinterpret_cast<const uint32_t*>(&v);
+    asm volatile("red.global.add.noftz.v2.f16x2 [%0], {%1, %2};" ::"l"(reinterpret_cast<uint2*>(table) + e), "r"(b),
+                 "r"(b)
+                 : "memory");
+#endif
+  } else if constexpr (K == kScalarPair) {
     float* t = static_cast<float*>(table) + 2 * size_t(e);
     atomicAdd(t, 1e-3f);
     atomicAdd(t + 1, 1e-3f);
@@ -87,6 +99,25 @@ int main(int argc, char** argv) {
     std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp32 2x scalar", s, n / (s * 1e6));
     std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp32 float2 vector", v, n / (v * 1e6));
     std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp16 half2", h, n / (h * 1e6));
+    CHECK(cudaFree(table));
+  }
+  // 4 features an entry: fp32 (16 bytes) against fp16 (8 bytes), at equal table bytes
+  // (the 16 x 4 grid's scatter launches take level groups of <= half the L2) and at equal
+  // entries (the whole gradient table in one launch).
+  std::printf("%-12s %-22s %10s %14s\n", "table", "kind (4 features)", "ms", "G updates/s");
+  for (int log2_entries : {19, 21, 22, 23}) {
+    const uint32_t entries = 1u << log2_entries;
+    void* table;
+    CHECK(cudaMalloc(&table, size_t(entries) * 16));
+    CHECK(cudaMemset(table, 0, size_t(entries) * 16));
+    const float f = time_scatter<kFloat4>(table, entries, n);
+    const float h = time_scatter<kHalf4>(table, entries, n);
+    char label[32];
+    std::snprintf(label, sizeof label, "2^%d x 4", log2_entries);
+    std::printf("%-12s %-22s %10.4f %14.2f  (%zu MB)\n", label, "fp32 float4 vector", f, n / (f * 1e6),
+                (size_t(entries) * 16) >> 20);
+    std::printf("%-12s %-22s %10.4f %14.2f  (%zu MB)\n", label, "fp16 red.v2.f16x2", h, n / (h * 1e6),
+                (size_t(entries) * 8) >> 20);
     CHECK(cudaFree(table));
   }
   return 0;

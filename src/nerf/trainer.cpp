@@ -117,7 +117,8 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   // so that the configs and snapshots that name it load.
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
-                    "grid_fraction", "warmup_fraction", "initial_loss_scale", "stop_window", "linear_colors",
+                    "grid_fraction", "warmup_fraction", "initial_loss_scale", "stop_window", "stop_density_every",
+                    "linear_colors",
                     "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
                     "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
                     "optimize_focal_length", "focal_learning_rate", "camera_update_interval",
@@ -135,6 +136,9 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   if (c.contains("stop_window"))
     log(LogLevel::info, "NeRF config: \"training\": \"stop_window\" was removed (it trained the same samples, "
                         "no faster) and is ignored");
+  o.stop_density_every = json_get<uint32_t>(c, "stop_density_every", o.stop_density_every);
+  TESSERA_CHECK(o.stop_density_every == 1 || o.stop_density_every == 2,
+                "NeRF training: stop_density_every must be 1 or 2 (got {})", o.stop_density_every);
   o.linear_colors = json_get<bool>(c, "linear_colors", o.linear_colors);
   o.snap_to_pixel_centers = json_get<bool>(c, "snap_to_pixel_centers", o.snap_to_pixel_centers);
   o.srgb_compositing = json_get<bool>(c, "srgb_compositing", o.srgb_compositing);
@@ -339,14 +343,18 @@ void NerfTrainer::step() {
   const uint32_t n_rays = sel.n_rays, n = samples_written_;
   const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
   compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(stream(), n_rays));
-  outputs_.ensure(size_t(n) * kDensityOutputs);
-  const TensorView densities = outputs_.matrix(n, kDensityOutputs);
-  density_->inference(samples.columns(0, 3), densities);
+  const uint32_t every = options_.stop_density_every, n_run = (n + every - 1) / every;
+  outputs_.ensure(size_t(n_run) * kDensityOutputs);
+  const TensorView densities = outputs_.matrix(n_run, kDensityOutputs);
+  // Rows 0, every, 2 every, ... of the samples' positions.
+  const TensorView positions =
+      TensorView::matrix(samples.memory, samples.dtype, n_run, 3, every * samples.row_stride(), samples.offset);
+  density_->inference(positions, densities);
   const TensorView raw_density = densities.columns(0, 1);
   mark(times_.inference);
   compact_samples_.ensure(size_t(n) * ops::kNerfInputWidth);
   compact_dt_.ensure(n);
-  ops::call<ops::NerfCompactSamples>(stream(), rays_.view(), n_rays, raw_density, samples,
+  ops::call<ops::NerfCompactSamples>(stream(), rays_.view(), n_rays, raw_density, every, samples,
                                      dt_.view(0, n), compact_samples_.matrix(n, ops::kNerfInputWidth),
                                      compact_dt_.view(0, n), counters_.view(2, 1), compact_scratch_.view());
   download_from_view(stream(), counts, counters_.view(2, 1), sizeof(uint32_t));

@@ -279,7 +279,7 @@ uint32_t check_nerf_append_embeddings_views(const TensorView& rays, uint32_t n_r
 }
 
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                              const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
+                              uint32_t density_every, const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
                               const TensorView& compact_dt, const TensorView& count) {
   check_view(rays, "nerf_compact_samples: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
   const auto matrix = [](const TensorView& v, uint32_t cols, const char* what) {
@@ -290,9 +290,13 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
   matrix(samples, kNerfInputWidth, "nerf_compact_samples: samples");
   matrix(compact_samples, kNerfInputWidth, "nerf_compact_samples: compact_samples");
   const size_t rows = samples.rows();
+  TESSERA_CHECK(density_every == 1 || density_every == 2,
+                "nerf_compact_samples: density_every must be 1 or 2 (got {})", density_every);
+  const size_t density_rows = (rows + density_every - 1) / density_every;
   TESSERA_CHECK(raw_density.rank == 2 && raw_density.cols() == 1 && raw_density.dtype == DType::f32 &&
-                    raw_density.rows() == rows,
-                "nerf_compact_samples: raw_density must be an fp32 [{}, 1] column view (one per sample)", rows);
+                    raw_density.rows() == density_rows,
+                "nerf_compact_samples: raw_density must be an fp32 [{}, 1] column view (one per {} of {} samples)",
+                density_rows, density_every == 1 ? "each" : "every other", rows);
   check_view(dt, "nerf_compact_samples: dt", DType::f32, rows);
   TESSERA_CHECK(compact_samples.rows() >= rows, "nerf_compact_samples: compact_samples needs at least {} rows (has {})",
                 rows, compact_samples.rows());

@@ -311,15 +311,18 @@ std::vector<double> compaction_result(const Buffer<ops::NerfRay>& rays, const Bu
   return out;
 }
 
-std::vector<double> run_compact(Backend& b, uint64_t seed, bool long_rays = false) {
+// density_every = 2: the densities of rows 0, 2, 4, ... only (a strided view of raw's column 3).
+std::vector<double> run_compact(Backend& b, uint64_t seed, bool long_rays = false, uint32_t density_every = 1) {
   const CompositeInputs in(seed, long_rays);
   Buffer<ops::NerfRay> rays = upload(b, in.rays);
   Buffer<float> raw = upload(b, in.raw), dt = upload(b, in.dt), samples = upload(b, in.samples);
   Buffer<float> compact(b.device(), in.samples.size()), compact_dt(b.device(), in.total);
   Stream& s = b.default_stream();
   Buffer<uint32_t> count(b.device(), 1), scratch(b.device(), std::max<size_t>(1, ops::call<ops::NerfCompactScratch>(s, in.n_rays)));
-  ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, raw.matrix(in.total, 4).columns(3, 1),
-                                     samples.matrix(in.total, 6), dt.view(), compact.matrix(in.total, 6),
+  const TensorView all = raw.matrix(in.total, 4).columns(3, 1);
+  const uint32_t n_run = (in.total + density_every - 1) / density_every;
+  const TensorView density = TensorView::matrix(all.memory, all.dtype, n_run, 1, density_every * all.row_stride(), all.offset);
+  ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, density, density_every, samples.matrix(in.total, 6), dt.view(), compact.matrix(in.total, 6),
                                      compact_dt.view(), count.view(), scratch.view());
   return compaction_result(rays, compact, compact_dt, count);
 }
@@ -481,6 +484,12 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
   cases.push_back({"nerf_compact_samples", "1200_long_rays", 0.0,
                    has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
                    [](Backend& b, uint64_t seed) { return run_compact(b, seed, true); }, compare_compact});
+  cases.push_back({"nerf_compact_samples", "5000_rays_every_other", 0.0,
+                   has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
+                   [](Backend& b, uint64_t seed) { return run_compact(b, seed, false, 2); }, compare_compact});
+  cases.push_back({"nerf_compact_samples", "1200_long_rays_every_other", 0.0,
+                   has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
+                   [](Backend& b, uint64_t seed) { return run_compact(b, seed, true, 2); }, compare_compact});
   cases.push_back({"nerf_grid_samples_update", "2_cascades", 1e-6, has_ops<ops::NerfGridSamples, ops::NerfGridUpdate>(),
                    run_grid, compare_grid});
   cases.push_back({"nerf_mark_untrained", "2_cascades_lenses", 0.0, has_op<ops::NerfMarkUntrained>(),

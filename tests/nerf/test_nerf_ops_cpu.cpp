@@ -3,11 +3,14 @@
 // against a brute-force dense sampler.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "support/errors.h"
 #include "support/nerf_fixtures.h"
 #include "support/random.h"
 #include "tessera/core/error.h"
@@ -248,7 +251,7 @@ TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   std::vector<float> compact(size_t(total) * 6, -1.0f), compact_dt(total, -1.0f);
   uint32_t count = 0;
   const TensorView densities = test::test_view(raw, total, 4).columns(3, 1);
-  ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, densities,
+  ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, densities, 1u,
                                      test::test_view(samples, total, 6), test::test_view(dt),
                                      test::test_view(compact, total, 6), test::test_view(compact_dt),
                                      TensorView::of(&count, 1), TensorView());
@@ -294,13 +297,86 @@ TEST(NerfOpsCpu, CompactionKeepsTheSamplesInFrontOfEachStop) {
   // Too few rows for the compacted samples: refused, naming the argument.
   try {
     rays = marched;
-    ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, densities,
+    ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays, densities, 1u,
                                        test::test_view(samples, total, 6), test::test_view(dt),
                                        test::test_view(compact, total - 1, 6), test::test_view(compact_dt),
                                        TensorView::of(&count, 1), TensorView());
     ADD_FAILURE() << "a short compact_samples was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("compact_samples"), std::string::npos) << e.what();
+  }
+}
+
+// With the density network run on every other sample (density_every = 2: batch rows 0, 2,
+// 4, ...), a sample between takes the lower density of its two neighbours in the same ray,
+// and none at either end of the ray. Checked against that rule written out here, and
+// against the exact stop: where every odd row's density is what the rule gives, the two
+// passes keep the same samples. Odd raw_density lengths, another density_every and a
+// raw_density of one row per sample are refused, naming the argument.
+TEST(NerfOpsCpu, CompactionFromEveryOtherSampleTakesTheNeighboursLowerDensity) {
+  const uint64_t seed = test::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(0, 1);
+  const uint32_t n_rays = 400;
+  uint32_t total = 0;
+  const std::vector<ops::NerfRay> marched = test::random_rays(gen, n_rays, 1, 16, 60, 7, total);
+  std::vector<float> samples(size_t(total) * 6), raw(total), dt(total);
+  for (auto& v : samples) v = u(gen);
+  for (auto& v : raw) v = u(gen) * 6 - 1;
+  for (auto& v : dt) v = 0.01f + 0.1f * u(gen);
+  // The raw density sample j of ray r stands on, by the rule above (-1e30, i.e. a density
+  // of 0, where it has none).
+  auto estimated_raw = [&](const ops::NerfRay& r, uint32_t j) -> float {
+    const uint32_t row = r.first_sample + j;
+    if (row % 2 == 0) return raw[row];
+    if (j == 0 || j + 1 == r.n_samples) return -1e30f;
+    return std::min(raw[row - 1], raw[row + 1]);
+  };
+  const uint32_t n_run = (total + 1) / 2;
+  std::vector<float> run(n_run);  // the "network" on rows 0, 2, 4, ...
+  for (uint32_t k = 0; k < n_run; ++k) run[k] = raw[2 * k];
+
+  auto compact = [&](const std::vector<float>& densities, uint32_t every, std::vector<ops::NerfRay>& rays) {
+    rays = marched;
+    std::vector<float> out(size_t(total) * 6), out_dt(total);
+    uint32_t count = 0;
+    ops::call<ops::NerfCompactSamples>(DeviceKind::cpu, test::test_view(rays), n_rays,
+                                       TensorView::of(densities.data(), densities.size()).as_column(), every,
+                                       test::test_view(samples, total, 6), test::test_view(dt),
+                                       test::test_view(out, total, 6), test::test_view(out_dt),
+                                       TensorView::of(&count, 1), TensorView());
+    return count;
+  };
+  std::vector<ops::NerfRay> half_rays;
+  compact(run, 2, half_rays);
+  uint32_t stopped_early = 0;
+  for (uint32_t i = 0; i < n_rays; ++i) {
+    const ops::NerfRay& m = marched[i];
+    float T = 1;
+    uint32_t used = 0;
+    for (; used < m.n_samples && T >= 1e-4f; ++used)
+      T *= 1.0f - (1.0f - std::exp(-std::exp(estimated_raw(m, used)) * dt[m.first_sample + used]));
+    ASSERT_EQ(half_rays[i].n_used, used) << "ray " << i;
+    stopped_early += used < m.n_samples;
+  }
+  EXPECT_GT(stopped_early, 20u);  // the data must exercise the stop
+
+  // Odd rows given the rule's density: the exact pass keeps the same samples.
+  std::vector<float> filled(total);
+  for (const ops::NerfRay& m : marched)
+    for (uint32_t j = 0; j < m.n_samples; ++j) filled[m.first_sample + j] = estimated_raw(m, j);
+  std::vector<ops::NerfRay> exact_rays;
+  const uint32_t exact_count = compact(filled, 1, exact_rays);
+  EXPECT_EQ(compact(run, 2, half_rays), exact_count);
+  for (uint32_t i = 0; i < n_rays; ++i) ASSERT_EQ(half_rays[i].n_used, exact_rays[i].n_used) << "ray " << i;
+
+  for (const auto& [densities, every] : {std::pair{std::vector<float>(n_run + 1), 2u},
+                                         std::pair{std::vector<float>(total), 2u},
+                                         std::pair{std::vector<float>(total), 3u}}) {
+    std::vector<ops::NerfRay> rays;
+    const std::string e = test::error_of([&] { compact(densities, every, rays); });
+    EXPECT_NE(e.find(every == 3 ? "density_every" : "raw_density"), std::string::npos) << e;
   }
 }
 

@@ -34,6 +34,12 @@ struct NerfTrainingOptions {
   float grid_fraction = 0.5f;
   float warmup_fraction = 1.0f;
   float initial_loss_scale = 128.0f;  // the fp16 backward's starting loss scale
+  // The density pass that finds where each ray turns opaque (which samples are trained)
+  // runs on every stop_density_every-th marched sample: 2 (half the pass; a sample between
+  // takes its neighbours' lower density, ops::NerfCompactSamples) or 1 (every one, exact).
+  // Lego on an H200 (BENCHMARKS.md, issue 32, seventeenth part): 2 runs 12-16% more steps
+  // per second and scores the same or better to 120 s, the fox the same at 30 s.
+  uint32_t stop_density_every = 2;
   // instant-ngp's defaults: the model's colours are sRGB (false: the loss weighs errors as
   // the sRGB test metrics do) and training rays go through pixel centres.
   bool linear_colors = false;

@@ -54,7 +54,10 @@ struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTra
 // Compaction before training (instant-ngp's step, the colour network left out of the
 // inference): each ray stops where its raw densities (a column of the density network's
 // inference on every marched sample, raw_density [samples, 1]) make transmittance fall
-// below 1e-4, as NerfCompositeTrain would; the samples in front (n_used of them) and their
+// below 1e-4, as NerfCompositeTrain would. With density_every = 2 the network ran on every
+// other sample only (rows 0, 2, 4, ...; raw_density [ceil(samples / 2), 1]), and a sample
+// between takes the lower density of its neighbours in the same ray (nerf_math.h,
+// StopDensities): an estimate of the stop at half the inference that errs towards later. The samples in front (n_used of them) and their
 // steps are gathered ray by ray, in ray order, into consecutive rows of compact_samples
 // (fp32 [rows, 6]) and compact_dt (fp32 [rows]); count (u32 [1]) = the rows written. Each
 // ray is rewritten to its compacted rows (first_sample, n_samples = n_used), so that
@@ -63,8 +66,9 @@ struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTra
 struct NerfCompactSamples {
   static constexpr const char* name = "nerf_compact_samples";
   using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                  const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
-                  const TensorView& compact_dt, const TensorView& count, const TensorView& scratch);
+                  uint32_t density_every, const TensorView& samples, const TensorView& dt,
+                  const TensorView& compact_samples, const TensorView& compact_dt, const TensorView& count,
+                  const TensorView& scratch);
 };
 struct NerfCompactScratch {
   static constexpr const char* name = "nerf_compact_scratch";
@@ -149,7 +153,7 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
 // when it is on, that `samples` holds sample rows for every output row).
 NerfDistortion nerf_distortion_of(const TensorView& samples, float weight, const TensorView& outputs);
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                              const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
+                              uint32_t density_every, const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
                               const TensorView& compact_dt, const TensorView& count);
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,

@@ -45,13 +45,13 @@ void compact_ray(const NerfRay& r, uint32_t first_compact, const float* samples,
 }  // namespace
 
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          const float* samples, const float* dt, float* compact_samples, float* compact_dt,
-                          uint32_t* count) {
+                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples,
+                          float* compact_dt, uint32_t* count) {
+  const StopDensities density{raw_density, density_stride, density_every};
   uint32_t next = 0;
   for (uint32_t i = 0; i < n_rays; ++i) {
     NerfRay& r = rays[i];
-    r.n_used = ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride, dt + r.first_sample,
-                        r.n_samples);
+    r.n_used = ray_stop(density, r.first_sample, dt, r.n_samples);
     compact_ray(r, next, samples, dt, compact_samples, compact_dt);
     r.first_sample = next, r.n_samples = r.n_used;
     next += r.n_used;

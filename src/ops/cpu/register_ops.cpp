@@ -248,12 +248,12 @@ void register_ops(Backend& b) {
                          dL_doutputs.data<float>(), state.data<TrainState>());
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t) { return size_t(1); });
-  b.add_op<NerfCompactSamples>([](Stream&, V rays, uint32_t n_rays, V raw_density, V samples, V dt,
-                                  V compact_samples, V compact_dt, V count, V) {
-    check_nerf_compact_views(rays, n_rays, raw_density, samples, dt, compact_samples, compact_dt, count);
+  b.add_op<NerfCompactSamples>([](Stream&, V rays, uint32_t n_rays, V raw_density, uint32_t density_every,
+                                  V samples, V dt, V compact_samples, V compact_dt, V count, V) {
+    check_nerf_compact_views(rays, n_rays, raw_density, density_every, samples, dt, compact_samples, compact_dt, count);
     nerf_compact_samples(rays.data<NerfRay>(), n_rays, raw_density.data<const float>(), raw_density.row_stride(),
-                         samples.data<const float>(), dt.data<const float>(), compact_samples.data<float>(),
-                         compact_dt.data<float>(), count.data<uint32_t>());
+                         density_every, samples.data<const float>(), dt.data<const float>(),
+                         compact_samples.data<float>(), compact_dt.data<float>(), count.data<uint32_t>());
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t) { return size_t(0); });
   b.add_op<NerfCompositeRender>([](Stream&, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,

@@ -90,12 +90,14 @@ __device__ __forceinline__ void for_each_long_ray(bool is_long, Work&& work) {
 // ray_stop of a long ray by the lanes of a warp (every lane calling), 32 samples at a time
 // (a lane each; transmittance by a product scan) until one falls below kMinTransmittance:
 // most rays stop within their first few samples, so no lane walks further than that.
-__device__ uint32_t ray_stop_warp(const float* raw_density, size_t stride, const float* dt, uint32_t n) {
+__device__ uint32_t ray_stop_warp(const StopDensities& density, uint32_t first_sample, const float* dt, uint32_t n) {
   const uint32_t lane = threadIdx.x & 31u;
   float T = 1.0f;
   for (uint32_t first = 0; first < n; first += 32) {
     const uint32_t j = first + lane;
-    const float alpha = j < n ? 1.0f - std::exp(-density_activation(raw_density[j * stride]) * dt[j]) : 0.0f;
+    const float alpha =
+        j < n ? 1.0f - std::exp(-density_activation(density.at(first_sample, j, n)) * dt[size_t(first_sample) + j])
+              : 0.0f;
     const float through = warp_inclusive_scan<true>(1.0f - alpha);
     const float previous = __shfl_up_sync(kAll, through, 1);  // every lane shuffles
     const float in_front = T * (lane == 0 ? 1.0f : previous);
@@ -259,8 +261,7 @@ constexpr uint32_t kScanThreads = 256;
 
 // Pass 1: each ray's rows (the samples in front of its stop), left in n_used, and each
 // block's sum.
-__global__ void rows_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
-                                       const float* __restrict__ raw_density, size_t density_stride,
+__global__ void rows_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_rays, StopDensities density,
                                        const float* __restrict__ dt, uint32_t* __restrict__ block_sums) {
   using Reduce = cub::BlockReduce<uint32_t, kScanThreads>;
   __shared__ typename Reduce::TempStorage temp;
@@ -271,14 +272,11 @@ __global__ void rows_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_ra
   if (i < n_rays) {
     const NerfRay r = rays[i];
     is_long = r.n_samples > kLongRay;
-    if (!is_long)
-      used = ray_stop(raw_density + size_t(r.first_sample) * density_stride, density_stride, dt + r.first_sample,
-                      r.n_samples);
+    if (!is_long) used = ray_stop(density, r.first_sample, dt, r.n_samples);
   }
   for_each_long_ray<kScanThreads>(is_long, [&](uint32_t t) {
     const NerfRay r = rays[blockIdx.x * kScanThreads + t];
-    const uint32_t stop = ray_stop_warp(raw_density + size_t(r.first_sample) * density_stride, density_stride,
-                                        dt + r.first_sample, r.n_samples);
+    const uint32_t stop = ray_stop_warp(density, r.first_sample, dt, r.n_samples);
     if (threadIdx.x % 32 == 0) long_ray_used[t] = stop;
   });
   if (is_long) used = long_ray_used[threadIdx.x];
@@ -375,7 +373,7 @@ size_t nerf_compact_scratch(uint32_t n_rays) { return detail::blocks_for(std::ma
 // Pass 1 writes each ray's rows into n_used, pass 2 each block's first row into scratch and
 // the total into count, pass 3 gathers the rows.
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          const float* samples, const float* dt, float* compact_samples, float* compact_dt,
+                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples, float* compact_dt,
                           uint32_t* count, uint32_t* scratch, Stream* stream) {
   const cudaStream_t s = detail::native_stream(stream);
   if (n_rays == 0) {
@@ -383,7 +381,8 @@ void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_densi
     return;
   }
   const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
-  rows_block_sums_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, raw_density, density_stride, dt, scratch);
+  rows_block_sums_kernel<<<blocks, kScanThreads, 0, s>>>(
+      rays, n_rays, StopDensities{raw_density, density_stride, density_every}, dt, scratch);
   TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
   compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
   TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");

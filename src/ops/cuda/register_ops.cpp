@@ -460,13 +460,13 @@ void register_ops(Backend& b) {
                          state.data<TrainState>(), &s);
   });
   b.add_op<NerfCompositeTrainPartials>([](Stream&, uint32_t n_rays) { return nerf_composite_train_partials(n_rays); });
-  b.add_op<NerfCompactSamples>([](Stream& s, V rays, uint32_t n_rays, V raw_density, V samples, V dt,
-                                  V compact_samples, V compact_dt, V count, V scratch) {
-    check_nerf_compact_views(rays, n_rays, raw_density, samples, dt, compact_samples, compact_dt, count);
+  b.add_op<NerfCompactSamples>([](Stream& s, V rays, uint32_t n_rays, V raw_density, uint32_t density_every,
+                                  V samples, V dt, V compact_samples, V compact_dt, V count, V scratch) {
+    check_nerf_compact_views(rays, n_rays, raw_density, density_every, samples, dt, compact_samples, compact_dt, count);
     check_view(scratch, "nerf_compact_samples: scratch", DType::u32, nerf_compact_scratch(n_rays));
     nerf_compact_samples(rays.data<NerfRay>(), n_rays, raw_density.data<const float>(), raw_density.row_stride(),
-                         samples.data<const float>(), dt.data<const float>(), compact_samples.data<float>(),
-                         compact_dt.data<float>(), count.data<uint32_t>(), scratch.data<uint32_t>(), &s);
+                         density_every, samples.data<const float>(), dt.data<const float>(),
+                         compact_samples.data<float>(), compact_dt.data<float>(), count.data<uint32_t>(), scratch.data<uint32_t>(), &s);
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t n_rays) { return nerf_compact_scratch(n_rays); });
   b.add_op<NerfCompositeRender>([](Stream& s, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
