@@ -338,8 +338,9 @@ void NerfTrainer::step() {
     return;
   }
 
-  // The density network on every marched sample: where each ray turns opaque. The samples
-  // in front of that point are the ones that shape its colour; only they are trained.
+  // The density network on the marched samples (every stop_density_every-th): where each
+  // ray turns opaque. The samples in front of that point are the ones that shape its
+  // colour; only they are trained.
   const uint32_t n_rays = sel.n_rays, n = samples_written_;
   const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
   compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(stream(), n_rays));

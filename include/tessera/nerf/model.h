@@ -40,8 +40,8 @@ Json with_scene_grid_scale(Json encoding, uint32_t aabb_scale);
 
 struct NerfModel {
   std::unique_ptr<nn::Module> model;
-  // The model's x -> [raw density, features] part (the trainer runs it alone on every
-  // marched sample); owned by `model`.
+  // The model's x -> [raw density, features] part (the trainer runs it alone on the
+  // marched samples to find where rays stop); owned by `model`.
   nn::Module* density = nullptr;
 };
 NerfModel make_nerf_model(const Json& nerf_config, Device device);
