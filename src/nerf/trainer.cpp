@@ -118,10 +118,9 @@ NerfTrainingOptions parse_training(const Json& c, Device device) {
   check_known_keys(c, "NeRF config \"training\"",
                    {"target_samples", "initial_rays", "grid_update_interval", "grid_warmup_steps", "grid_decay",
                     "grid_fraction", "warmup_fraction", "initial_loss_scale", "stop_window", "stop_density_every",
-                    "linear_colors",
-                    "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure", "exposure_learning_rate",
-                    "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate", "extrinsic_l2_reg",
-                    "optimize_focal_length", "focal_learning_rate", "camera_update_interval",
+                    "linear_colors", "snap_to_pixel_centers", "srgb_compositing", "optimize_exposure",
+                    "exposure_learning_rate", "exposure_l2_reg", "optimize_extrinsics", "extrinsic_learning_rate",
+                    "extrinsic_l2_reg", "optimize_focal_length", "focal_learning_rate", "camera_update_interval",
                     "n_extra_learnable_dims", "appearance_learning_rate", "distortion_loss"});
   NerfTrainingOptions o;
   if (device.kind == DeviceKind::cpu) o.target_samples = 1u << 14, o.initial_rays = 1u << 10;  // CPU-sized steps

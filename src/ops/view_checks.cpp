@@ -279,8 +279,9 @@ uint32_t check_nerf_append_embeddings_views(const TensorView& rays, uint32_t n_r
 }
 
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                              uint32_t density_every, const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
-                              const TensorView& compact_dt, const TensorView& count) {
+                              uint32_t density_every, const TensorView& samples, const TensorView& dt,
+                              const TensorView& compact_samples, const TensorView& compact_dt,
+                              const TensorView& count) {
   check_view(rays, "nerf_compact_samples: rays", DType::u8, size_t(n_rays) * sizeof(NerfRay));
   const auto matrix = [](const TensorView& v, uint32_t cols, const char* what) {
     TESSERA_CHECK(v.rank == 2 && v.cols() == cols && v.contiguous(),

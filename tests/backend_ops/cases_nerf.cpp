@@ -321,9 +321,11 @@ std::vector<double> run_compact(Backend& b, uint64_t seed, bool long_rays = fals
   Buffer<uint32_t> count(b.device(), 1), scratch(b.device(), std::max<size_t>(1, ops::call<ops::NerfCompactScratch>(s, in.n_rays)));
   const TensorView all = raw.matrix(in.total, 4).columns(3, 1);
   const uint32_t n_run = (in.total + density_every - 1) / density_every;
-  const TensorView density = TensorView::matrix(all.memory, all.dtype, n_run, 1, density_every * all.row_stride(), all.offset);
-  ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, density, density_every, samples.matrix(in.total, 6), dt.view(), compact.matrix(in.total, 6),
-                                     compact_dt.view(), count.view(), scratch.view());
+  const TensorView density =
+      TensorView::matrix(all.memory, all.dtype, n_run, 1, density_every * all.row_stride(), all.offset);
+  ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, density, density_every, samples.matrix(in.total, 6),
+                                     dt.view(), compact.matrix(in.total, 6), compact_dt.view(), count.view(),
+                                     scratch.view());
   return compaction_result(rays, compact, compact_dt, count);
 }
 

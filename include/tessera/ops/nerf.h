@@ -57,12 +57,13 @@ struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTra
 // below 1e-4, as NerfCompositeTrain would. With density_every = 2 the network ran on every
 // other sample only (rows 0, 2, 4, ...; raw_density [ceil(samples / 2), 1]), and a sample
 // between takes the lower density of its neighbours in the same ray (nerf_math.h,
-// StopDensities): an estimate of the stop at half the inference that errs towards later. The samples in front (n_used of them) and their
-// steps are gathered ray by ray, in ray order, into consecutive rows of compact_samples
-// (fp32 [rows, 6]) and compact_dt (fp32 [rows]); count (u32 [1]) = the rows written. Each
-// ray is rewritten to its compacted rows (first_sample, n_samples = n_used), so that
-// NerfCompositeTrain then runs on the model's training forward of compact_samples. The
-// compact views need as many rows as samples has. scratch: u32 [NerfCompactScratch(n_rays)].
+// StopDensities): an estimate of the stop at half the inference that errs towards later.
+// The samples in front (n_used of them) and their steps are gathered ray by ray, in ray
+// order, into consecutive rows of compact_samples (fp32 [rows, 6]) and compact_dt (fp32
+// [rows]); count (u32 [1]) = the rows written. Each ray is rewritten to its compacted rows
+// (first_sample, n_samples = n_used), so that NerfCompositeTrain then runs on the model's
+// training forward of compact_samples. The compact views need as many rows as samples has.
+// scratch: u32 [NerfCompactScratch(n_rays)].
 struct NerfCompactSamples {
   static constexpr const char* name = "nerf_compact_samples";
   using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
@@ -153,8 +154,8 @@ void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const T
 // when it is on, that `samples` holds sample rows for every output row).
 NerfDistortion nerf_distortion_of(const TensorView& samples, float weight, const TensorView& outputs);
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                              uint32_t density_every, const TensorView& samples, const TensorView& dt, const TensorView& compact_samples,
-                              const TensorView& compact_dt, const TensorView& count);
+                              uint32_t density_every, const TensorView& samples, const TensorView& dt,
+                              const TensorView& compact_samples, const TensorView& compact_dt, const TensorView& count);
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,
                                      const TensorView& pose_gradient, const TensorView& focal_gradient,

@@ -373,8 +373,8 @@ size_t nerf_compact_scratch(uint32_t n_rays) { return detail::blocks_for(std::ma
 // Pass 1 writes each ray's rows into n_used, pass 2 each block's first row into scratch and
 // the total into count, pass 3 gathers the rows.
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples, float* compact_dt,
-                          uint32_t* count, uint32_t* scratch, Stream* stream) {
+                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples,
+                          float* compact_dt, uint32_t* count, uint32_t* scratch, Stream* stream) {
   const cudaStream_t s = detail::native_stream(stream);
   if (n_rays == 0) {
     TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));

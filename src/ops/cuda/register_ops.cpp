@@ -466,7 +466,8 @@ void register_ops(Backend& b) {
     check_view(scratch, "nerf_compact_samples: scratch", DType::u32, nerf_compact_scratch(n_rays));
     nerf_compact_samples(rays.data<NerfRay>(), n_rays, raw_density.data<const float>(), raw_density.row_stride(),
                          density_every, samples.data<const float>(), dt.data<const float>(),
-                         compact_samples.data<float>(), compact_dt.data<float>(), count.data<uint32_t>(), scratch.data<uint32_t>(), &s);
+                         compact_samples.data<float>(), compact_dt.data<float>(), count.data<uint32_t>(),
+                         scratch.data<uint32_t>(), &s);
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t n_rays) { return nerf_compact_scratch(n_rays); });
   b.add_op<NerfCompositeRender>([](Stream& s, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
