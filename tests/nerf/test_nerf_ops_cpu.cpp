@@ -371,9 +371,10 @@ TEST(NerfOpsCpu, CompactionFromEveryOtherSampleTakesTheNeighboursLowerDensity) {
   EXPECT_EQ(compact(run, 2, half_rays), exact_count);
   for (uint32_t i = 0; i < n_rays; ++i) ASSERT_EQ(half_rays[i].n_used, exact_rays[i].n_used) << "ray " << i;
 
-  for (const auto& [densities, every] : {std::pair{std::vector<float>(n_run + 1), 2u},
-                                         std::pair{std::vector<float>(total), 2u},
-                                         std::pair{std::vector<float>(total), 3u}}) {
+  for (const auto& bad : {std::pair{std::vector<float>(n_run + 1), 2u}, std::pair{std::vector<float>(total), 2u},
+                          std::pair{std::vector<float>(total), 3u}}) {
+    const std::vector<float>& densities = bad.first;  // (clang 15 lambdas take no structured bindings)
+    const uint32_t every = bad.second;
     std::vector<ops::NerfRay> rays;
     const std::string e = test::error_of([&] { compact(densities, every, rays); });
     EXPECT_NE(e.find(every == 3 ? "density_every" : "raw_density"), std::string::npos) << e;
