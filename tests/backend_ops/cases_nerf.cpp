@@ -106,26 +106,34 @@ std::string compare_march(const std::vector<double>& got, const std::vector<doub
   Reader g{got}, w{want};
   const uint32_t n = w.count();
   if (g.count() != n) return "ray counts differ";
-  size_t compared = 0, mismatched = 0, samples_got = 0, samples_want = 0;
+  size_t compared = 0, mismatched_samples = 0, mismatched_rays = 0, samples_got = 0, samples_want = 0;
   for (uint32_t i = 0; i < n; ++i) {
     if (g.next() != w.next() || g.next() != w.next()) return fmt::format("ray {}: another frame or pixel", i);
     const uint32_t ng = g.count(), nw = w.count();
     samples_got += ng, samples_want += nw;
-    if (ng != nw) ++mismatched;
+    const size_t before = mismatched_samples;
+    if (ng != nw) ++mismatched_samples;
     const std::vector<double> a = g.rows(ng), c = w.rows(nw);
     for (uint32_t k = 0; k < std::min(ng, nw); ++k, ++compared) {
       double diff = 0;
       for (int j = 0; j < 7; ++j) diff = std::max(diff, std::fabs(a[k * 7 + j] - c[k * 7 + j]));
-      if (!(diff <= 1e-4)) ++mismatched;
+      if (!(diff <= 1e-4)) ++mismatched_samples;
     }
+    if (mismatched_samples != before) ++mismatched_rays;
   }
   if (!g.done()) return "trailing values";
   // Measured: a few per million samples differ (steps within rounding of a cell boundary).
   if (std::fabs(double(samples_got) - double(samples_want)) > 1e-4 * double(samples_want) + 2)
     return fmt::format("{} samples against {}", samples_got, samples_want);
   if (compared < 10000) return fmt::format("only {} samples compared", compared);
-  if (double(mismatched) > 1e-3 * double(compared) + 2)
-    return fmt::format("{} of {} samples or rays differ", mismatched, compared);
+  // Counted in rays: a ray whose step rounds the other way at one cell boundary shifts every
+  // sample after it, so a count of samples fails on a ray or two (H200, 160 runs of the march
+  // cases: at most 2 rays of 3000 differed, which moved 367 of 281k samples); a wrong march
+  // moves many rays.
+  fmt::print("[ measured ] nerf_march_rays: {} of {} rays differ ({} of {} samples)\n", mismatched_rays, n,
+             mismatched_samples, compared);
+  if (double(mismatched_rays) > 2e-3 * double(n) + 2)
+    return fmt::format("{} of {} rays differ ({} of {} samples)", mismatched_rays, n, mismatched_samples, compared);
   return "";
 }
 

@@ -62,6 +62,19 @@ double max_difference(const std::vector<float>& a, const std::vector<float>& b) 
   return worst;
 }
 
+// The mean |difference| per parameter, which the tolerances below hold against how far
+// training moved the parameters. Two runs differ only through the grid backward's atomic sums;
+// Adam divides each update by its gradient's own scale, so a parameter whose gradient is ~0
+// can step a whole learning rate either way on that rounding: the maximum difference of two
+// plain runs scatters 30x from run to run (H200, 20 steps: 3e-5 to 3.7e-3; the maximum was
+// once the test's measure and failed it on noise alone), the mean stays within 5e-8 to 1e-6
+// against a mean movement of 0.05. A wrong exchange moves parameters by the movement's order.
+double mean_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double sum = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) sum += double(std::abs(a[i] - b[i]));
+  return a.empty() ? 0.0 : sum / double(a.size());
+}
+
 TEST(NcclCuda, AllReduceBroadcastAndReduceScatterOverEveryGpu) {
   REQUIRE_NCCL();
   const auto devices = every_gpu();
@@ -114,6 +127,7 @@ TEST(NcclCuda, AOneProcessGroupTrainsLikeNoGroup) {
   auto ranked = nn::ModelTrainer::from_config(config, 3, 4, gpu, 9);
   // All three take the fused step (a group leaves its settle until after the exchange).
   ranked->set_communicator(comm.get());
+  const std::vector<float> start = params_on_host(*plain, gpu);
   constexpr uint32_t kBatch = 1u << 14;
   Buffer<float> x(gpu, kBatch * 3), y(gpu, kBatch * 4);
   for (uint32_t s = 0; s < 20; ++s) {
@@ -125,12 +139,12 @@ TEST(NcclCuda, AOneProcessGroupTrainsLikeNoGroup) {
   }
   const std::vector<float> a = params_on_host(*plain, gpu), b = params_on_host(*ranked, gpu),
                            c = params_on_host(*again, gpu);
-  const double worst = max_difference(a, b), drift = max_difference(a, c);
-  std::printf("after 20 steps, max |difference| to a plain trainer: one-rank NCCL trainer %.3g, another plain run %.3g\n",
-              worst, drift);
-  // The grid backward's atomic sums make any two runs drift apart (H200, general path:
-  // 6.1e-4 after 20 Adam steps); the one-rank group must stay within that noise.
-  EXPECT_LT(worst, 10.0 * drift + 1e-5);
+  const double worst = mean_difference(a, b), drift = mean_difference(a, c), moved = mean_difference(a, start);
+  std::printf("after 20 steps, mean (max) |difference| to a plain trainer: one-rank NCCL trainer %.3g (%.3g), "
+              "another plain run %.3g (%.3g); training moved parameters by %.3g on average\n",
+              worst, max_difference(a, b), drift, max_difference(a, c), moved);
+  // 40 runs of this test on an H200: both at most 1e-6, 2e-5 of the movement.
+  EXPECT_LT(worst, 1e-4 * moved);
 }
 
 // Two GPUs, each on half of every batch, against one GPU on the whole batch from the same
@@ -179,15 +193,17 @@ TEST(NcclCuda, TwoGpusTrainLikeOneGpuOnTheWholeBatch) {
   train(*again, gpus[0], 0, kBatch);
   const std::vector<float> r0 = params_on_host(*ranks[0], gpus[0]), r1 = params_on_host(*ranks[1], gpus[1]),
                            w = params_on_host(*whole, gpus[0]), w2 = params_on_host(*again, gpus[0]);
-  const double worst = max_difference(r0, w), drift = max_difference(w, w2), moved = max_difference(w, start);
-  std::printf("2 GPUs (half batch each) vs 1 GPU on the whole batch after %u Adam steps: max |difference| %.3g; "
-              "two whole-batch runs %.3g; training moved parameters up to %.3g\n",
-              kSteps, worst, drift, moved);
+  const double worst = mean_difference(r0, w), drift = mean_difference(w, w2), moved = mean_difference(w, start);
+  std::printf("2 GPUs (half batch each) vs 1 GPU on the whole batch after %u Adam steps: mean (max) |difference| "
+              "%.3g (%.3g); two whole-batch runs %.3g (%.3g); training moved parameters by %.3g on average (%.3g at "
+              "most)\n",
+              kSteps, worst, max_difference(r0, w), drift, max_difference(w, w2), moved, max_difference(w, start));
   EXPECT_EQ(r0, r1) << "the ranks must hold the same parameters after every step";
-  EXPECT_GT(moved, 0.05);
-  // Measured on two H200s (NVLink), two runs: 6.7e-4 against a drift of 5.8e-4, and 3.3e-3
-  // against 1.7e-3: within 2x of the noise between two whole-batch runs.
-  EXPECT_LT(worst, 10.0 * drift + 1e-5);
+  EXPECT_GT(max_difference(w, start), 0.05);
+  // Measured on two H200s (NVLink), two runs, as maxima: 6.7e-4 against a drift of 5.8e-4,
+  // and 3.3e-3 against 1.7e-3, within 2x of the noise between two whole-batch runs; the means
+  // (not yet measured on two GPUs) are held as in the one-rank test above.
+  EXPECT_LT(worst, 1e-4 * moved);
 }
 
 // NeRF on two GPUs in one process: each GPU marches its own rays, and after every step both
