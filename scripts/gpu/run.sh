@@ -3,7 +3,7 @@
 # scripts/gpu/pack.sh packs them under the carry limit):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf] [kill-test]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [nerf-kernels] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf] [kill-test]   (default: tests bench)
 # multi-gpu-checks, multi-gpu-nerf: issue 34's figures on a host with 2+ GPUs (GPUS, default
 # cuda:0,cuda:1), each under a device call's 10 minutes.
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
@@ -192,6 +192,18 @@ for step in "${steps[@]}"; do
         echo "$line"
         summary+=("nerf budget $line")
       done
+      ;;
+    nerf-kernels)
+      # Device time per kernel per training step (ncu, kernels serialized), on SCENE with
+      # NERF_CONFIG optional. --steps 3000 with no evaluation before the end (an evaluation
+      # renders thousands of launches: the 5-s one took the whole window of earlier lists),
+      # the window from launch 20000 (~step 500, past the occupancy grid's 256 warm-up steps).
+      cfg=(); [ -n "${NERF_CONFIG:-}" ] && cfg=(--config "$NERF_CONFIG")
+      ncu --clock-control none --metrics gpu__time_duration.sum --launch-skip 20000 --launch-count 3000 --csv \
+        "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --steps 3000 --eval-at 100000 --no-progress \
+        --out /tmp/nerf_kernels "${cfg[@]}" > "$OUT/nerf_kernels.csv" 2> "$OUT/nerf_kernels.err"
+      python3 scripts/gpu/ncu_per_step.py "$OUT/nerf_kernels.csv" 2>&1 | tee "$OUT/nerf_kernels.txt"
+      summary+=("nerf kernels: $(tail -1 "$OUT/nerf_kernels.txt")")
       ;;
     multi-gpu-checks)
       # Issue 34 on a host with several GPUs, part 1 (~5 min): the NCCL tests over every GPU
