@@ -78,6 +78,24 @@ float time_scatter(void* table, uint32_t entries, uint64_t n) {
   return ms[ms.size() / 2];
 }
 
+// A zeroed device table of `bytes`, freed at the end of its scope.
+struct DeviceTable {
+  void* p = nullptr;
+  explicit DeviceTable(size_t bytes) {
+    CHECK(cudaMalloc(&p, bytes));
+    CHECK(cudaMemset(p, 0, bytes));
+  }
+  ~DeviceTable() { cudaFree(p); }
+};
+
+// One row of the table: what was timed, its median ms and the rate; `mb` (when >= 0) the
+// table's size in that kind's bytes.
+void print_row(const char* label, const char* kind, float ms, uint64_t n, long mb = -1) {
+  std::printf("%-12s %-22s %10.4f %14.2f", label, kind, ms, n / (ms * 1e6));
+  if (mb >= 0) std::printf("  (%ld MB)", mb);
+  std::printf("\n");
+}
+
 int main(int argc, char** argv) {
   const int log2_n = argc > 1 ? std::atoi(argv[1]) : 24;
   const uint64_t n = uint64_t(1) << log2_n;
@@ -86,20 +104,14 @@ int main(int argc, char** argv) {
   std::printf("%s, L2 %d MB; %llu random 2-feature updates per run (median of 20)\n", prop.name,
               prop.l2CacheSize >> 20, (unsigned long long)n);
   std::printf("%-12s %-22s %10s %14s\n", "table", "kind", "ms", "G updates/s");
+  char label[32];
   for (int log2_entries : {15, 19, 22, 24}) {
     const uint32_t entries = 1u << log2_entries;
-    void* table;
-    CHECK(cudaMalloc(&table, size_t(entries) * 8));
-    CHECK(cudaMemset(table, 0, size_t(entries) * 8));
-    const float s = time_scatter<kScalarPair>(table, entries, n);
-    const float v = time_scatter<kFloat2>(table, entries, n);
-    const float h = time_scatter<kHalf2>(table, entries, n);
-    char label[32];
+    const DeviceTable table(size_t(entries) * 8);
     std::snprintf(label, sizeof label, "2^%d x 2", log2_entries);
-    std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp32 2x scalar", s, n / (s * 1e6));
-    std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp32 float2 vector", v, n / (v * 1e6));
-    std::printf("%-12s %-22s %10.4f %14.2f\n", label, "fp16 half2", h, n / (h * 1e6));
-    CHECK(cudaFree(table));
+    print_row(label, "fp32 2x scalar", time_scatter<kScalarPair>(table.p, entries, n), n);
+    print_row(label, "fp32 float2 vector", time_scatter<kFloat2>(table.p, entries, n), n);
+    print_row(label, "fp16 half2", time_scatter<kHalf2>(table.p, entries, n), n);
   }
   // 4 features an entry: fp32 (16 bytes) against fp16 (8 bytes), at equal table bytes
   // (the 16 x 4 grid's scatter launches take level groups of <= half the L2) and at equal
@@ -107,18 +119,10 @@ int main(int argc, char** argv) {
   std::printf("%-12s %-22s %10s %14s\n", "table", "kind (4 features)", "ms", "G updates/s");
   for (int log2_entries : {19, 21, 22, 23}) {
     const uint32_t entries = 1u << log2_entries;
-    void* table;
-    CHECK(cudaMalloc(&table, size_t(entries) * 16));
-    CHECK(cudaMemset(table, 0, size_t(entries) * 16));
-    const float f = time_scatter<kFloat4>(table, entries, n);
-    const float h = time_scatter<kHalf4>(table, entries, n);
-    char label[32];
+    const DeviceTable table(size_t(entries) * 16);
     std::snprintf(label, sizeof label, "2^%d x 4", log2_entries);
-    std::printf("%-12s %-22s %10.4f %14.2f  (%zu MB)\n", label, "fp32 float4 vector", f, n / (f * 1e6),
-                (size_t(entries) * 16) >> 20);
-    std::printf("%-12s %-22s %10.4f %14.2f  (%zu MB)\n", label, "fp16 red.v2.f16x2", h, n / (h * 1e6),
-                (size_t(entries) * 8) >> 20);
-    CHECK(cudaFree(table));
+    print_row(label, "fp32 float4 vector", time_scatter<kFloat4>(table.p, entries, n), n, long(entries) * 16 >> 20);
+    print_row(label, "fp16 red.v2.f16x2", time_scatter<kHalf4>(table.p, entries, n), n, long(entries) * 8 >> 20);
   }
   return 0;
 }
