@@ -153,19 +153,29 @@ void run_train(const NerfTrainOptions& o) {
   TESSERA_CHECK(o.resume_path.empty() || (o.config_path.empty() && !capture_flags),
                 "nerf train: --resume continues with the snapshot's config; leave out --config, --optimize-exposure, "
                 "--optimize-poses, --optimize-focal, --appearance-dims and --distortion");
-  // The budget: --seconds, else 30 s unless --steps is given. It ends the run and sizes the
-  // default grid (a config without "encoding" gets the budget's).
+  // The budget: --seconds, else 30 s unless --steps is given. It ends the run and sets the
+  // default grid and Adam's rate (a config without "encoding" / "optimizer" gets the budget's).
   const double budget_seconds = o.seconds > 0 ? o.seconds : (o.steps ? 0 : 30.0);
   Json config = o.config_path.empty() ? Json::object() : load_json_file(o.config_path);
-  if (config.is_object() && !config.contains("encoding") && o.resume_path.empty()) {
-    config["encoding"] = nerf::default_nerf_config(budget_seconds, o.steps).at("encoding");
-    const uint32_t features = config["encoding"].at("n_features_per_level").get<uint32_t>();
-    const double finest = config["encoding"].value("finest_resolution", nerf::kFinestResolution);
-    fmt::print("nerf train: hash grid of {} features per level, finest level {:.0f} x aabb_scale cells per unit, "
-               "the default for {} budgets (4 and {:.0f} from {:.0f} s or {} steps; a config's \"encoding\" to "
-               "choose)\n",
-               features, finest, features == 4 ? "long" : "short", nerf::kLongBudgetFinestResolution,
-               nerf::kLongBudgetSeconds, nerf::kLongBudgetSteps);
+  if (config.is_object() && o.resume_path.empty()) {
+    const Json budget_default = nerf::default_nerf_config(budget_seconds, o.steps);
+    if (!config.contains("encoding")) {
+      config["encoding"] = budget_default.at("encoding");
+      const uint32_t features = config["encoding"].at("n_features_per_level").get<uint32_t>();
+      const double finest = config["encoding"].value("finest_resolution", nerf::kFinestResolution);
+      fmt::print("nerf train: hash grid of {} features per level, finest level {:.0f} x aabb_scale cells per unit, "
+                 "the default for {} budgets (4 and {:.0f} from {:.0f} s or {} steps; a config's \"encoding\" to "
+                 "choose)\n",
+                 features, finest, features == 4 ? "long" : "short", nerf::kLongBudgetFinestResolution,
+                 nerf::kLongBudgetSeconds, nerf::kLongBudgetSteps);
+    }
+    if (!config.contains("optimizer")) {
+      config["optimizer"] = budget_default.at("optimizer");
+      const double rate = config["optimizer"].at("nested").at("nested").at("learning_rate").get<double>();
+      fmt::print("nerf train: Adam's learning rate {:g}, the default for this budget ({:g} from {:.0f} s or {} steps; "
+                 "a config's \"optimizer\" to choose)\n",
+                 rate, nerf::kLowRateLearningRate, nerf::kLowRateBudgetSeconds, nerf::kLowRateBudgetSteps);
+    }
   }
   if (capture_flags) {
     Json& training = config["training"];

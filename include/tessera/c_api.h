@@ -213,7 +213,9 @@ typedef struct tessera_mesh {
 
 /* The default NeRF config for a training budget (0: no limit of that kind), as `nerf train`
  * picks it: the hash grid takes 4 features per level instead of 2 when every given limit is
- * at least 30 s / 15000 steps, with its finest level at 1448 cells per unit instead of 2048. */
+ * at least 30 s / 15000 steps, with its finest level at 1448 cells per unit instead of 2048;
+ * Adam's learning rate is 1e-2 instead of 2e-2 when every given limit is at least 300 s /
+ * 150000 steps. */
 TESSERA_C_EXPORT tessera_status tessera_nerf_default_config(double seconds, uint64_t steps, const char** config_json);
 TESSERA_C_EXPORT tessera_status tessera_nerf_create(const char* scene, const char* config_json, const char* device,
                                                     uint64_t seed, uint32_t holdout, tessera_nerf** nerf);

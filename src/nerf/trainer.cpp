@@ -23,6 +23,23 @@ namespace tessera::nerf {
 
 using namespace ops::nerf;
 
+namespace {
+
+// The Adam nested anywhere in an optimizer config (null if there is none).
+Json* nested_adam(Json& optimizer) {
+  if (!optimizer.is_object()) return nullptr;
+  if (optimizer.value("otype", "") == "Adam") return &optimizer;
+  return optimizer.contains("nested") ? nested_adam(optimizer.at("nested")) : nullptr;
+}
+
+// Whether a run with these limits (0: none of that kind) lasts at least min_seconds and
+// min_steps: it ends at whichever given limit comes first.
+bool budget_at_least(double seconds, uint64_t steps, double min_seconds, uint64_t min_steps) {
+  return (seconds <= 0 || seconds >= min_seconds) && (steps == 0 || steps >= min_steps);
+}
+
+}  // namespace
+
 Json default_nerf_config() {
   return Json{
       {"loss", {{"otype", "Huber"}}},
@@ -75,10 +92,7 @@ Json default_nerf_config() {
 
 Json default_nerf_config(double budget_seconds, uint64_t budget_steps) {
   Json config = default_nerf_config();
-  // A training run ends at whichever limit comes first: the grid grows only when each
-  // given limit is long.
-  const bool long_budget = (budget_seconds <= 0 || budget_seconds >= kLongBudgetSeconds) &&
-                           (budget_steps == 0 || budget_steps >= kLongBudgetSteps);
+  const bool long_budget = budget_at_least(budget_seconds, budget_steps, kLongBudgetSeconds, kLongBudgetSteps);
   // 4 features per level from 30 s on: lego 36.1-36.2 dB at 60 and 120 s and 36.07 on
   // average at 300 s against the 2-feature grid's 35.9-36.05, the fox +0.4-0.9 dB at 5-30 s;
   // but 25% fewer steps/s, and 0.4 dB less on lego at 5 s (H200, BENCHMARKS.md "Issue 32",
@@ -89,6 +103,12 @@ Json default_nerf_config(double budget_seconds, uint64_t budget_steps) {
     config.at("encoding")["n_features_per_level"] = 4;
     config.at("encoding")["finest_resolution"] = kLongBudgetFinestResolution;
   }
+  // Adam at 1e-2 (instant-ngp's rate) from 300 s on: on one H200, lego 36.10 and 36.19 dB at
+  // 300 s against 2e-2's 35.98, 36.02 and 35.98, and the fox 29.38 and 29.76 against 29.47
+  // and 29.34; at 30 s the fox loses 0.2 dB with it (30.67-31.15 against 31.01-31.08) and lego
+  // gains 0.1, at 60 and 120 s lego is the same (BENCHMARKS.md, issue 32, nineteenth part).
+  if (budget_at_least(budget_seconds, budget_steps, kLowRateBudgetSeconds, kLowRateBudgetSteps))
+    (*nested_adam(config.at("optimizer")))["learning_rate"] = kLowRateLearningRate;
   return config;
 }
 
@@ -96,11 +116,10 @@ namespace {
 
 constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most this x target_samples
 
-// The Adam nested anywhere in an optimizer config (null if there is none).
-Json* nested_adam(Json& optimizer) {
-  if (!optimizer.is_object()) return nullptr;
-  if (optimizer.value("otype", "") == "Adam") return &optimizer;
-  return optimizer.contains("nested") ? nested_adam(optimizer.at("nested")) : nullptr;
+// Whether `optimizer` is the default of some budget (2e-2 below kLowRateBudgetSeconds, the
+// low rate from there; no limit at all is a long one).
+bool is_default_optimizer(const Json& optimizer) {
+  return optimizer == default_nerf_config().at("optimizer") || optimizer == default_nerf_config(0, 0).at("optimizer");
 }
 
 // Sets a true boolean `key` of the nested Adam to false; returns whether it was true.
@@ -202,7 +221,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   // samples per step; at the CPU's 2^14 they lose (CPU tests: the spheres 27.8 vs 28.5 dB,
   // the fisheye 23.4 vs 24.9 dB, the Python NeRF test 21.3 vs 22.3 dB), so CPU-sized steps
   // with the default optimizer keep instant-ngp's Adam (sparse tables, l2_reg 1e-6).
-  if (device.kind == DeviceKind::cpu && config_.at("optimizer") == default_nerf_config().at("optimizer")) {
+  if (device.kind == DeviceKind::cpu && is_default_optimizer(config_.at("optimizer"))) {
     disable_adam_key(config_.at("optimizer"), "update_untouched");
     (*nested_adam(config_.at("optimizer")))["l2_reg"] = 1e-6;
   }

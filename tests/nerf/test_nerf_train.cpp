@@ -140,6 +140,8 @@ TEST(NerfCli, TrainWritesItsOutputsAndRefusesBadInput) {
   const Json j = load_json_file(json);
   EXPECT_EQ(j["steps"].get<int>(), 20);
   EXPECT_GT(j["final_psnr_white_db"].get<double>(), 5.0);
+  // A config without "optimizer" gets the budget's (20 steps: 2e-2), and says so.
+  EXPECT_NE(r.output.find("Adam's learning rate 0.02, the default for this budget"), std::string::npos) << r.output;
   // --train-views: the training views' PSNR beside the test views' (a different number: other views).
   const Json& mark = j["evaluations"][0];
   ASSERT_TRUE(mark.contains("train_psnr_white_db")) << mark.dump();

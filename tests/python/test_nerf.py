@@ -100,8 +100,14 @@ def test_default_config_follows_the_budget():
     assert features(seconds=300, steps=1000) == 2  # the steps end that run first
     assert Nerf.default_config(seconds=300)["encoding"]["finest_resolution"] == 1448
     assert "finest_resolution" not in Nerf.default_config(seconds=5)["encoding"]
-    short, long = Nerf.default_config(seconds=5), Nerf.default_config(seconds=300)
+    short, long = Nerf.default_config(seconds=5), Nerf.default_config(seconds=120)
     del short["encoding"], long["encoding"]
     assert short == long
+
+    def rate(**budget):
+        return Nerf.default_config(**budget)["optimizer"]["nested"]["nested"]["learning_rate"]
+
+    assert rate(seconds=120) == 2e-2 and rate(seconds=300) == 1e-2 and rate(steps=150000) == 1e-2
+    assert rate(seconds=300, steps=20000) == 2e-2  # the steps end that run first
     with pytest.raises(ValueError, match="seconds must be >= 0"):
         Nerf.default_config(seconds=-1)

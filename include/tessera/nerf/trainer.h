@@ -86,10 +86,14 @@ Json default_nerf_config();
 // default_nerf_config() for short budgets, and 4 features per level instead of 2 (its
 // finest level at kLongBudgetFinestResolution cells per unit instead of kFinestResolution)
 // where every given limit is at least kLongBudgetSeconds / kLongBudgetSteps, where the
-// larger grid's quality outweighs its slower steps.
+// larger grid's quality outweighs its slower steps; Adam's rate at kLowRateLearningRate
+// instead of 2e-2 where every given limit is at least kLowRateBudgetSeconds / Steps.
 inline constexpr double kLongBudgetSeconds = 30;
 inline constexpr uint64_t kLongBudgetSteps = 15000;
 inline constexpr double kLongBudgetFinestResolution = 1448;
+inline constexpr double kLowRateBudgetSeconds = 300;
+inline constexpr uint64_t kLowRateBudgetSteps = 150000;
+inline constexpr double kLowRateLearningRate = 1e-2;
 Json default_nerf_config(double budget_seconds, uint64_t budget_steps);
 
 struct RenderedImage {
