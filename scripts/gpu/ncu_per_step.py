@@ -40,7 +40,7 @@ def main():
     first, last = marches[0], marches[-1]
     n_steps = len(marches) - 1
     unit = rows[0]["Metric Unit"]
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(unit)
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit)
     if scale is None:
         sys.exit(f"unexpected metric unit {unit!r}")
     per_kernel = collections.defaultdict(float)

@@ -4,13 +4,16 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "ncu_per_step.py"
 HEADER = '"ID","Kernel Name","Grid Size","Metric Name","Metric Unit","Metric Value"'
 
 
-def write_csv(path, kernels):
-    """kernels: (demangled name as ncu prints it, nanoseconds) in launch order."""
-    rows = [f'"{i}","{name}","(1, 1, 1)","gpu__time_duration.sum","nsecond","{ns:,}"'
+def write_csv(path, kernels, unit="nsecond"):
+    """kernels: (demangled name as ncu prints it, nanoseconds) in launch order; unit: ncu's
+    name for nanoseconds (2025.3 on the GPU host writes "ns")."""
+    rows = [f'"{i}","{name}","(1, 1, 1)","gpu__time_duration.sum","{unit}","{ns:,}"'
             for i, (name, ns) in enumerate(kernels)]
     path.write_text("==PROF== Connected to process 1\n" + "\n".join([HEADER] + rows) + "\n")
 
@@ -19,7 +22,8 @@ def run(path):
     return subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True, text=True)
 
 
-def test_sums_whole_steps_from_march_to_march(tmp_path):
+@pytest.mark.parametrize("unit", ["nsecond", "ns"])
+def test_sums_whole_steps_from_march_to_march(tmp_path, unit):
     step = [("void ns::<unnamed>::march_kernel(NerfScene, unsigned int)", 170_000),
             ("void ns::<unnamed>::grid_forward_kernel<3, 4, __half, 1, 0>(GridLayout, const float *)", 250_000),
             ("void adam_kernel(float *)", 230_000)]
@@ -27,7 +31,7 @@ def test_sums_whole_steps_from_march_to_march(tmp_path):
     # in one step of two counts half.
     kernels = [("void adam_kernel(float *)", 999_000)] + step + [("void grid_update_kernel()", 40_000)] + step + \
         step[:1] + [("void ns::<unnamed>::grid_forward_kernel<3, 4, __half, 1, 0>(GridLayout)", 999_000)]
-    write_csv(tmp_path / "ncu.csv", kernels)
+    write_csv(tmp_path / "ncu.csv", kernels, unit)
     r = run(tmp_path / "ncu.csv")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
