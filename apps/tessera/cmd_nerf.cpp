@@ -326,10 +326,11 @@ void run_train(const NerfTrainOptions& o) {
   const uint32_t skipped = trainer.skipped_steps();
   fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s; {:.2f} s wall time with evaluations{}), {} "
              "rays per step, {:.1f} samples per ray trained of {:.1f} marched, {} steps skipped for non-finite "
-             "gradients\n",
+             "gradients; {} and {} steps had rays sit out, past the march's and the batch's room\n",
              step, train_seconds, session.steps_per_second(), loop_seconds,
              view ? fmt::format(" and {} viewer frames", view->counters().frames) : "", trainer.rays_per_step(),
-             trainer.samples_per_ray(), trainer.marched_samples_per_ray(), skipped);
+             trainer.samples_per_ray(), trainer.marched_samples_per_ray(), skipped, trainer.march_overflow_steps(),
+             trainer.batch_overflow_steps());
   Json profile;
   if (o.profile) {
     const auto& t = trainer.step_times();
@@ -385,6 +386,8 @@ void run_train(const NerfTrainOptions& o) {
                                       {"samples_per_ray", trainer.samples_per_ray()},
                                       {"focal_length_scale", focal_scale},
                                       {"skipped_steps", skipped},
+                                      {"march_overflow_steps", trainer.march_overflow_steps()},
+                                      {"batch_overflow_steps", trainer.batch_overflow_steps()},
                                       {"step_time_ms", profile},
                                       {"device_memory_bytes", memory},
                                       {"eval_spp", eval_spp},

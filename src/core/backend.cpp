@@ -35,6 +35,28 @@ size_t Workspace::bytes_held() const {
 
 void Stream::synchronize() { backend_->synchronize(*this); }
 
+namespace {
+// Backends whose copies to the host are done on return: the copy happens when it is queued.
+class CopyingReadback final : public Backend::Readback {
+ public:
+  CopyingReadback(Backend& backend, size_t capacity) : backend_(backend), bytes_(capacity) {}
+  void enqueue(Stream& stream, const void* src, size_t bytes) override {
+    TESSERA_CHECK(bytes <= bytes_.size(), "readback of {} bytes into {}", bytes, bytes_.size());
+    backend_.synchronize(stream);
+    backend_.copy_to_host(bytes_.data(), src, bytes);
+  }
+  const void* wait() override { return bytes_.data(); }
+
+ private:
+  Backend& backend_;
+  std::vector<unsigned char> bytes_;
+};
+}  // namespace
+
+std::unique_ptr<Backend::Readback> Backend::create_readback(size_t capacity) {
+  return std::make_unique<CopyingReadback>(*this, capacity);
+}
+
 std::unique_ptr<Stream> Backend::wrap_stream(void* native) {
   TESSERA_CHECK(native == nullptr, "the {} backend has no native streams to wrap; pass null for its default stream",
                 name());

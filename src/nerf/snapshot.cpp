@@ -1,5 +1,6 @@
 #include "tessera/nerf/snapshot.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -35,6 +36,7 @@ void save_snapshot(NerfTrainer& t, const std::string& path, const Json& run) {
               {"steps", progress.steps},      {"rays_per_step", progress.rays_per_step},
               {"seed", t.seed()},             {"trainer", std::move(state.header)},
               {"run", run}};
+  header["last_step_counts"] = {progress.last_rays, progress.last_samples_requested, progress.last_rows_wanted};
   header["focal_scale"] = t.learned_frame_values().focal_scale;  // for evaluations of a render-only load
   if (!d.frames.empty()) header["camera"] = camera_json(d.frames[0].camera);
   else if (d.camera_hint.width) header["camera"] = camera_json(d.camera_hint);
@@ -151,8 +153,17 @@ std::unique_ptr<NerfTrainer> load_version2(BinaryReader& in, const Json& header,
   const uint64_t steps = header.at("steps").get<uint64_t>();
   // Before its first update the grid is "all occupied" whatever the densities say.
   if (steps > 0) trainer->set_grid_density(grid);
-  trainer->restore_progress({steps, uint32_t(std::min<uint64_t>(header.at("rays_per_step").get<uint64_t>(),
-                                                                UINT32_MAX))});
+  NerfTrainer::Progress progress{steps, uint32_t(std::min<uint64_t>(header.at("rays_per_step").get<uint64_t>(), UINT32_MAX))};
+  if (header.contains("last_step_counts")) {  // absent before 2026-11-29: the next step sizes itself afresh
+    const Json& c = header.at("last_step_counts");
+    TESSERA_CHECK(c.is_array() && c.size() == 3 && std::all_of(c.begin(), c.end(), [](const Json& v) {
+                    return v.is_number_unsigned() && v.get<uint64_t>() <= UINT32_MAX;
+                  }),
+                  "{}: last_step_counts must be three counts (rays, samples asked for, rows wanted)", where);
+    progress.last_rays = c[0].get<uint32_t>(), progress.last_samples_requested = c[1].get<uint32_t>();
+    progress.last_rows_wanted = c[2].get<uint32_t>();
+  }
+  trainer->restore_progress(progress);
   if (run) *run = header.contains("run") ? header.at("run") : Json::object();
   return trainer;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "tessera/core/backend.h"
@@ -115,6 +116,17 @@ Json default_nerf_config(double budget_seconds, uint64_t budget_steps) {
 namespace {
 
 constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most this x target_samples
+// A step sizes its march and its batch from the step before's counts (read a step late, so
+// that no step waits for its own): what those counts predict for this step's rays, plus a
+// margin for the step-to-step noise of a sum over n random rays, kNoiseSigmas / sqrt(n) of
+// it (a ray's count varies about as much as its mean), and kCountSlack rows. Rays past the
+// march's capacity sit the step out (march_overflow_steps()); rays past the batch's too.
+constexpr double kNoiseSigmas = 4.0;
+constexpr uint32_t kCountSlack = 256;
+
+double count_margin(uint32_t n_rays) { return 1.0 + kNoiseSigmas / std::sqrt(double(std::max(n_rays, 1u))); }
+
+uint32_t round_up_256(double rows) { return uint32_t(std::min(std::ceil(rows / 256.0) * 256.0, double(1u << 31))); }
 
 // Whether `optimizer` is the default of some budget (2e-2 below kLowRateBudgetSeconds, the
 // low rate from there; no limit at all is a long one).
@@ -251,7 +263,9 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
   std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update
   grid_bitfield_.copy_from_host(all);
-  counters_ = Buffer<uint32_t>(device, 3);  // march: requested, written; compaction: rows
+  // march: requested, written; compaction: rows wanted, rows written
+  counters_ = Buffer<uint32_t>(device, 4);
+  counts_readback_ = stream().backend().create_readback(counters_.bytes());
   rays_ = Buffer<ops::NerfRay>(device, 0);
   samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
   compact_samples_ = Buffer<float>(device, 0), compact_dt_ = Buffer<float>(device, 0);
@@ -331,38 +345,34 @@ void NerfTrainer::step() {
     clock = std::chrono::steady_clock::now();
     ++times_.steps;
   }
+  take_counts();  // the step before's: waits for its compaction, which the device is past or near
   if (step_ % options_.grid_update_interval == 0) update_grid();
   mark(times_.grid_update);
-  // Marched samples may outnumber the trained (compacted) ones several times over.
-  const uint32_t max_samples = options_.target_samples * kMarchCapacity;
-  rays_.ensure(n_rays_);
-  samples_.ensure(size_t(max_samples) * ops::kNerfInputWidth);
-  dt_.ensure(max_samples);
+  const uint32_t n_rays = n_rays_, march_rows = march_capacity(), batch = batch_rows();
+  rays_.ensure(n_rays);
+  const size_t most = size_t(options_.target_samples) * kMarchCapacity;
+  if (samples_.size() < most * ops::kNerfInputWidth) {  // rows past a step's samples reach the inference: finite
+    samples_.ensure(most * ops::kNerfInputWidth);
+    samples_.zero(stream());
+  }
+  dt_.ensure(most);
   ops::NerfRaySelection sel;
   sel.training = true;
   sel.snap_to_pixel_centres = options_.snap_to_pixel_centers;
-  sel.n_rays = n_rays_;
+  sel.n_rays = n_rays;
   sel.seed = hash_u32(ray_seed_ ^ hash_u32(uint32_t(step_)));
-  ops::call<ops::NerfMarchRays>(stream(), scene(), sel, rays_.view(), samples_.matrix(max_samples, ops::kNerfInputWidth),
-                                dt_.view(0, max_samples), counters_.view(0, 2));
-  uint32_t counts[2];
-  counters_.copy_to_host(stream(), counts, 2);
+  const TensorView samples = samples_.matrix(march_rows, ops::kNerfInputWidth);
+  ops::call<ops::NerfMarchRays>(stream(), scene(), sel, rays_.view(), samples, dt_.view(0, march_rows),
+                                counters_.view(0, 2));
   mark(times_.march);
-  samples_requested_ = counts[0], samples_written_ = std::min(counts[1], max_samples), n_rays_last_ = n_rays_;
   ++step_;
-  if (samples_written_ == 0) {  // every ray missed the scene: nothing to learn from
-    samples_compacted_ = 0;
-    n_rays_ = options_.target_samples;
-    return;
-  }
 
-  // The density network on the marched samples (every stop_density_every-th): where each
-  // ray turns opaque. The samples in front of that point are the ones that shape its
-  // colour; only they are trained.
-  const uint32_t n_rays = sel.n_rays, n = samples_written_;
-  const TensorView samples = samples_.matrix(n, ops::kNerfInputWidth);
+  // The density network on the marched samples (every stop_density_every-th; the whole
+  // capacity, as the host does not know how many there are): where each ray turns opaque.
+  // The samples in front of that point are the ones that shape its colour; only they are
+  // trained.
   compact_scratch_.ensure(ops::call<ops::NerfCompactScratch>(stream(), n_rays));
-  const uint32_t every = options_.stop_density_every, n_run = (n + every - 1) / every;
+  const uint32_t every = options_.stop_density_every, n_run = (march_rows + every - 1) / every;
   outputs_.ensure(size_t(n_run) * kDensityOutputs);
   const TensorView densities = outputs_.matrix(n_run, kDensityOutputs);
   // Rows 0, every, 2 every, ... of the samples' positions.
@@ -371,41 +381,36 @@ void NerfTrainer::step() {
   density_->inference(positions, densities);
   const TensorView raw_density = densities.columns(0, 1);
   mark(times_.inference);
-  compact_samples_.ensure(size_t(n) * ops::kNerfInputWidth);
-  compact_dt_.ensure(n);
+  // Into a batch of `batch` rows: the rays that do not fit are left out, rows past the
+  // samples are padded (NerfPadBatch) and given no gradient.
+  compact_samples_.ensure(size_t(batch) * ops::kNerfInputWidth);
+  compact_dt_.ensure(batch);
   ops::call<ops::NerfCompactSamples>(stream(), rays_.view(), n_rays, raw_density, every, samples,
-                                     dt_.view(0, n), compact_samples_.matrix(n, ops::kNerfInputWidth),
-                                     compact_dt_.view(0, n), counters_.view(2, 1), compact_scratch_.view());
-  download_from_view(stream(), counts, counters_.view(2, 1), sizeof(uint32_t));
+                                     dt_.view(0, march_rows), compact_samples_.matrix(batch, ops::kNerfInputWidth),
+                                     compact_dt_.view(0, batch), counters_.view(2, 2), compact_scratch_.view());
+  counts_readback_->enqueue(stream(), counters_.data(), counters_.bytes());
+  pending_ = {true, n_rays, march_rows};
   mark(times_.compaction);
-  samples_compacted_ = counts[0];
-  // Next step's rays: as many as make target_samples at this step's trained samples per ray.
-  const double per_ray = std::max(1.0, double(samples_compacted_) / double(n_rays));
-  n_rays_ = uint32_t(std::clamp(double(options_.target_samples) / per_ray, 64.0, double(options_.target_samples)));
-  n_rays_ = std::max(64u, n_rays_ / 64 * 64);
-  // A ray with samples always uses its first, so this holds only if nothing was written;
-  // kept so that an empty batch never reaches the model.
-  if (samples_compacted_ == 0) return;
 
-  // The whole model on the compacted samples; its output composited along each ray (volume
-  // rendering, loss and dL/d(output)), then backward and the optimizer.
-  const uint32_t c = samples_compacted_;
+  // The whole model on the batch; its output composited along each ray (volume rendering,
+  // loss and dL/d(output)), then backward and the optimizer.
   loss_partials_.ensure(ops::call<ops::NerfCompositeTrainPartials>(stream(), n_rays));
   // With appearance embeddings, each sample's row continues with its frame's embedding.
   FrameTraining& ft = *frame_training_;
   const uint32_t width = model_input_width();
-  TensorView inputs = compact_samples_.matrix(c, ops::kNerfInputWidth);
+  TensorView inputs = compact_samples_.matrix(batch, ops::kNerfInputWidth);
   if (width > ops::kNerfInputWidth) {
-    model_inputs_.ensure(size_t(c) * width);
-    inputs = model_inputs_.matrix(c, width);
-    ops::call<ops::NerfAppendEmbeddings>(stream(), rays_.view(), n_rays, compact_samples_.matrix(c, ops::kNerfInputWidth),
+    model_inputs_.ensure(size_t(batch) * width);
+    inputs = model_inputs_.matrix(batch, width);
+    ops::call<ops::NerfAppendEmbeddings>(stream(), rays_.view(), n_rays, compact_samples_.matrix(batch, ops::kNerfInputWidth),
                                          ft.embeddings(), inputs);
   }
+  ops::call<ops::NerfPadBatch>(stream(), counters_.view(3, 1), inputs);
   // Pose corrections and embeddings learn from dL/d(model input) of every trained sample.
   nn::View dL_dsamples;
   if (ft.trains_poses() || ft.trains_focal_length() || ft.trains_embeddings()) {
-    dL_dsamples_.ensure(size_t(c) * width);
-    dL_dsamples = dL_dsamples_.matrix(c, width);
+    dL_dsamples_.ensure(size_t(batch) * width);
+    dL_dsamples = dL_dsamples_.matrix(batch, width);
   }
   model_->training_step_async(
       inputs,
@@ -417,9 +422,10 @@ void NerfTrainer::step() {
                                      train_.mask.empty() ? nullptr : mask_.data(),
                                      ft.exposure(),
                                      ft.exposure_gradient()};
+        zero_view_bytes(stream(), dL_doutputs);  // the rays write their rows; the padding stays 0
         ops::call<ops::NerfCompositeTrain>(stream(), scene(), images, rays_.view(), n_rays, outputs,
-                                           compact_dt_.view(0, c), inputs, options_.distortion_loss, loss_, sel.seed, dL_doutputs,
-                                           loss_partials_.view(), state);
+                                           compact_dt_.view(0, batch), inputs, options_.distortion_loss, loss_, sel.seed,
+                                           dL_doutputs, loss_partials_.view(), state);
         mark(times_.rendering);
       },
       dL_dsamples);
@@ -428,6 +434,44 @@ void NerfTrainer::step() {
                                        ft.pose_gradient(), ft.focal_gradient(), ft.embedding_gradient());
   ft.after_step(stream(), frames_);
   mark(times_.backward_and_optimizer);
+}
+
+void NerfTrainer::take_counts() {
+  if (!pending_.queued) return;
+  pending_.queued = false;
+  uint32_t c[4];
+  std::memcpy(c, counts_readback_->wait(), sizeof c);
+  const uint32_t rays = pending_.n_rays;
+  samples_requested_ = c[0], samples_written_ = std::min(c[1], pending_.march_rows);
+  samples_compacted_ = c[3], n_rays_last_ = rays;
+  march_overflow_steps_ += samples_requested_ > pending_.march_rows;
+  batch_overflow_steps_ += c[2] > c[3];
+  // The rows the rays wanted; where the march left rays out, theirs counted at the rate of
+  // the rays it kept (a first step, with every cell occupied, overflows: its rays are
+  // cheaper than the next step's would be).
+  const double left_out = samples_written_ ? double(samples_requested_) / double(samples_written_) : 1.0;
+  samples_wanted_ = uint32_t(std::min(double(c[2]) * std::max(left_out, 1.0), double(UINT32_MAX)));
+  // As many rays as make target_samples at the trained samples per ray the rays wanted (the
+  // most, target_samples, where every ray missed the scene).
+  const double per_ray = std::max(1.0, double(samples_wanted_) / double(rays));
+  n_rays_ = uint32_t(std::clamp(double(options_.target_samples) / per_ray, 64.0, double(options_.target_samples)));
+  n_rays_ = std::max(64u, n_rays_ / 64 * 64);
+}
+
+uint32_t NerfTrainer::march_capacity() const {
+  const uint32_t most = options_.target_samples * kMarchCapacity;
+  if (n_rays_last_ == 0) return most;  // no step before this one
+  const double expected = double(n_rays_) * double(samples_requested_) / double(n_rays_last_);
+  return std::min(most, round_up_256(expected * count_margin(n_rays_) + kCountSlack));
+}
+
+uint32_t NerfTrainer::batch_rows() const {
+  // The rows the counts predict with the margin: the rows past a step's samples are padding
+  // (on lego, ~50k rays a step, ~2%), and a step seldom leaves a ray out. The first step
+  // trains all it marched, as many rows as that.
+  if (n_rays_last_ == 0) return march_capacity();
+  const double expected = double(n_rays_) * double(samples_wanted_) / double(n_rays_last_);
+  return std::clamp(round_up_256(expected * count_margin(n_rays_) + kCountSlack), 256u, march_capacity());
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }
@@ -496,11 +540,19 @@ TensorView NerfTrainer::with_appearance(const TensorView& rays, uint32_t n_rays,
   return inputs;
 }
 
+NerfTrainer::Progress NerfTrainer::progress() {
+  take_counts();
+  return {step_, n_rays_, n_rays_last_, samples_requested_, samples_wanted_};
+}
+
 void NerfTrainer::restore_progress(const Progress& p) {
   step_ = p.steps;
   // Within this device's bounds (a run saved on a GPU may go on on the CPU, whose default
   // target_samples is smaller); the count adapts again after one step.
   n_rays_ = std::clamp(p.rays_per_step, 1u, options_.target_samples);
+  // Counts still in flight belong to the steps before this progress.
+  pending_.queued = false;
+  n_rays_last_ = p.last_rays, samples_requested_ = p.last_samples_requested, samples_wanted_ = p.last_rows_wanted;
 }
 
 std::vector<float> NerfTrainer::grid_density() { return grid_density_.to_host(stream()); }

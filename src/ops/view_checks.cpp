@@ -299,10 +299,16 @@ void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const Ten
                 "nerf_compact_samples: raw_density must be an fp32 [{}, 1] column view (one per {} of {} samples)",
                 density_rows, density_every == 1 ? "each" : "every other", rows);
   check_view(dt, "nerf_compact_samples: dt", DType::f32, rows);
-  TESSERA_CHECK(compact_samples.rows() >= rows, "nerf_compact_samples: compact_samples needs at least {} rows (has {})",
-                rows, compact_samples.rows());
-  check_view(compact_dt, "nerf_compact_samples: compact_dt", DType::f32, rows);
-  check_view(count, "nerf_compact_samples: count", DType::u32, 1);
+  TESSERA_CHECK(compact_samples.rows() >= 1, "nerf_compact_samples: compact_samples (the batch) has no rows");
+  check_view(compact_dt, "nerf_compact_samples: compact_dt", DType::f32, compact_samples.rows());
+  check_view(count, "nerf_compact_samples: count", DType::u32, 2);
+}
+
+void check_nerf_pad_batch_views(const TensorView& count, const TensorView& batch) {
+  check_view(count, "nerf_pad_batch: count", DType::u32, 1);
+  TESSERA_CHECK(batch.rank == 2 && batch.contiguous() && batch.cols() >= 1,
+                "nerf_pad_batch: batch must be a contiguous [rows, width] matrix");
+  check_view(batch, "nerf_pad_batch: batch", DType::f32, 0);
 }
 
 uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,

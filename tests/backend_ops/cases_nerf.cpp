@@ -137,6 +137,41 @@ std::string compare_march(const std::vector<double>& got, const std::vector<doub
   return "";
 }
 
+// A march into a batch of half the samples the rays ask for: every ray keeps all of its
+// samples or none, and the batch fills to within a ray of its capacity. Which rays miss out
+// is the backend's (CUDA: the order the rays reserve their rows in), so the result is those
+// properties: [rays cut short, the kept samples past the capacity, rows the batch left
+// unfilled past the largest ray, the samples asked for].
+std::vector<double> run_march_capacity(Backend& b, uint64_t seed) {
+  const auto bits = blob_bitfield(1);
+  const auto frames = cameras_around_box(1, 4, 64);
+  const SceneOn on(b, march_scene(1, frames, bits), frames, bits);
+  ops::NerfRaySelection sel;
+  sel.n_rays = 3000;
+  sel.seed = uint32_t(seed);
+  const uint32_t most = 1u << 21;
+  Buffer<ops::NerfRay> rays(b.device(), sel.n_rays);
+  Buffer<float> samples(b.device(), size_t(most) * 6), dt(b.device(), most);
+  Buffer<uint32_t> counters(b.device(), 2);
+  auto march = [&](uint32_t rows) {
+    ops::call<ops::NerfMarchRays>(b.default_stream(), on.scene, sel, rays.view(), samples.matrix(rows, 6),
+                                  dt.view(0, rows), counters.view());
+    return rays.to_host();
+  };
+  const std::vector<ops::NerfRay> whole = march(most);
+  const uint32_t asked = counters.to_host()[0], capacity = asked / 2;
+  const std::vector<ops::NerfRay> cut = march(capacity);
+  const double asked_again = counters.to_host()[0];
+  double cut_short = 0, kept = 0, largest = 0;
+  for (size_t i = 0; i < cut.size(); ++i) {
+    cut_short += cut[i].n_samples != 0 && cut[i].n_samples != whole[i].n_samples;
+    kept += cut[i].n_samples;
+    largest = std::max(largest, double(whole[i].n_samples));
+  }
+  return {cut_short, std::max(0.0, kept - capacity), std::max(0.0, capacity - largest - kept),
+          asked_again == asked ? 1.0 : 0.0};
+}
+
 // ---- composite: rays with random sample counts over random raw outputs ----
 struct CompositeInputs {
   std::vector<FrameView> frames = cameras_around_box(1, 2, 16);
@@ -307,11 +342,13 @@ std::vector<double> run_composite_render(Backend& b, uint64_t seed) {
   return result;
 }
 
-// Compaction: [count, then per ray n_samples, n_used and its compacted rows (6 + dt)]
+// Compaction: [rows wanted, rows written, then per ray n_samples, n_used and its compacted
+// rows (6 + dt)]
 std::vector<double> compaction_result(const Buffer<ops::NerfRay>& rays, const Buffer<float>& compact,
                                       const Buffer<float>& compact_dt, const Buffer<uint32_t>& count) {
   const auto c = compact.to_host(), d = compact_dt.to_host();
-  std::vector<double> out{double(count.to_host()[0])};
+  const auto counts = count.to_host();
+  std::vector<double> out{double(counts[0]), double(counts[1])};
   for (const ops::NerfRay& ray : rays.to_host()) {
     out.insert(out.end(), {double(ray.n_samples), double(ray.n_used)});
     append_rows(out, c, d, ray.first_sample, ray.n_used);
@@ -320,30 +357,66 @@ std::vector<double> compaction_result(const Buffer<ops::NerfRay>& rays, const Bu
 }
 
 // density_every = 2: the densities of rows 0, 2, 4, ... only (a strided view of raw's column 3).
-std::vector<double> run_compact(Backend& b, uint64_t seed, bool long_rays = false, uint32_t density_every = 1) {
+// With half_batch, into a batch of half the rows the rays want (found by a first pass into
+// a batch as large as the marched samples), which leaves out the rays past it.
+std::vector<double> run_compact(Backend& b, uint64_t seed, bool long_rays = false, uint32_t density_every = 1,
+                                bool half_batch = false) {
   const CompositeInputs in(seed, long_rays);
   Buffer<ops::NerfRay> rays = upload(b, in.rays);
   Buffer<float> raw = upload(b, in.raw), dt = upload(b, in.dt), samples = upload(b, in.samples);
-  Buffer<float> compact(b.device(), in.samples.size()), compact_dt(b.device(), in.total);
   Stream& s = b.default_stream();
-  Buffer<uint32_t> count(b.device(), 1), scratch(b.device(), std::max<size_t>(1, ops::call<ops::NerfCompactScratch>(s, in.n_rays)));
+  Buffer<uint32_t> count(b.device(), 2), scratch(b.device(), std::max<size_t>(1, ops::call<ops::NerfCompactScratch>(s, in.n_rays)));
   const TensorView all = raw.matrix(in.total, 4).columns(3, 1);
   const uint32_t n_run = (in.total + density_every - 1) / density_every;
   const TensorView density =
       TensorView::matrix(all.memory, all.dtype, n_run, 1, density_every * all.row_stride(), all.offset);
-  ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, density, density_every, samples.matrix(in.total, 6),
-                                     dt.view(), compact.matrix(in.total, 6), compact_dt.view(), count.view(),
-                                     scratch.view());
-  return compaction_result(rays, compact, compact_dt, count);
+  Buffer<float> compact, compact_dt;
+  uint32_t rows = in.total;
+  for (int pass = 0; pass < (half_batch ? 2 : 1); ++pass) {
+    if (pass == 1) {
+      rows = count.to_host()[0] / 2;
+      rays = upload(b, in.rays);
+    }
+    compact = upload(b, std::vector<float>(size_t(rows) * 6, -1.0f)), compact_dt = Buffer<float>(b.device(), rows);
+    ops::call<ops::NerfCompactSamples>(s, rays.view(), in.n_rays, density, density_every, samples.matrix(in.total, 6),
+                                       dt.view(), compact.matrix(rows, 6), compact_dt.view(), count.view(),
+                                       scratch.view());
+  }
+  std::vector<double> out = compaction_result(rays, compact, compact_dt, count);
+  // The rows past the written ones must be untouched (-1): [rows overwritten].
+  const auto c = compact.to_host();
+  const uint32_t written = count.to_host()[1];
+  out.push_back(double(std::count_if(c.begin() + size_t(std::min(written, rows)) * 6, c.end(),
+                                     [](float v) { return v != -1.0f; })));
+  return out;
+}
+
+// A batch padded past `count` rows: [every value of the batch].
+std::vector<double> run_pad_batch(Backend& b, uint64_t seed, uint32_t count) {
+  constexpr uint32_t kRows = 5000, kWidth = 9;
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> values(size_t(kRows) * kWidth);
+  for (float& v : values) v = u(gen);
+  Buffer<float> batch = upload(b, values);
+  Buffer<uint32_t> n = upload(b, std::vector<uint32_t>{count});
+  ops::call<ops::NerfPadBatch>(b.default_stream(), n.view(), batch.matrix(kRows, kWidth));
+  std::vector<double> out;
+  append(out, batch.to_host());
+  return out;
 }
 
 std::string compare_compact(const std::vector<double>& got, const std::vector<double>& want) {
   Reader g{got}, w{want};
-  const double count_got = g.next(), count_want = w.next();
+  const double wanted_got = g.next(), wanted_want = w.next(), count_got = g.next(), count_want = w.next();
   if (count_want < 1000) return "fewer than 1000 samples kept";
-  if (std::fabs(count_got - count_want) > 4) return fmt::format("{} samples kept against {}", count_got, count_want);
+  if (std::fabs(wanted_got - wanted_want) > 4) return fmt::format("{} rows wanted against {}", wanted_got, wanted_want);
+  // A ray that stops a sample elsewhere may fit one batch and not the other.
+  if (std::fabs(count_got - count_want) > 4 + (count_want < wanted_want ? 1024 : 0))
+    return fmt::format("{} samples kept against {}", count_got, count_want);
+  if (got.back() != 0) return fmt::format("{} values past the written rows were overwritten", got.back());
   size_t differ = 0, compared = 0;
-  for (uint32_t i = 0; !w.done(); ++i) {
+  for (uint32_t i = 0; w.at + 1 < w.v.size(); ++i) {
     const uint32_t ng = g.count(), ug = g.count();
     w.count();
     const uint32_t uw = w.count();
@@ -354,8 +427,8 @@ std::string compare_compact(const std::vector<double>& got, const std::vector<do
       for (int k = 0; k < 7; ++k)
         if (a[j * 7 + k] != c[j * 7 + k]) return fmt::format("ray {}: compacted row {} differs", i, j);
   }
-  if (!g.done()) return "another ray count";
-  if (differ > 2) return fmt::format("{} rays stop elsewhere", differ);
+  if (g.at + 1 != g.v.size()) return "another ray count";
+  if (differ > 3) return fmt::format("{} rays stop elsewhere", differ);
   return compared > 1000 ? "" : "fewer than 1000 rows compared";
 }
 
@@ -500,6 +573,18 @@ const RegisterOpCases nerf_cases([](std::vector<OpCase>& cases) {
   cases.push_back({"nerf_compact_samples", "1200_long_rays_every_other", 0.0,
                    has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
                    [](Backend& b, uint64_t seed) { return run_compact(b, seed, true, 2); }, compare_compact});
+  cases.push_back({"nerf_compact_samples", "5000_rays_half_batch", 0.0,
+                   has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
+                   [](Backend& b, uint64_t seed) { return run_compact(b, seed, false, 1, true); },
+                   compare_compact});
+  cases.push_back({"nerf_compact_samples", "1200_long_rays_every_other_half_batch", 0.0,
+                   has_ops<ops::NerfCompactSamples, ops::NerfCompactScratch>(),
+                   [](Backend& b, uint64_t seed) { return run_compact(b, seed, true, 2, true); },
+                   compare_compact});
+  for (uint32_t count : {0u, 1u, 3777u, 5000u, 9000u})
+    cases.push_back({"nerf_pad_batch", fmt::format("5000_rows_{}_written", count), 1e-12, has_op<ops::NerfPadBatch>(),
+                     [=](Backend& b, uint64_t seed) { return run_pad_batch(b, seed, count); }});
+  cases.push_back({"nerf_march_rays", "half_capacity_whole_rays", 1e-12, has_op<ops::NerfMarchRays>(), run_march_capacity});
   cases.push_back({"nerf_grid_samples_update", "2_cascades", 1e-6, has_ops<ops::NerfGridSamples, ops::NerfGridUpdate>(),
                    run_grid, compare_grid});
   cases.push_back({"nerf_mark_untrained", "2_cascades_lenses", 0.0, has_op<ops::NerfMarkUntrained>(),

@@ -107,6 +107,20 @@ class Backend {
   };
   virtual std::unique_ptr<Event> create_event() = 0;
 
+  // A small device -> host copy queued on a stream without the host waiting for it there: the
+  // host collects it later (a count that sizes the next step's launches, read a step late,
+  // so that the step never stalls the device). CUDA: pinned memory and an event; elsewhere
+  // the copy is done when it is queued.
+  class Readback {
+   public:
+    virtual ~Readback() = default;
+    // Queues a copy of `bytes` (at most the capacity it was made with) from device memory.
+    virtual void enqueue(Stream& stream, const void* src, size_t bytes) = 0;
+    // Waits for the copy queued last; its bytes, valid until the next enqueue.
+    virtual const void* wait() = 0;
+  };
+  virtual std::unique_ptr<Readback> create_readback(size_t capacity);
+
   Stream& default_stream() { return *default_stream_; }
   // A new stream of this backend (CUDA: non-blocking w.r.t. the others).
   virtual std::unique_ptr<Stream> create_stream() = 0;

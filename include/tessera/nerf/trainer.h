@@ -112,7 +112,9 @@ class NerfTrainer {
   NerfTrainer(const Json& config, Dataset train, Device device, uint64_t seed = 1337);
   ~NerfTrainer();
 
-  // One training step (queued; last_loss() waits for it).
+  // One training step (queued; last_loss() waits for it). The host never waits for the
+  // step's own work: it sizes the step from the counts of the step before, waiting at most
+  // for that step's compaction, so it runs at most a step ahead of the device.
   void step();
   // How much of the training budget is spent (0 to 1), for a learning-rate schedule tied to
   // it (BudgetDecay); the front end's TrainingSession knows it.
@@ -121,7 +123,8 @@ class NerfTrainer {
   uint32_t skipped_steps() { return model_->skipped_steps(); }
   uint64_t steps() const { return step_; }
   uint32_t rays_per_step() const { return n_rays_; }
-  // Samples of the latest step: trained (compacted) in all and per ray, and marched per ray.
+  // Samples of the latest step whose counts reached the host (the one before the latest step
+  // taken): trained (compacted) in all and per ray, and marched per ray.
   uint32_t samples_last_step() const { return samples_compacted_; }
   uint32_t samples_marched_last_step() const { return samples_written_; }  // those that fit the batch
   float samples_per_ray() const { return n_rays_last_ ? float(samples_compacted_) / float(n_rays_last_) : 0.0f; }
@@ -129,6 +132,11 @@ class NerfTrainer {
     return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f;
   }
   float occupied_fraction();  // of the occupancy grid's cells (waits for the device)
+  // Steps whose rays asked the march (samples) or the training batch (rows) for more than
+  // the step before's counts made room for: the rays that did not fit sat the step out.
+  // Counted over the steps whose counts reached the host.
+  uint64_t march_overflow_steps() const { return march_overflow_steps_; }
+  uint64_t batch_overflow_steps() const { return batch_overflow_steps_; }
 
   // Where a step's time goes (milliseconds summed over profiled steps). Profiling
   // synchronizes the stream between the phases, so the total is a little above an
@@ -161,14 +169,18 @@ class NerfTrainer {
   std::vector<float> grid_density();
   void set_grid_density(const std::vector<float>& density);
 
-  // Where a run stands, for snapshots: the steps taken and the next step's ray count (the
-  // other per-step state is the model trainer's; rays and grid samples are drawn from
-  // (seed, step), so this and the seed continue the same sequence).
+  // Where a run stands, for snapshots: the steps taken, the next step's ray count and the
+  // latest step's counts that size the next step's march and batch (the other per-step
+  // state is the model trainer's; rays and grid samples are drawn from (seed, step), so this
+  // and the seed continue the same sequence). Waits for the latest step's counts.
   struct Progress {
     uint64_t steps = 0;
     uint32_t rays_per_step = 0;
+    // The latest step's rays, the samples they asked the march for and the rows they wanted
+    // in the batch (zeros: none known, the next step sizes itself as a first step does).
+    uint32_t last_rays = 0, last_samples_requested = 0, last_rows_wanted = 0;
   };
-  Progress progress() const { return {step_, n_rays_}; }
+  Progress progress();
   void restore_progress(const Progress& p);
   uint64_t seed() const { return seed_arg_; }
 
@@ -219,6 +231,11 @@ class NerfTrainer {
 
  private:
   void update_grid();
+  // The step before's counts (queued at the end of its compaction): they set this step's ray
+  // count, and with it the rows of its march and of its training batch.
+  void take_counts();
+  uint32_t march_capacity() const;
+  uint32_t batch_rows() const;
   ops::NerfScene scene() const;
   void upload_render_appearance();
   // Render samples [n, 6] as model inputs: themselves, or with the render appearance appended.
@@ -249,7 +266,15 @@ class NerfTrainer {
   uint64_t step_ = 0;
   bool profiling_ = false;
   StepTimes times_;
-  uint32_t n_rays_ = 0, n_rays_last_ = 0, samples_requested_ = 0, samples_written_ = 0, samples_compacted_ = 0;
+  std::unique_ptr<Backend::Readback> counts_readback_;  // counters_, a step late
+  struct PendingCounts {  // the step whose counts are in flight
+    bool queued = false;
+    uint32_t n_rays = 0, march_rows = 0;
+  } pending_;
+  // n_rays_last_: the rays of the step whose counts the host has (0: none yet).
+  uint32_t n_rays_ = 0, n_rays_last_ = 0, samples_requested_ = 0, samples_written_ = 0, samples_wanted_ = 0,
+           samples_compacted_ = 0;
+  uint64_t march_overflow_steps_ = 0, batch_overflow_steps_ = 0;
 };
 
 }  // namespace tessera::nerf

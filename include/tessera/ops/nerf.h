@@ -19,10 +19,11 @@ namespace tessera::ops {
 // Marches the rays; writes ray_out (NerfRay [n_rays], as bytes), samples (fp32 [max_samples,
 // 6]: max_samples is its rows), dt (fp32 [max_samples]) and counters (u32 [2]).
 // counters[0] = the samples all rays asked for (the next batch's ray count adapts to it);
-// min(counters[1], max_samples) = the rows written, every one of them belonging to a ray.
-// The ray reaching max_samples keeps the samples that fit, later rays get none, so a batch
-// never overflows. Samples of one ray are consecutive; the order of rays' sample ranges
-// may differ between backends.
+// min(counters[1], max_samples) bounds the rows written, every one of them belonging to a
+// ray. A ray whose samples do not all fit below max_samples gets none (a ray cut short
+// would composite as if it ended there), so a batch never overflows. Samples of one ray are
+// consecutive; the order of rays' sample ranges, and so which rays miss out when the batch
+// is full, may differ between backends.
 struct NerfMarchRays {
   static constexpr const char* name = "nerf_march_rays";
   using Fn = void(Stream&, const NerfScene& scene, const NerfRaySelection& rays, const TensorView& ray_out,
@@ -59,10 +60,14 @@ struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTra
 // between takes the lower density of its neighbours in the same ray (nerf_math.h,
 // StopDensities): an estimate of the stop at half the inference that errs towards later.
 // The samples in front (n_used of them) and their steps are gathered ray by ray, in ray
-// order, into consecutive rows of compact_samples (fp32 [rows, 6]) and compact_dt (fp32
-// [rows]); count (u32 [1]) = the rows written. Each ray is rewritten to its compacted rows
+// order, into consecutive rows of compact_samples (fp32 [capacity, 6]: the training batch)
+// and compact_dt (fp32 [>= capacity]). Each ray is rewritten to its compacted rows
 // (first_sample, n_samples = n_used), so that NerfCompositeTrain then runs on the model's
-// training forward of compact_samples. The compact views need as many rows as samples has.
+// training forward of compact_samples. Rays whose rows do not all fit below the capacity
+// (those at the end, in ray order) keep none: n_samples = n_used = 0, a ray that teaches
+// nothing. count (u32 [2]) = [the rows all rays wanted, the rows written]; rows past the
+// written ones are left as they were (NerfPadBatch fills them). The counts stay on the
+// device: the trainer reads them a step late, never waiting for them.
 // scratch: u32 [NerfCompactScratch(n_rays)].
 struct NerfCompactSamples {
   static constexpr const char* name = "nerf_compact_samples";
@@ -74,6 +79,18 @@ struct NerfCompactSamples {
 struct NerfCompactScratch {
   static constexpr const char* name = "nerf_compact_scratch";
   using Fn = size_t(Stream&, uint32_t n_rays);
+};
+
+// Fills the rows of a training batch past the ones written (batch fp32 [rows, width],
+// contiguous; count u32 [>= 1] on the device: the rows written, count[0]) with copies of
+// the written rows in turn (row q takes row q mod count), or zeros if none was written, so
+// that a step on the whole batch computes only on finite inputs. The trainer gives these
+// rows no gradient (dL/d(output) = 0): copies of real samples spread the zero writes of the
+// encoding's backward over the cells real samples touch, where one repeated row would pile
+// them all onto the same cells.
+struct NerfPadBatch {
+  static constexpr const char* name = "nerf_pad_batch";
+  using Fn = void(Stream&, const TensorView& count, const TensorView& batch);
 };
 
 // Volume rendering for images: rgba[n_rays x 4] = linear colour over `background` and the
@@ -156,6 +173,7 @@ NerfDistortion nerf_distortion_of(const TensorView& samples, float weight, const
 void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
                               uint32_t density_every, const TensorView& samples, const TensorView& dt,
                               const TensorView& compact_samples, const TensorView& compact_dt, const TensorView& count);
+void check_nerf_pad_batch_views(const TensorView& count, const TensorView& batch);
 void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
                                      const TensorView& samples, const TensorView& dL_dsamples,
                                      const TensorView& pose_gradient, const TensorView& focal_gradient,

@@ -2,6 +2,8 @@
 // backend's streams, device events for timing, the device's limits read once.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "../backend_factories.h"
 #include "core/cuda/cuda_check.h"
 
@@ -24,6 +26,35 @@ class CudaEvent final : public Backend::Event {
 
  private:
   cudaEvent_t event_ = nullptr;
+};
+
+// Pinned host memory, so that the copy is asynchronous, and an event recorded after it.
+class CudaReadback final : public Backend::Readback {
+ public:
+  explicit CudaReadback(size_t capacity) : capacity_(capacity) {
+    TESSERA_CUDA_CHECK(cudaMallocHost(&host_, std::max<size_t>(capacity, 1)));
+    const cudaError_t e = cudaEventCreateWithFlags(&done_, cudaEventDisableTiming);
+    if (e != cudaSuccess) cudaFreeHost(host_);
+    TESSERA_CUDA_CHECK(e);
+  }
+  ~CudaReadback() override {
+    cudaEventDestroy(done_);
+    cudaFreeHost(host_);
+  }
+  void enqueue(Stream& s, const void* src, size_t bytes) override {
+    TESSERA_CHECK(bytes <= capacity_, "readback of {} bytes into {}", bytes, capacity_);
+    TESSERA_CUDA_CHECK(cudaMemcpyAsync(host_, src, bytes, cudaMemcpyDeviceToHost, native(s)));
+    TESSERA_CUDA_CHECK(cudaEventRecord(done_, native(s)));
+  }
+  const void* wait() override {
+    TESSERA_CUDA_CHECK(cudaEventSynchronize(done_));
+    return host_;
+  }
+
+ private:
+  size_t capacity_;
+  void* host_ = nullptr;
+  cudaEvent_t done_ = nullptr;
 };
 
 // A stream the backend created (the default stream is the legacy one and is not owned).
@@ -142,6 +173,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Event> create_event() override {
     make_current();
     return std::make_unique<CudaEvent>();
+  }
+  std::unique_ptr<Readback> create_readback(size_t capacity) override {
+    make_current();
+    return std::make_unique<CudaReadback>(capacity);
   }
 
  private:

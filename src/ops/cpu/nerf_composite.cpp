@@ -44,19 +44,37 @@ void compact_ray(const NerfRay& r, uint32_t first_compact, const float* samples,
 }
 }  // namespace
 
+// As CUDA's scan places them: each ray's rows after all rows of the rays before it, the
+// rays that would cross the capacity left out (and so every ray after them).
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples,
-                          float* compact_dt, uint32_t* count) {
+                          uint32_t density_every, const float* samples, const float* dt, uint32_t capacity,
+                          float* compact_samples, float* compact_dt, uint32_t* count) {
   const StopDensities density{raw_density, density_stride, density_every};
-  uint32_t next = 0;
+  uint64_t next = 0;
+  uint32_t written = 0;
+  bool full = false;
   for (uint32_t i = 0; i < n_rays; ++i) {
     NerfRay& r = rays[i];
     r.n_used = ray_stop(density, r.first_sample, dt, r.n_samples);
-    compact_ray(r, next, samples, dt, compact_samples, compact_dt);
-    r.first_sample = next, r.n_samples = r.n_used;
+    const uint64_t first = next;
     next += r.n_used;
+    full = full || next > capacity;
+    if (full) {
+      r.first_sample = r.n_samples = r.n_used = 0;
+      continue;
+    }
+    compact_ray(r, uint32_t(first), samples, dt, compact_samples, compact_dt);
+    r.first_sample = uint32_t(first), r.n_samples = r.n_used;
+    written = uint32_t(next);
   }
-  *count = next;
+  count[0] = uint32_t(std::min<uint64_t>(next, UINT32_MAX));
+  count[1] = written;
+}
+
+void nerf_pad_batch(uint32_t count, float* batch, uint32_t rows, uint32_t width) {
+  for (uint32_t q = count; q < rows; ++q)
+    for (uint32_t k = 0; k < width; ++k)
+      batch[size_t(q) * width + k] = count ? batch[size_t(q % count) * width + k] : 0.0f;
 }
 
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,

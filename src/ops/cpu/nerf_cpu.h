@@ -12,8 +12,9 @@ void nerf_composite_train(const NerfScene& scene, const NerfImages& images, Nerf
 void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* outputs, const float* dt,
                            nerf::Vec3 background, float* rgba);
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples,
-                          float* compact_dt, uint32_t* count);
+                          uint32_t density_every, const float* samples, const float* dt, uint32_t capacity,
+                          float* compact_samples, float* compact_dt, uint32_t* count);
+void nerf_pad_batch(uint32_t count, float* batch, uint32_t rows, uint32_t width);
 void nerf_frame_gradients(const NerfScene& scene, const NerfRay* rays, uint32_t n_rays, const float* samples,
                           const float* dL_dsamples, uint32_t width, float* pose_gradient, float* focal_gradient,
                           float* embedding_gradient);

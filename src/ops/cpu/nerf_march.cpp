@@ -27,7 +27,7 @@ void nerf_march_rays(const NerfScene& scene, const NerfRaySelection& sel, uint32
     requested += n;
     NerfRay& r = rays[i];
     r.frame = pr.frame, r.pixel = pr.pixel, r.first_sample = written;
-    r.n_samples = std::min(n, max_samples - written);  // the ray at the limit keeps what fits
+    r.n_samples = n <= max_samples - written ? n : 0u;  // a ray that does not fit whole gets none
     for (uint32_t k = 0; k < r.n_samples; ++k)
       write_sample(pr.ray, scene.aabb, ray_samples[k].p, ray_samples[k].dt,
                    samples + size_t(written + k) * kNerfInputWidth, dt + written + k);

@@ -253,9 +253,16 @@ void register_ops(Backend& b) {
     check_nerf_compact_views(rays, n_rays, raw_density, density_every, samples, dt, compact_samples, compact_dt, count);
     nerf_compact_samples(rays.data<NerfRay>(), n_rays, raw_density.data<const float>(), raw_density.row_stride(),
                          density_every, samples.data<const float>(), dt.data<const float>(),
-                         compact_samples.data<float>(), compact_dt.data<float>(), count.data<uint32_t>());
+                         uint32_t(compact_samples.rows()), compact_samples.data<float>(), compact_dt.data<float>(),
+                         count.data<uint32_t>());
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t) { return size_t(0); });
+  b.add_op<NerfPadBatch>([](Stream&, V count, V batch) {
+    check_nerf_pad_batch_views(count, batch);
+    if (batch.empty()) return;
+    nerf_pad_batch(count.data<const uint32_t>()[0], batch.data<float>(), uint32_t(batch.rows()),
+                   uint32_t(batch.cols()));
+  });
   b.add_op<NerfCompositeRender>([](Stream&, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
                                    V rgba) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, TensorView());

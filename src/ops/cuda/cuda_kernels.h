@@ -159,8 +159,10 @@ void nerf_composite_render(const NerfRay* rays, uint32_t n_rays, const float* ou
                            nerf::Vec3 background, float* rgba, Stream* stream);
 size_t nerf_compact_scratch(uint32_t n_rays);
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples,
-                          float* compact_dt, uint32_t* count, uint32_t* scratch, Stream* stream);
+                          uint32_t density_every, const float* samples, const float* dt, uint32_t capacity,
+                          float* compact_samples, float* compact_dt, uint32_t* count, uint32_t* scratch,
+                          Stream* stream);
+void nerf_pad_batch(const uint32_t* count, float* batch, uint32_t rows, uint32_t width, Stream* stream);
 void nerf_grid_samples(const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
                        uint32_t* cells, float* positions, Stream* stream);
 void nerf_grid_update(uint32_t n_cascades, const uint32_t* cells, const float* raw_density, uint32_t stride,

@@ -285,7 +285,8 @@ __global__ void rows_block_sums_kernel(NerfRay* __restrict__ rays, uint32_t n_ra
   if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
 }
 
-// Pass 2 (one block): block sums -> each block's first row, and the total.
+// Pass 2 (one block): block sums -> each block's first row, and the total (count[0], and
+// count[1] until pass 3 lowers it to where the first ray left out would have started).
 __global__ void compact_block_offsets_kernel(uint32_t* __restrict__ block_sums, uint32_t n_blocks,
                                              uint32_t* __restrict__ count) {
   using Scan = cub::BlockScan<uint32_t, kScanThreads>;
@@ -299,7 +300,7 @@ __global__ void compact_block_offsets_kernel(uint32_t* __restrict__ block_sums, 
     carry += total;
     __syncthreads();  // temp is reused
   }
-  if (threadIdx.x == 0) *count = carry;
+  if (threadIdx.x == 0) count[0] = count[1] = carry;
 }
 
 // Pass 3: the block's rows in ray order. The block scans its rays' n_used; the
@@ -309,15 +310,23 @@ struct BlockRows {
   uint32_t* first_source;  // [kScanThreads], shared: each ray's first source row
   uint32_t first_row, count;  // the block's first output row, and its rows
 
-  __device__ size_t source_row(uint32_t q) const {
+  // The block's ray (thread) that block row q belongs to.
+  __device__ uint32_t ray_of(uint32_t q) const {
     uint32_t lo = 0, hi = kScanThreads - 1;
     while (lo < hi) {
       const uint32_t mid = (lo + hi) / 2;
       if (rows_through[mid] > q) hi = mid;
       else lo = mid + 1;
     }
-    const uint32_t ray_first_row = lo ? rows_through[lo - 1] : 0u;
-    return size_t(first_source[lo]) + (q - ray_first_row);
+    return lo;
+  }
+  __device__ size_t source_row(uint32_t q, uint32_t ray) const {
+    const uint32_t ray_first_row = ray ? rows_through[ray - 1] : 0u;
+    return size_t(first_source[ray]) + (q - ray_first_row);
+  }
+  // Whether the ray's rows all lie below the batch's capacity.
+  __device__ bool fits(uint32_t ray, uint32_t capacity) const {
+    return uint64_t(first_row) + rows_through[ray] <= capacity;
   }
 };
 
@@ -337,11 +346,14 @@ __device__ uint32_t scan_block_rows(uint32_t used, uint32_t first_source, const 
 
 // Compaction pass 3: the block's rows copied by all its threads together, element by element
 // (a thread per ray copying its own rows would leave most of the GPU idle, waiting on one row
-// after another); last, each ray pointed at its compacted rows.
+// after another); last, each ray pointed at its compacted rows, or left out where they cross
+// the capacity (count[1] then falls to the first such ray's first row: rows come in ray
+// order, so every ray after it is left out too).
 __global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_rays,
                                       const uint32_t* __restrict__ block_offsets, const float* __restrict__ samples,
-                                      const float* __restrict__ dt, float* __restrict__ compact_samples,
-                                      float* __restrict__ compact_dt) {
+                                      const float* __restrict__ dt, uint32_t capacity,
+                                      float* __restrict__ compact_samples, float* __restrict__ compact_dt,
+                                      uint32_t* __restrict__ count) {
   __shared__ uint32_t rows_through[kScanThreads], first_source[kScanThreads];
   const uint32_t i = blockIdx.x * kScanThreads + threadIdx.x;
   NerfRay r;
@@ -351,7 +363,9 @@ __global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_ray
   const uint32_t before = scan_block_rows(used, r.first_sample, block_offsets, rows);
   // A row per thread: one search for its source, its values' loads in flight together.
   for (uint32_t q = threadIdx.x; q < rows.count; q += kScanThreads) {
-    const size_t from = rows.source_row(q), to = size_t(rows.first_row) + q;
+    const uint32_t ray = rows.ray_of(q);
+    if (!rows.fits(ray, capacity)) break;  // so does every later row of the block
+    const size_t from = rows.source_row(q, ray), to = size_t(rows.first_row) + q;
     float v[kNerfInputWidth];
 #pragma unroll
     for (uint32_t c = 0; c < kNerfInputWidth; ++c) v[c] = samples[from * kNerfInputWidth + c];
@@ -360,9 +374,25 @@ __global__ void compact_gather_kernel(NerfRay* __restrict__ rays, uint32_t n_ray
     for (uint32_t c = 0; c < kNerfInputWidth; ++c) compact_samples[to * kNerfInputWidth + c] = v[c];
     compact_dt[to] = step;
   }
-  if (i < n_rays) {
+  if (i >= n_rays) return;
+  if (rows.fits(threadIdx.x, capacity)) {
     rays[i].first_sample = rows.first_row + before;
     rays[i].n_samples = used;
+  } else {
+    rays[i].first_sample = rays[i].n_samples = rays[i].n_used = 0;
+    atomicMin(&count[1], rows.first_row + before);
+  }
+}
+
+// A thread per element of the rows past count[0]; they read only rows below it.
+__global__ void pad_batch_kernel(const uint32_t* __restrict__ count, float* __restrict__ batch, uint32_t rows,
+                                 uint32_t width) {
+  const uint32_t written = min(*count, rows);
+  const size_t end = size_t(rows) * width;
+  for (size_t e = size_t(written) * width + blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < end;
+       e += size_t(gridDim.x) * blockDim.x) {
+    const size_t q = e / width, k = e % width;
+    batch[e] = written ? batch[(q % written) * width + k] : 0.0f;
   }
 }
 
@@ -373,11 +403,12 @@ size_t nerf_compact_scratch(uint32_t n_rays) { return detail::blocks_for(std::ma
 // Pass 1 writes each ray's rows into n_used, pass 2 each block's first row into scratch and
 // the total into count, pass 3 gathers the rows.
 void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_density, size_t density_stride,
-                          uint32_t density_every, const float* samples, const float* dt, float* compact_samples,
-                          float* compact_dt, uint32_t* count, uint32_t* scratch, Stream* stream) {
+                          uint32_t density_every, const float* samples, const float* dt, uint32_t capacity,
+                          float* compact_samples, float* compact_dt, uint32_t* count, uint32_t* scratch,
+                          Stream* stream) {
   const cudaStream_t s = detail::native_stream(stream);
   if (n_rays == 0) {
-    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(uint32_t), s));
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(count, 0, 2 * sizeof(uint32_t), s));
     return;
   }
   const unsigned blocks = detail::blocks_for(n_rays, kScanThreads);
@@ -386,9 +417,18 @@ void nerf_compact_samples(NerfRay* rays, uint32_t n_rays, const float* raw_densi
   TESSERA_CUDA_CHECK_LAUNCH("rows_block_sums_kernel");
   compact_block_offsets_kernel<<<1, kScanThreads, 0, s>>>(scratch, blocks, count);
   TESSERA_CUDA_CHECK_LAUNCH("compact_block_offsets_kernel");
-  compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dt, compact_samples,
-                                                        compact_dt);
+  compact_gather_kernel<<<blocks, kScanThreads, 0, s>>>(rays, n_rays, scratch, samples, dt, capacity, compact_samples,
+                                                        compact_dt, count);
   TESSERA_CUDA_CHECK_LAUNCH("compact_gather_kernel");
+}
+
+// A fixed grid (the padding is a few percent of the batch at most, in training): the threads
+// loop over whatever the count leaves, which only the device knows.
+void nerf_pad_batch(const uint32_t* count, float* batch, uint32_t rows, uint32_t width, Stream* stream) {
+  if (rows == 0 || width == 0) return;
+  const unsigned blocks = detail::blocks_for(std::min<size_t>(size_t(rows) * width, 1u << 18), 256);
+  pad_batch_kernel<<<blocks, 256, 0, detail::native_stream(stream)>>>(count, batch, rows, width);
+  TESSERA_CUDA_CHECK_LAUNCH("pad_batch_kernel");
 }
 
 size_t nerf_composite_train_partials(uint32_t n_rays) { return detail::blocks_for(std::max(n_rays, 1u), kThreads); }

@@ -69,7 +69,7 @@ __global__ void march_kernel(NerfScene scene, NerfRaySelection sel, uint32_t max
     if (total) first = atomicAdd(&counters[1], total);
   }
   first = __shfl_sync(0xffffffffu, first, 0, kMarchSegments);
-  const uint32_t kept = first >= max_samples ? 0u : min(total, max_samples - first);  // the ray at the limit keeps what fits
+  const uint32_t kept = first < max_samples && total <= max_samples - first ? total : 0u;  // whole rays only
   if (active && lane == 0) {
     NerfRay r;
     r.frame = pr.frame, r.pixel = pr.pixel, r.first_sample = kept ? first : 0u, r.n_samples = kept;

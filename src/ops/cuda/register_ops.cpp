@@ -466,10 +466,16 @@ void register_ops(Backend& b) {
     check_view(scratch, "nerf_compact_samples: scratch", DType::u32, nerf_compact_scratch(n_rays));
     nerf_compact_samples(rays.data<NerfRay>(), n_rays, raw_density.data<const float>(), raw_density.row_stride(),
                          density_every, samples.data<const float>(), dt.data<const float>(),
-                         compact_samples.data<float>(), compact_dt.data<float>(), count.data<uint32_t>(),
-                         scratch.data<uint32_t>(), &s);
+                         uint32_t(compact_samples.rows()), compact_samples.data<float>(), compact_dt.data<float>(),
+                         count.data<uint32_t>(), scratch.data<uint32_t>(), &s);
   });
   b.add_op<NerfCompactScratch>([](Stream&, uint32_t n_rays) { return nerf_compact_scratch(n_rays); });
+  b.add_op<NerfPadBatch>([](Stream& s, V count, V batch) {
+    check_nerf_pad_batch_views(count, batch);
+    if (batch.empty()) return;
+    nerf_pad_batch(count.data<const uint32_t>(), batch.data<float>(), uint32_t(batch.rows()), uint32_t(batch.cols()),
+                   &s);
+  });
   b.add_op<NerfCompositeRender>([](Stream& s, V rays, uint32_t n_rays, V outputs, V dt, nerf::Vec3 background,
                                    V rgba) {
     check_nerf_composite_views(rays, n_rays, outputs, dt, TensorView());
