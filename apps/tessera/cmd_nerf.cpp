@@ -326,11 +326,13 @@ void run_train(const NerfTrainOptions& o) {
   const uint32_t skipped = trainer.skipped_steps();
   fmt::print("nerf train: {} steps in {:.2f} s of training ({:.0f} steps/s; {:.2f} s wall time with evaluations{}), {} "
              "rays per step, {:.1f} samples per ray trained of {:.1f} marched, {} steps skipped for non-finite "
-             "gradients; {} and {} steps had rays sit out, past the march's and the batch's room\n",
+             "gradients; rays sat out in {} and {} steps, past the march's and the batch's room ({:.2f}% and "
+             "{:.2f}% of what they asked for)\n",
              step, train_seconds, session.steps_per_second(), loop_seconds,
              view ? fmt::format(" and {} viewer frames", view->counters().frames) : "", trainer.rays_per_step(),
-             trainer.samples_per_ray(), trainer.marched_samples_per_ray(), skipped, trainer.march_overflow_steps(),
-             trainer.batch_overflow_steps());
+             trainer.samples_per_ray(), trainer.marched_samples_per_ray(), skipped, trainer.march_overflow().steps,
+             trainer.batch_overflow().steps, 100.0 * trainer.march_overflow().left_out_fraction(),
+             100.0 * trainer.batch_overflow().left_out_fraction());
   Json profile;
   if (o.profile) {
     const auto& t = trainer.step_times();
@@ -386,8 +388,10 @@ void run_train(const NerfTrainOptions& o) {
                                       {"samples_per_ray", trainer.samples_per_ray()},
                                       {"focal_length_scale", focal_scale},
                                       {"skipped_steps", skipped},
-                                      {"march_overflow_steps", trainer.march_overflow_steps()},
-                                      {"batch_overflow_steps", trainer.batch_overflow_steps()},
+                                      {"march_overflow_steps", trainer.march_overflow().steps},
+                                      {"march_left_out_fraction", trainer.march_overflow().left_out_fraction()},
+                                      {"batch_overflow_steps", trainer.batch_overflow().steps},
+                                      {"batch_left_out_fraction", trainer.batch_overflow().left_out_fraction()},
                                       {"step_time_ms", profile},
                                       {"device_memory_bytes", memory},
                                       {"eval_spp", eval_spp},

@@ -120,7 +120,10 @@ constexpr uint32_t kMarchCapacity = 8;     // marched samples per step: at most 
 // that no step waits for its own): what those counts predict for this step's rays, plus a
 // margin for the step-to-step noise of a sum over n random rays, kNoiseSigmas / sqrt(n) of
 // it (a ray's count varies about as much as its mean), and kCountSlack rows. Rays past the
-// march's capacity sit the step out (march_overflow_steps()); rays past the batch's too.
+// march's capacity sit the step out, rays past the batch's too (march_overflow(),
+// batch_overflow()). On lego (H200, 30 s) that happened in 7% and 20% of the steps, but to
+// 0.05% and 0.4% of the samples and rows asked for; 0.1 more margin after each occupancy
+// refresh changed neither.
 constexpr double kNoiseSigmas = 4.0;
 constexpr uint32_t kCountSlack = 256;
 
@@ -444,8 +447,11 @@ void NerfTrainer::take_counts() {
   const uint32_t rays = pending_.n_rays;
   samples_requested_ = c[0], samples_written_ = std::min(c[1], pending_.march_rows);
   samples_compacted_ = c[3], n_rays_last_ = rays;
-  march_overflow_steps_ += samples_requested_ > pending_.march_rows;
-  batch_overflow_steps_ += c[2] > c[3];
+  const auto add = [](Overflow& o, uint32_t asked, uint32_t room) {
+    o.steps += asked > room, o.left_out += asked > room ? asked - room : 0u, o.asked += asked;
+  };
+  add(march_overflow_, samples_requested_, pending_.march_rows);
+  add(batch_overflow_, c[2], c[3]);
   // The rows the rays wanted; where the march left rays out, theirs counted at the rate of
   // the rays it kept (a first step, with every cell occupied, overflows: its rays are
   // cheaper than the next step's would be).
@@ -469,9 +475,10 @@ uint32_t NerfTrainer::batch_rows() const {
   // The rows the counts predict with the margin: the rows past a step's samples are padding
   // (on lego, ~50k rays a step, ~2%), and a step seldom leaves a ray out. The first step
   // trains all it marched, as many rows as that.
-  if (n_rays_last_ == 0) return march_capacity();
+  const uint32_t most = march_capacity();
+  if (n_rays_last_ == 0) return most;
   const double expected = double(n_rays_) * double(samples_wanted_) / double(n_rays_last_);
-  return std::clamp(round_up_256(expected * count_margin(n_rays_) + kCountSlack), 256u, march_capacity());
+  return std::clamp(round_up_256(expected * count_margin(n_rays_) + kCountSlack), 256u, most);
 }
 
 float NerfTrainer::last_loss() { return model_->last_loss(); }

@@ -100,6 +100,15 @@ TEST(NerfSnapshot, RoundTripRendersTheSameAndBadFilesAreErrors) {
   const std::string other_error = write("other.tnerf", with_header(other));
   EXPECT_NE(other_error.find("different trainer"), std::string::npos) << other_error;
   EXPECT_NE(other_error.find("n_neurons"), std::string::npos) << other_error;
+  // The latest step's counts (they size the next step): three counts or an error naming them.
+  for (const Json& bad : {Json{1, 2}, Json{1, -2, 3}, Json{1, 2, 1e12}, Json("three")}) {
+    Json counts = header;
+    counts["last_step_counts"] = bad;
+    EXPECT_NE(write("counts.tnerf", with_header(counts)).find("last_step_counts"), std::string::npos) << bad.dump();
+  }
+  Json no_counts = header;  // files from before them resume and size the next step afresh
+  no_counts.erase("last_step_counts");
+  EXPECT_EQ(write("no_counts.tnerf", with_header(no_counts)), "");
 }
 
 // Version 1 files (weights and grid only, before snapshots kept the optimizer's state),

@@ -57,11 +57,14 @@ TEST(NerfTrain, LearnsTheProceduralSceneOnCpu) {
   // Each step's march and batch are sized from the step before's counts (no step waits for
   // its own): the rays should seldom ask for more than that made room for. Measured: the
   // march 54 of 800 steps, the batch 39 (lego on an H200: 7% and 20% of the steps).
-  std::printf("the march overflowed on %llu of %d steps, the batch on %llu\n",
-              (unsigned long long)trainer.march_overflow_steps(), steps,
-              (unsigned long long)trainer.batch_overflow_steps());
-  EXPECT_LE(trainer.march_overflow_steps(), uint64_t(steps / 5));
-  EXPECT_LE(trainer.batch_overflow_steps(), uint64_t(steps / 5));
+  const nerf::NerfTrainer::Overflow &march = trainer.march_overflow(), &batch = trainer.batch_overflow();
+  std::printf("the march overflowed on %llu of %d steps (%.2f%% left out), the batch on %llu (%.2f%%)\n",
+              (unsigned long long)march.steps, steps, 100 * march.left_out_fraction(),
+              (unsigned long long)batch.steps, 100 * batch.left_out_fraction());
+  EXPECT_LE(march.steps, uint64_t(steps / 5));
+  EXPECT_LE(batch.steps, uint64_t(steps / 5));
+  EXPECT_LT(march.left_out_fraction(), 0.02);
+  EXPECT_LT(batch.left_out_fraction(), 0.02);
   // The rays are steered to target_samples trained rows (14678 measured, 16384 the target).
   EXPECT_GT(trainer.samples_last_step(), (1u << 14) * 8 / 10);
   EXPECT_LT(trainer.samples_last_step(), (1u << 14) * 12 / 10);

@@ -132,11 +132,17 @@ class NerfTrainer {
     return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f;
   }
   float occupied_fraction();  // of the occupancy grid's cells (waits for the device)
-  // Steps whose rays asked the march (samples) or the training batch (rows) for more than
-  // the step before's counts made room for: the rays that did not fit sat the step out.
-  // Counted over the steps whose counts reached the host.
-  uint64_t march_overflow_steps() const { return march_overflow_steps_; }
-  uint64_t batch_overflow_steps() const { return batch_overflow_steps_; }
+  // Where a step's rays asked the march (samples) or the training batch (rows) for more than
+  // the step before's counts made room for, the rays that did not fit sat the step out.
+  // Summed over the steps whose counts reached the host.
+  struct Overflow {
+    uint64_t steps = 0;     // the steps it happened in
+    uint64_t left_out = 0;  // what the rays asked for past the room
+    uint64_t asked = 0;     // what every step's rays asked for
+    double left_out_fraction() const { return asked ? double(left_out) / double(asked) : 0.0; }
+  };
+  const Overflow& march_overflow() const { return march_overflow_; }
+  const Overflow& batch_overflow() const { return batch_overflow_; }
 
   // Where a step's time goes (milliseconds summed over profiled steps). Profiling
   // synchronizes the stream between the phases, so the total is a little above an
@@ -274,7 +280,7 @@ class NerfTrainer {
   // n_rays_last_: the rays of the step whose counts the host has (0: none yet).
   uint32_t n_rays_ = 0, n_rays_last_ = 0, samples_requested_ = 0, samples_written_ = 0, samples_wanted_ = 0,
            samples_compacted_ = 0;
-  uint64_t march_overflow_steps_ = 0, batch_overflow_steps_ = 0;
+  Overflow march_overflow_, batch_overflow_;
 };
 
 }  // namespace tessera::nerf
