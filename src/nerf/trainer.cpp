@@ -351,7 +351,8 @@ void NerfTrainer::step() {
   take_counts();  // the step before's: waits for its compaction, which the device is past or near
   if (step_ % options_.grid_update_interval == 0) update_grid();
   mark(times_.grid_update);
-  const uint32_t n_rays = n_rays_, march_rows = march_capacity(), batch = batch_rows();
+  const uint32_t n_rays = n_rays_, march_rows = march_capacity();
+  uint32_t batch = batch_rows();
   rays_.ensure(n_rays);
   const size_t most = size_t(options_.target_samples) * kMarchCapacity;
   if (samples_.size() < most * ops::kNerfInputWidth) {  // rows past a step's samples reach the inference: finite
@@ -393,6 +394,14 @@ void NerfTrainer::step() {
                                      compact_dt_.view(0, batch), counters_.view(2, 2), compact_scratch_.view());
   counts_readback_->enqueue(stream(), counters_.data(), counters_.bytes());
   pending_ = {true, n_rays, march_rows};
+  if (n_rays_last_ == 0) {
+    // A first step has no counts to size its batch from: it waits for its own, once, and
+    // trains as many rows as it wrote (the model's buffers then keep that size, not the
+    // march's capacity: 260 MiB less on lego).
+    uint32_t c[4];
+    std::memcpy(c, counts_readback_->wait(), sizeof c);
+    batch = std::clamp(round_up_256(c[3]), 256u, batch);
+  }
   mark(times_.compaction);
 
   // The whole model on the batch; its output composited along each ray (volume rendering,
@@ -473,8 +482,8 @@ uint32_t NerfTrainer::march_capacity() const {
 
 uint32_t NerfTrainer::batch_rows() const {
   // The rows the counts predict with the margin: the rows past a step's samples are padding
-  // (on lego, ~50k rays a step, ~2%), and a step seldom leaves a ray out. The first step
-  // trains all it marched, as many rows as that.
+  // (on lego, ~50k rays a step, ~2%), and a step seldom leaves a ray out. A first step
+  // compacts into the march's capacity (step() then trims it to the rows written).
   const uint32_t most = march_capacity();
   if (n_rays_last_ == 0) return most;
   const double expected = double(n_rays_) * double(samples_wanted_) / double(n_rays_last_);

@@ -112,9 +112,10 @@ class NerfTrainer {
   NerfTrainer(const Json& config, Dataset train, Device device, uint64_t seed = 1337);
   ~NerfTrainer();
 
-  // One training step (queued; last_loss() waits for it). The host never waits for the
+  // One training step (queued; last_loss() waits for it). The host does not wait for the
   // step's own work: it sizes the step from the counts of the step before, waiting at most
-  // for that step's compaction, so it runs at most a step ahead of the device.
+  // for that step's compaction, so it runs at most a step ahead of the device. (A first
+  // step, or the first after restore_progress without counts, waits for its own count once.)
   void step();
   // How much of the training budget is spent (0 to 1), for a learning-rate schedule tied to
   // it (BudgetDecay); the front end's TrainingSession knows it.
