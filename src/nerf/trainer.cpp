@@ -266,8 +266,7 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   grid_bitfield_ = Buffer<uint8_t>(device, cells / 8);
   std::vector<uint8_t> all(cells / 8, 0xff);  // everything occupied until the first update
   grid_bitfield_.copy_from_host(all);
-  // march: requested, written; compaction: rows wanted, rows written
-  counters_ = Buffer<uint32_t>(device, 4);
+  counters_ = Buffer<uint32_t>(device, 4);  // StepCounts
   counts_readback_ = stream().backend().create_readback(counters_.bytes());
   rays_ = Buffer<ops::NerfRay>(device, 0);
   samples_ = Buffer<float>(device, 0), dt_ = Buffer<float>(device, 0), outputs_ = Buffer<float>(device, 0);
@@ -398,9 +397,7 @@ void NerfTrainer::step() {
     // A first step has no counts to size its batch from: it waits for its own, once, and
     // trains as many rows as it wrote (the model's buffers then keep that size, not the
     // march's capacity: 260 MiB less on lego).
-    uint32_t c[4];
-    std::memcpy(c, counts_readback_->wait(), sizeof c);
-    batch = std::clamp(round_up_256(c[3]), 256u, batch);
+    batch = std::clamp(round_up_256(wait_for_counts().kept), 256u, batch);
   }
   mark(times_.compaction);
 
@@ -448,24 +445,30 @@ void NerfTrainer::step() {
   mark(times_.backward_and_optimizer);
 }
 
+NerfTrainer::StepCounts NerfTrainer::wait_for_counts() {
+  StepCounts c;
+  static_assert(sizeof c == 4 * sizeof(uint32_t), "StepCounts mirrors counters_");
+  std::memcpy(&c, counts_readback_->wait(), sizeof c);
+  return c;
+}
+
 void NerfTrainer::take_counts() {
   if (!pending_.queued) return;
   pending_.queued = false;
-  uint32_t c[4];
-  std::memcpy(c, counts_readback_->wait(), sizeof c);
+  const StepCounts c = wait_for_counts();
   const uint32_t rays = pending_.n_rays;
-  samples_requested_ = c[0], samples_written_ = std::min(c[1], pending_.march_rows);
-  samples_compacted_ = c[3], n_rays_last_ = rays;
+  samples_requested_ = c.requested, samples_written_ = std::min(c.written, pending_.march_rows);
+  samples_compacted_ = c.kept, n_rays_last_ = rays;
   const auto add = [](Overflow& o, uint32_t asked, uint32_t room) {
     o.steps += asked > room, o.left_out += asked > room ? asked - room : 0u, o.asked += asked;
   };
   add(march_overflow_, samples_requested_, pending_.march_rows);
-  add(batch_overflow_, c[2], c[3]);
+  add(batch_overflow_, c.wanted, c.kept);
   // The rows the rays wanted; where the march left rays out, theirs counted at the rate of
   // the rays it kept (a first step, with every cell occupied, overflows: its rays are
   // cheaper than the next step's would be).
   const double left_out = samples_written_ ? double(samples_requested_) / double(samples_written_) : 1.0;
-  samples_wanted_ = uint32_t(std::min(double(c[2]) * std::max(left_out, 1.0), double(UINT32_MAX)));
+  samples_wanted_ = uint32_t(std::min(double(c.wanted) * std::max(left_out, 1.0), double(UINT32_MAX)));
   // As many rays as make target_samples at the trained samples per ray the rays wanted (the
   // most, target_samples, where every ray missed the scene).
   const double per_ray = std::max(1.0, double(samples_wanted_) / double(rays));

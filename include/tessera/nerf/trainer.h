@@ -127,7 +127,7 @@ class NerfTrainer {
   // Samples of the latest step whose counts reached the host (the one before the latest step
   // taken): trained (compacted) in all and per ray, and marched per ray.
   uint32_t samples_last_step() const { return samples_compacted_; }
-  uint32_t samples_marched_last_step() const { return samples_written_; }  // those that fit the batch
+  uint32_t samples_marched_last_step() const { return samples_written_; }  // those that fit the march
   float samples_per_ray() const { return n_rays_last_ ? float(samples_compacted_) / float(n_rays_last_) : 0.0f; }
   float marched_samples_per_ray() const {
     return n_rays_last_ ? float(samples_requested_) / float(n_rays_last_) : 0.0f;
@@ -241,6 +241,12 @@ class NerfTrainer {
   // The step before's counts (queued at the end of its compaction): they set this step's ray
   // count, and with it the rows of its march and of its training batch.
   void take_counts();
+  // counters_ as a step leaves them: the march's samples asked for and written (CUDA: asked
+  // for, the bound), the compaction's rows wanted and written.
+  struct StepCounts {
+    uint32_t requested = 0, written = 0, wanted = 0, kept = 0;
+  };
+  StepCounts wait_for_counts();  // the counts queued last
   uint32_t march_capacity() const;
   uint32_t batch_rows() const;
   ops::NerfScene scene() const;
