@@ -47,13 +47,22 @@ void update_average(const OptimizerTarget& t, const ops::ParamsAverage& average)
 void Adam::step(const OptimizerTarget& t) {
   if (m_.size() != t.n() || m_.device() != t.device) {
     m_ = Buffer<float>(t.device, t.n());
-    v_ = Buffer<float>(t.device, t.n());
-    m_.zero(t.queue());
-    v_.zero(t.queue());
+    m_.zero(t.queue());  // (packed: two bf16 zeros)
+    if (!h_.bf16_moments) {
+      v_ = Buffer<float>(t.device, t.n());
+      v_.zero(t.queue());
+    }
   }
   ++steps_;
-  ops::call<ops::AdamStep>(t.queue(), h_, t.n_matrix, t.gradients, t.params, t.params_half, m_.view(), v_.view(),
-                           t.average, t.state);
+  const TensorView m = h_.bf16_moments ? m_.view().as(DType::u32) : m_.view();
+  const TensorView v = h_.bf16_moments ? TensorView() : v_.view();
+  ops::call<ops::AdamStep>(t.queue(), h_, t.n_matrix, t.gradients, t.params, t.params_half, m, v, t.average, t.state);
+}
+
+std::vector<Optimizer::StateArray> Adam::state_arrays() {
+  // The packed words travel through a snapshot's fp32 arrays bit for bit.
+  if (h_.bf16_moments) return {{"adam.moments_bf16", &m_}};
+  return {{"adam.m", &m_}, {"adam.v", &v_}};
 }
 
 Json Adam::config() const {
@@ -67,6 +76,7 @@ Json Adam::config() const {
   if (h_.absolute_decay != 0.0f) c["absolute_decay"] = h_.absolute_decay;
   if (h_.adabound) c["adabound"] = true;
   if (h_.update_untouched) c["update_untouched"] = true;
+  if (h_.bf16_moments) c["bf16_moments"] = true;
   return c;
 }
 
@@ -193,7 +203,7 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
     check_known_keys(c, "Adam config",
                      {"otype", "learning_rate", "beta1", "beta2", "epsilon", "l2_reg", "non_matrix_learning_rate_factor",
                       "optimize_matrix_params", "optimize_non_matrix_params", "relative_decay", "absolute_decay",
-                      "adabound", "update_untouched"});
+                      "adabound", "update_untouched", "bf16_moments"});
     ops::AdamHyper h;
     h.learning_rate = json_get<float>(c, "learning_rate", 1e-3f);
     h.beta1 = json_get<float>(c, "beta1", 0.9f);
@@ -207,6 +217,7 @@ std::unique_ptr<Optimizer> create_optimizer_at(const Json& c, int depth) {
     h.absolute_decay = json_get<float>(c, "absolute_decay", 0.0f);
     h.adabound = json_get<bool>(c, "adabound", false);
     h.update_untouched = json_get<bool>(c, "update_untouched", false);
+    h.bf16_moments = json_get<bool>(c, "bf16_moments", false);
     TESSERA_CHECK(std::isfinite(h.relative_decay) && h.relative_decay >= 0 && std::isfinite(h.absolute_decay) &&
                       h.absolute_decay >= 0,
                   "Adam: relative_decay and absolute_decay must be finite and at least 0 (got {} and {})",

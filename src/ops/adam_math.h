@@ -1,6 +1,8 @@
 #pragma once
 // One parameter's Adam update, shared by the CPU and CUDA ops so both compute the same.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "tessera/core/hd.h"
 #include "tessera/ops/optimizers.h"
@@ -47,6 +49,70 @@ TESSERA_HD bool adam_update(const AdamHyper& h, bool matrix, const AdamStepScala
   } else {
     p -= lr * m_hat / (sqrtf(v_hat) + h.epsilon);
   }
+  return true;
+}
+
+// Adam's moments as bf16 (AdamHyper::bf16_moments): one 32-bit word per parameter, m's
+// bf16 bits high and v's low, so the pass reads and writes 4 bytes of moments instead of 8.
+// Rounding is stochastic (up with the probability of the bits dropped), so a moment's
+// expectation follows the fp32 update: to nearest, the 1% decay of v by beta2 = 0.99 moves
+// it by 1 or 2 bf16 steps depending on where v sits, a biased decay of 0.984-0.996.
+TESSERA_HD uint32_t float_bits(float x) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(x);
+#else
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof(u));
+  return u;
+#endif
+}
+TESSERA_HD float bits_float(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof(x));
+  return x;
+#endif
+}
+
+// x's 16 bf16 bits, rounded up in magnitude when random16 (uniform in [0, 2^16)) plus the
+// dropped bits carry. Inf and NaN keep their class (a NaN's payload may lose its low bits).
+TESSERA_HD uint32_t bf16_stochastic(float x, uint32_t random16) {
+  const uint32_t u = float_bits(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u >> 16) | ((u & 0xffffu) ? 0x40u : 0u);
+  return (u + random16) >> 16;
+}
+
+// 32 random bits for parameter i of the step seeded with `seed` (moment_rounding_seed).
+TESSERA_HD uint32_t mix32(uint32_t x) {  // an integer hash with low bias (lowbias32)
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+TESSERA_HD uint32_t moment_rounding_seed(uint32_t applied_steps) { return mix32(applied_steps * 0x9e3779b9u + 1u); }
+TESSERA_HD uint32_t moment_rounding_bits(uint64_t i, uint32_t seed) {
+  return mix32(uint32_t(i) ^ seed ^ uint32_t(i >> 32) * 0x85ebca6bu);
+}
+
+TESSERA_HD void unpack_moments(uint32_t word, float& m, float& v) {
+  m = bits_float(word & 0xffff0000u);
+  v = bits_float(word << 16);
+}
+TESSERA_HD uint32_t pack_moments(float m, float v, uint32_t random32) {
+  return bf16_stochastic(m, random32 & 0xffffu) << 16 | bf16_stochastic(v, random32 >> 16);
+}
+
+// adam_update on a packed word: unpacks, updates and (where p changed) packs it again.
+TESSERA_HD bool adam_update_packed(const AdamHyper& h, bool matrix, const AdamStepScalars& s, float g, float& p,
+                                   uint32_t& moments, uint32_t random32) {
+  float m, v;
+  unpack_moments(moments, m, v);
+  if (!adam_update(h, matrix, s, g, p, m, v)) return false;
+  moments = pack_moments(m, v, random32);
   return true;
 }
 

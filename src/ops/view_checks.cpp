@@ -12,10 +12,24 @@
 #include "tessera/ops/matrix.h"
 #include "tessera/ops/mlp.h"
 #include "tessera/ops/nerf.h"
+#include "tessera/ops/optimizers.h"
 #include "tessera/ops/train_state.h"
 #include "ops/activation_math.h"
 
 namespace tessera::ops {
+
+void check_adam_views(const AdamHyper& h, size_t n, const TensorView& grad, const TensorView& m, const TensorView& v,
+                      const ParamsAverage& average) {
+  check_view(grad, "adam_step: grad", DType::f32, n);
+  if (h.bf16_moments) {
+    check_view(m, "adam_step: packed bf16 moments", DType::u32, n);
+    TESSERA_CHECK(v.empty(), "adam_step: with bf16_moments, m holds both moments and v must be empty");
+  } else {
+    check_view(m, "adam_step: m", DType::f32, n);
+    check_view(v, "adam_step: v", DType::f32, n);
+  }
+  if (!average.values.empty()) check_view(average.values, "adam_step: average", DType::f32, n);
+}
 
 GemvShape gemv_shape(GemvOp op, const TensorView& A, const TensorView& x, const TensorView& y) {
   TESSERA_CHECK(A.rank == 2, "gemv: A must be a matrix view (rank 2), not rank {}", A.rank);

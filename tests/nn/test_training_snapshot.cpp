@@ -24,8 +24,11 @@ namespace fs = std::filesystem;
 constexpr uint32_t kBatch = 64;
 
 // Schedules that depend on the step count (a decay starting at step 3), Adam's moments and
-// an average of the parameters: all must survive a snapshot.
-Json optimizer_config() {
+// an average of the parameters: all must survive a snapshot. bf16_moments: Adam's moments
+// packed as bf16 pairs.
+Json optimizer_config(bool bf16_moments = false) {
+  Json adam{{"otype", "Adam"}, {"learning_rate", 1e-2}, {"beta1", 0.9}, {"beta2", 0.99}};
+  if (bf16_moments) adam["bf16_moments"] = true;
   return Json{{"otype", "Ema"},
               {"decay", 0.9},
               {"nested",
@@ -33,7 +36,7 @@ Json optimizer_config() {
                 {"decay_start", 3},
                 {"decay_interval", 2},
                 {"decay_base", 0.7},
-                {"nested", {{"otype", "Adam"}, {"learning_rate", 1e-2}, {"beta1", 0.9}, {"beta2", 0.99}}}}}};
+                {"nested", adam}}}};
 }
 
 Json model_config(uint32_t neurons = 16) {
@@ -54,10 +57,10 @@ Json tcnn_layout() {
   return config;
 }
 
-std::unique_ptr<nn::ModelTrainer> make_model_trainer(uint64_t seed, uint32_t neurons = 16) {
+std::unique_ptr<nn::ModelTrainer> make_model_trainer(uint64_t seed, uint32_t neurons = 16, bool bf16_moments = false) {
   return std::make_unique<nn::ModelTrainer>(nn::create_module(model_config(neurons), 3, DeviceKind::cpu),
                                             nn::parse_loss(Json{{"otype", "L2"}}),
-                                            nn::create_optimizer(optimizer_config()), seed);
+                                            nn::create_optimizer(optimizer_config(bf16_moments)), seed);
 }
 
 // The same trainer from tiny-cuda-nn's layout, every step on the general path.
@@ -130,6 +133,25 @@ TEST(TrainingSnapshot, ModelTrainerResumesBitExactly) {
   ASSERT_EQ(st.arrays.size(), 4u);
   EXPECT_EQ(st.arrays[3].name, "ema.averaged");
   EXPECT_EQ(st.header["optimizer_counters"]["nested"]["steps"], 12);
+}
+
+// The packed moments travel as one array of 32-bit words, bit for bit; a file with fp32
+// moments does not load into a trainer with bf16 ones (nor the other way), naming them.
+TEST(TrainingSnapshot, Bf16MomentsResumeBitExactly) {
+  const fs::path dir = test::fresh_dir("tessera_training_snapshot_bf16_moments");
+  auto make = [](uint64_t seed) { return make_model_trainer(seed, 16, true); };
+  auto resumed = resume_and_compare(make, 7, 99, 5, 7, dir / "t.tsnap");
+  const nn::TrainingState st = nn::export_training_state(*resumed);
+  ASSERT_EQ(st.arrays.size(), 3u);
+  EXPECT_EQ(st.arrays[1].name, "adam.moments_bf16");
+  EXPECT_EQ(st.arrays[1].values.size(), st.arrays[0].values.size());
+
+  auto fp32 = make_model_trainer(7);
+  train_steps(*fp32, 0, 2);
+  nn::save_training_snapshot(*fp32, (dir / "fp32.tsnap").string());
+  auto bf16 = make(7);
+  const std::string error = error_of([&] { nn::load_training_snapshot(*bf16, (dir / "fp32.tsnap").string()); });
+  EXPECT_NE(error.find("bf16_moments"), std::string::npos) << error;
 }
 
 TEST(TrainingSnapshot, GeneralPathResumesBitExactly) {

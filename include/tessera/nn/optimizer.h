@@ -71,10 +71,12 @@ class Adam final : public Optimizer {
   float learning_rate() const override { return h_.learning_rate; }
   void set_learning_rate(float lr) override { h_.learning_rate = lr; }
   Json config() const override;
-  std::vector<StateArray> state_arrays() override { return {{"adam.m", &m_}, {"adam.v", &v_}}; }
+  std::vector<StateArray> state_arrays() override;
 
  private:
   ops::AdamHyper h_;
+  // fp32 m and v; with bf16_moments m_ holds both packed (32-bit words, see
+  // ops::AdamHyper) and v_ stays empty.
   Buffer<float> m_, v_;
 };
 

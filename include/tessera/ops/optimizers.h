@@ -30,6 +30,10 @@ struct AdamHyper {
   // weight decay there would be a gradient of its own on every untouched entry, which Adam
   // turns into a full-rate step towards zero (measured: NeRF lost 6 dB).
   bool update_untouched = false;
+  // m and v stored as bf16, packed in one 32-bit word per parameter (m high, v low) and
+  // stochastically rounded (adam_math.h): 8 bytes less to move per parameter and step, most
+  // of a large hash table's Adam pass being memory traffic.
+  bool bf16_moments = false;
 };
 
 // The moving average of the parameters an optimizer keeps beside them (Ema, what
@@ -43,7 +47,8 @@ struct ParamsAverage {
 };
 
 // Op tags (ops::call<Op>(stream, ...), dispatch.h). params, grad, m, v: fp32 [n]; the first
-// n_matrix are network weights. params_half (optional, empty view: none) is the fp16 copy
+// n_matrix are network weights. With h.bf16_moments, m is the packed moments, u32 [n], and
+// v is empty. params_half (optional, empty view: none) is the fp16 copy
 // refreshed in the same pass, and so is the average. state: the step's TrainState (a view
 // of its bytes); a step flagged skip_this_step changes no parameter.
 struct AdamStep {
@@ -52,6 +57,9 @@ struct AdamStep {
                   const TensorView& params_half, const TensorView& m, const TensorView& v,
                   const ParamsAverage& average, const TensorView& state);
 };
+// AdamStep's views for n parameters (the moments as h asks), or a clear error.
+void check_adam_views(const AdamHyper& h, size_t n, const TensorView& grad, const TensorView& m, const TensorView& v,
+                      const ParamsAverage& average);
 struct SgdStep {
   static constexpr const char* name = "sgd_step";
   using Fn = void(Stream&, float learning_rate, float l2_reg, const TensorView& grad, const TensorView& params,

@@ -146,6 +146,9 @@ void unscale(const float* scaled, float* dst, size_t n, bool accumulate, const T
 // (optional): ParamsAverage's values, updated with weight `keep` after the step.
 void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params, float* m, float* v,
                float* average, float keep, const TrainState& state);
+// The same with AdamHyper::bf16_moments: moments[i] packs m and v (adam_math.h).
+void adam_step_bf16_moments(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
+                            uint32_t* moments, float* average, float keep, const TrainState& state);
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
               const TrainState& state);
 void convert_to_half(const float* src, uint16_t* dst, size_t n);

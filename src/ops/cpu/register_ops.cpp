@@ -66,10 +66,13 @@ void register_ops(Backend& b) {
   b.add_op<AdamStep>([](Stream&, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v,
                         const ParamsAverage& average, V state) {
     const size_t n = params.numel();
-    check_view(grad, "adam_step: grad", DType::f32, n);
-    if (!average.values.empty()) check_view(average.values, "adam_step: average", DType::f32, n);
-    adam_step(h, n, n_matrix, grad.data<const float>(), params.data<float>(), m.data<float>(), v.data<float>(),
-              average.values.data<float>(), average.keep, *state.data<TrainState>());
+    check_adam_views(h, n, grad, m, v, average);
+    if (h.bf16_moments)
+      adam_step_bf16_moments(h, n, n_matrix, grad.data<const float>(), params.data<float>(), m.data<uint32_t>(),
+                             average.values.data<float>(), average.keep, *state.data<TrainState>());
+    else
+      adam_step(h, n, n_matrix, grad.data<const float>(), params.data<float>(), m.data<float>(), v.data<float>(),
+                average.values.data<float>(), average.keep, *state.data<TrainState>());
   });
   b.add_op<SgdStep>([](Stream&, float lr, float l2, V grad, V params, V, V state) {
     check_view(grad, "sgd_step: grad", DType::f32, params.numel());

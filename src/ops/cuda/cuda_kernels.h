@@ -177,9 +177,11 @@ void nerf_append_embeddings(const NerfRay* rays, uint32_t n_rays, const float* s
 // ---- optimizers (tessera/ops/optimizers.h) ----
 // params_fp16 (optional): fp16 copy refreshed in the same pass, for the tensor-core kernels;
 // average (optional): ParamsAverage's values, updated with weight `keep` in the same pass.
+// Adam over fp32 moments (m, v) or, where `moments` is given, packed bf16 ones
+// (AdamHyper::bf16_moments; m and v null).
 void adam_step(const AdamHyper& h, size_t n, size_t n_matrix, const float* grad, float* params,
-               uint16_t* params_fp16, float* m, float* v, float* average, float keep, const TrainState* state,
-               Stream* stream = nullptr);
+               uint16_t* params_fp16, float* m, float* v, uint32_t* moments, float* average, float keep,
+               const TrainState* state, Stream* stream = nullptr);
 void sgd_step(float learning_rate, float l2_reg, size_t n, const float* grad, float* params,
               uint16_t* params_fp16, const TrainState* state, Stream* stream = nullptr);
 void convert_to_half(const float* src, uint16_t* dst, size_t n, Stream* stream = nullptr);

@@ -252,10 +252,10 @@ void register_ops(Backend& b) {
   b.add_op<AdamStep>([](Stream& s, const AdamHyper& h, size_t n_matrix, V grad, V params, V params_half, V m, V v,
                         const ParamsAverage& average, V state) {
     const size_t n = params.numel();
-    check_view(grad, "adam_step: grad", DType::f32, n);
-    if (!average.values.empty()) check_view(average.values, "adam_step: average", DType::f32, n);
+    check_adam_views(h, n, grad, m, v, average);
     adam_step(h, n, n_matrix, grad.data<const float>(), params.data<float>(), params_half.data<uint16_t>(),
-              m.data<float>(), v.data<float>(), average.values.data<float>(), average.keep,
+              h.bf16_moments ? nullptr : m.data<float>(), v.data<float>(),
+              h.bf16_moments ? m.data<uint32_t>() : nullptr, average.values.data<float>(), average.keep,
               state.data<const TrainState>(), &s);
   });
   b.add_op<SgdStep>([](Stream& s, float lr, float l2, V grad, V params, V params_half, V state) {

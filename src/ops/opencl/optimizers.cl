@@ -5,12 +5,28 @@
 // their own rate factor and keep their moments where the gradient is zero (unless
 // update_untouched). With has_average it then updates the parameters' moving average
 // (ParamsAverage: also on a skipped step; keep 0 does not read the old average).
+// With packed (AdamHyper::bf16_moments), m holds one 32-bit word per parameter, m's bf16 bits
+// high and v's low, stochastically rounded with adam_math.h's bits; v is unused.
+
+uint mix32(uint x) {
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return x;
+}
+uint bf16_stochastic(float x, uint random16) {
+  const uint u = as_uint(x);
+  if ((u & 0x7f800000u) == 0x7f800000u) return (u >> 16) | ((u & 0xffffu) ? 0x40u : 0u);
+  return (u + random16) >> 16;
+}
 
 __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, const float beta1, const float beta2,
                         const float epsilon, const float l2_reg, const float non_matrix_factor,
                         const uint optimize_matrix, const uint optimize_non_matrix, const float relative_decay,
                         const float absolute_decay, const uint adabound, const uint update_untouched,
-                        __global const float* grad,
+                        const uint packed, __global const float* grad,
                         const ulong g_off, __global float* params, const ulong p_off, __global float* m,
                         const ulong m_off, __global float* v, const ulong v_off, const uint has_average,
                         const float keep, __global float* average, const ulong a_off, __global uchar* state_base,
@@ -21,6 +37,8 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
   const float t = (float)s->optimizer_steps;
   const float bias1 = 1.0f - pow(beta1, t), bias2 = 1.0f - pow(beta2, t);
   const float lower = 0.1f - 0.1f / ((1.0f - beta2) * t + 1.0f), upper = 0.1f + 0.1f / ((1.0f - beta2) * t);
+  const uint seed = mix32(s->optimizer_steps * 0x9e3779b9u + 1u);
+  __global uint* moments = (__global uint*)m;
   for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
     const bool matrix = i < n_matrix;
     float g = grad[g_off + i];
@@ -28,10 +46,24 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
     if (!skip && (matrix ? optimize_matrix : (optimize_non_matrix && (g != 0.0f || update_untouched)))) {
       if (matrix) g += l2_reg * p;
       const float rate = matrix ? lr : lr * non_matrix_factor;
-      const float mi = beta1 * m[m_off + i] + (1.0f - beta1) * g;
-      const float vi = beta2 * v[v_off + i] + (1.0f - beta2) * g * g;
-      m[m_off + i] = mi;
-      v[v_off + i] = vi;
+      float mi, vi;
+      if (packed) {
+        const uint w = moments[m_off + i];
+        mi = as_float(w & 0xffff0000u);
+        vi = as_float(w << 16);
+      } else {
+        mi = m[m_off + i];
+        vi = v[v_off + i];
+      }
+      mi = beta1 * mi + (1.0f - beta1) * g;
+      vi = beta2 * vi + (1.0f - beta2) * g * g;
+      if (packed) {
+        const uint r = mix32((uint)i ^ seed ^ (uint)(i >> 32) * 0x85ebca6bu);
+        moments[m_off + i] = bf16_stochastic(mi, r & 0xffffu) << 16 | bf16_stochastic(vi, r >> 16);
+      } else {
+        m[m_off + i] = mi;
+        v[v_off + i] = vi;
+      }
       if (relative_decay != 0.0f || absolute_decay != 0.0f) {
         const float lr_t = rate * sqrt(bias2) / bias1;
         p = (1.0f - relative_decay * lr_t) * p - copysign(absolute_decay * lr_t, p);

@@ -7,22 +7,19 @@ namespace tessera::ops::opencl {
 void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v,
                const ParamsAverage& average, V state) {
   const size_t n = params.numel();
-  check_view(grad, "adam_step: grad", DType::f32, n);
-  check_view(m, "adam_step: m", DType::f32, n);
-  check_view(v, "adam_step: v", DType::f32, n);
+  check_adam_views(h, n, grad, m, v, average);
   const bool has_average = !average.values.empty();
-  if (has_average) check_view(average.values, "adam_step: average", DType::f32, n);
   TESSERA_CHECK(state.bytes() >= sizeof(TrainState), "adam_step: the state view holds no TrainState");
   if (n == 0) return;
   auto& rt = detail::opencl_runtime(stream.backend());
   cl_kernel k = program_kernel(rt, "optimizers.cl", sources::kOptimizers, "", "adam_step");
   Args{k}(cl_ulong(n))(cl_ulong(n_matrix))(h.learning_rate)(h.beta1)(h.beta2)(h.epsilon)(h.l2_reg)(
       h.non_matrix_learning_rate_factor)(cl_uint(h.optimize_matrix))(cl_uint(h.optimize_non_matrix))(
-      h.relative_decay)(h.absolute_decay)(cl_uint(h.adabound))(cl_uint(h.update_untouched))
+      h.relative_decay)(h.absolute_decay)(cl_uint(h.adabound))(cl_uint(h.update_untouched))(cl_uint(h.bf16_moments))
       .view(rt, grad, 4)
       .view(rt, params, 4)
       .view(rt, m, 4)
-      .view(rt, v, 4)(cl_uint(has_average))(average.keep)
+      .view(rt, h.bf16_moments ? m : v, 4)(cl_uint(has_average))(average.keep)
       .view(rt, has_average ? average.values : params, 4)
       .view(rt, state, 1);
   launch_1d(rt, stream, k, n, "adam_step");
