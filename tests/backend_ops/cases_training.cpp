@@ -119,10 +119,14 @@ std::vector<double> run_adam_bf16_moments(Backend& b, uint64_t seed, bool update
   const auto m = random_floats(n, -0.1f, 0.1f, seed + 2), v = random_floats(n, 0.0f, 0.1f, seed + 3);
   std::vector<uint32_t> words(n);
   for (size_t i = 0; i < n; ++i) words[i] = ops::pack_moments(m[i], v[i], uint32_t(i) * 2654435761u);
-  Buffer<float> dg = upload(b, g), dp = upload(b, random_floats(n, -1, 1, seed + 1)), da(b.device(), n);
+  const auto p = random_floats(n, -1, 1, seed + 1);
+  std::vector<uint16_t> p_half(n);  // the fp16 copy starts as the parameters' (a sparse step leaves some)
+  for (size_t i = 0; i < n; ++i) p_half[i] = half_bits(p[i]);
+  Buffer<float> dg = upload(b, g), dp = upload(b, p), da(b.device(), n);
   Buffer<uint32_t> dw(b.device(), n);
   dw.copy_from_host(words.data(), n);
   Buffer<uint16_t> dh(b.device(), n);
+  dh.copy_from_host(p_half.data(), n);
   ops::AdamHyper h{0.01f, 0.9f, 0.99f, 1e-15f, 1e-4f};
   h.non_matrix_learning_rate_factor = 0.5f;
   h.update_untouched = update_untouched;

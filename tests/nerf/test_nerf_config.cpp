@@ -127,11 +127,10 @@ TEST(NerfConfig, TheDefaultGridWidensForLongBudgets) {
 
 // Adam's rate follows the budget too: 1e-2 once every limit given is at least 300 s / 150000
 // steps, 2e-2 below; nothing else changes. On the CPU the long budget's optimizer is still
-// the default, so it gets the CPU's sparse Adam with L2 as the short one does.
+// the default, so it gets the CPU's optimizer (Ema, sparse Adam with L2) as the short one does.
 TEST(NerfConfig, TheDefaultLearningRateFallsForVeryLongBudgets) {
   const auto rate = [](double seconds, uint64_t steps) {
-    return nerf::default_nerf_config(seconds, steps).at("optimizer").at("nested").at("nested").at("learning_rate")
-        .get<double>();
+    return nerf::default_nerf_config(seconds, steps).at("optimizer").at("nested").at("learning_rate").get<double>();
   };
   const double standard = rate(5, 0);
   EXPECT_EQ(standard, 2e-2);
@@ -146,23 +145,26 @@ TEST(NerfConfig, TheDefaultLearningRateFallsForVeryLongBudgets) {
   EXPECT_EQ(rate(0, 0), nerf::kLowRateLearningRate);  // no limit at all
   Json very_long = nerf::default_nerf_config(300, 0);
   const Json long_config = nerf::default_nerf_config(120, 0);
-  very_long["optimizer"]["nested"]["nested"]["learning_rate"] = standard;
+  very_long["optimizer"]["nested"]["learning_rate"] = standard;
   EXPECT_EQ(very_long, long_config);
 
   Json small = nerf::default_nerf_config(300, 0);
   small["encoding"]["log2_hashmap_size"] = 14;
   nerf::NerfTrainer cpu(small, scene_box(1), DeviceKind::cpu);
+  // The CPU's small steps: instant-ngp's Ema around its sparse Adam with L2, fp32 moments.
+  EXPECT_EQ(cpu.config().at("optimizer").at("otype"), "Ema");
   const Json& adam = cpu.config().at("optimizer").at("nested").at("nested");
   EXPECT_FALSE(adam.at("update_untouched").get<bool>());
+  EXPECT_FALSE(adam.at("bf16_moments").get<bool>());
   EXPECT_EQ(adam.at("l2_reg").get<double>(), 1e-6);
   EXPECT_EQ(adam.at("learning_rate").get<double>(), nerf::kLowRateLearningRate);
   cpu.set_budget_progress(0.25);
   EXPECT_FLOAT_EQ(cpu.model().optimizer().learning_rate(), float(nerf::kLowRateLearningRate));
   // A config of its own is not the default: its Adam is left as given.
   Json own = small;
-  own["optimizer"]["nested"]["nested"]["beta2"] = 0.999;
+  own["optimizer"]["nested"]["beta2"] = 0.999;
   nerf::NerfTrainer mine(own, scene_box(1), DeviceKind::cpu);
-  EXPECT_TRUE(mine.config().at("optimizer").at("nested").at("nested").at("update_untouched").get<bool>());
+  EXPECT_EQ(mine.config().at("optimizer"), own.at("optimizer"));
 }
 
 // "finest_resolution" sets per_level_scale from the scene box (times aabb_scale) and is spent
@@ -251,12 +253,10 @@ TEST(NerfConfig, TheBenchmarkedVariantsChangeOnlyWhatTheyName) {
       }
       Json expected = variant.at(section);
       // A variant that is a budget's default optimizer (2e-2, or the low rate of long
-      // budgets) gets the CPU's sparse Adam with L2, as the default does.
+      // budgets) gets the CPU's optimizer, as the default does.
       if (std::string(section) == "optimizer" && (expected == nerf::default_nerf_config().at("optimizer") ||
-                                                  expected == nerf::default_nerf_config(0, 0).at("optimizer"))) {
-        expected["nested"]["nested"]["update_untouched"] = false;
-        expected["nested"]["nested"]["l2_reg"] = 1e-6;
-      }
+                                                  expected == nerf::default_nerf_config(0, 0).at("optimizer")))
+        expected = nerf::cpu_step_optimizer(expected);
       for (auto it = expected.begin(); it != expected.end(); ++it)
         EXPECT_EQ(t.config().at(section).at(it.key()), it.value()) << name << ": " << section << "." << it.key();
     }

@@ -105,7 +105,7 @@ def test_default_config_follows_the_budget():
     assert short == long
 
     def rate(**budget):
-        return Nerf.default_config(**budget)["optimizer"]["nested"]["nested"]["learning_rate"]
+        return Nerf.default_config(**budget)["optimizer"]["nested"]["learning_rate"]
 
     assert rate(seconds=120) == 2e-2 and rate(seconds=300) == 1e-2 and rate(steps=150000) == 1e-2
     assert rate(seconds=300, steps=20000) == 2e-2  # the steps end that run first

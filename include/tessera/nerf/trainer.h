@@ -78,9 +78,13 @@ struct NerfTrainingOptions {
   float distortion_loss = 0.0f;
 };
 
-// The default config: instant-ngp's NeRF model and loss; its Adam and Ema at twice the
-// learning rate, on a schedule that follows the training budget (BudgetDecay; set_budget_progress).
+// The default config: instant-ngp's NeRF model and loss; its Adam at twice the learning
+// rate, on a schedule that follows the training budget (BudgetDecay; set_budget_progress),
+// with bf16 moments and no Ema.
 Json default_nerf_config();
+// What a CPU trainer given a default optimizer trains with: instant-ngp's Ema around it,
+// and its Adam (sparse tables, l2_reg 1e-6, fp32 moments), better at CPU-sized steps.
+Json cpu_step_optimizer(const Json& default_optimizer);
 
 // The default config for a training budget (0: no limit of that kind): the grid of
 // default_nerf_config() for short budgets, and 4 features per level instead of 2 (its
