@@ -28,6 +28,7 @@
 #include "tessera/nerf/model.h"
 #include "tessera/nerf/render.h"
 #include "tessera/nerf/snapshot.h"
+#include "tessera/nn/optimizer.h"
 #include "tessera/nn/training_session.h"
 #include "viewer/nerf_viewer.h"
 
@@ -171,7 +172,7 @@ void run_train(const NerfTrainOptions& o) {
     }
     if (!config.contains("optimizer")) {
       config["optimizer"] = budget_default.at("optimizer");
-      const double rate = config["optimizer"].at("nested").at("nested").at("learning_rate").get<double>();
+      const double rate = nn::create_optimizer(config["optimizer"])->learning_rate();
       fmt::print("nerf train: Adam's learning rate {:g}, the default for this budget ({:g} from {:.0f} s or {} steps; "
                  "a config's \"optimizer\" to choose)\n",
                  rate, nerf::kLowRateLearningRate, nerf::kLowRateBudgetSeconds, nerf::kLowRateBudgetSteps);
