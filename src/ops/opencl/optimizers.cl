@@ -36,6 +36,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
   if (skip && !has_average) return;
   const float t = (float)s->optimizer_steps;
   const float bias1 = 1.0f - pow(beta1, t), bias2 = 1.0f - pow(beta2, t);
+  const float inv_bias1 = 1.0f / bias1, inv_bias2 = 1.0f / bias2;
   const float lower = 0.1f - 0.1f / ((1.0f - beta2) * t + 1.0f), upper = 0.1f + 0.1f / ((1.0f - beta2) * t);
   const uint seed = mix32(s->optimizer_steps * 0x9e3779b9u + 1u);
   __global uint* moments = (__global uint*)m;
@@ -58,7 +59,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
       mi = beta1 * mi + (1.0f - beta1) * g;
       vi = beta2 * vi + (1.0f - beta2) * g * g;
       if (packed) {
-        const uint r = mix32((uint)i ^ seed ^ (uint)(i >> 32) * 0x85ebca6bu);
+        const uint r = mix32((uint)i + seed);
         moments[m_off + i] = bf16_stochastic(mi, r & 0xffffu) << 16 | bf16_stochastic(vi, r >> 16);
       } else {
         m[m_off + i] = mi;
@@ -71,7 +72,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
       if (adabound)
         p -= clamp(rate / bias1 / (sqrt(vi / bias2) + epsilon), lower, upper) * mi;
       else
-        p -= rate * (mi / bias1) / (sqrt(vi / bias2) + epsilon);
+        p -= rate * (mi * inv_bias1) / (sqrt(vi * inv_bias2) + epsilon);
       params[p_off + i] = p;
     }
     if (has_average) {
