@@ -245,14 +245,15 @@ NerfTrainer::NerfTrainer(const Json& config, Dataset train, Device device, uint6
   }
   config_.at("encoding") = with_scene_grid_scale(config_.at("encoding"), train_.aabb_scale);
   options_ = parse_training(config_.at("training"), device);
+  // First, while the optimizer can still be recognized as a default one.
+  if (device.kind == DeviceKind::cpu && is_default_optimizer(config_.at("optimizer")))
+    config_.at("optimizer") = cpu_step_optimizer(config_.at("optimizer"));
   // Pose refinement needs the scene's tables to hold still where the batch left them: with
   // every entry moving every step (update_untouched) the scene bends to the wrong poses
   // first (measured: a 3-degree error went from 3.5 px to 1.0 px without it, stayed at
   // 1.05 px with it; tests/nerf/test_frame_training.cpp).
   if (options_.optimize_extrinsics && disable_adam_key(config_.at("optimizer"), "update_untouched"))
     log(LogLevel::info, "NeRF: pose refinement trains the tables with tiny-cuda-nn's sparse Adam (update_untouched off)");
-  if (device.kind == DeviceKind::cpu && is_default_optimizer(config_.at("optimizer")))
-    config_.at("optimizer") = cpu_step_optimizer(config_.at("optimizer"));
   loss_ = nn::parse_loss(config_.at("loss"));
 
   NerfModel model = make_nerf_model(config_, device);

@@ -61,7 +61,7 @@ void Adam::step(const OptimizerTarget& t) {
 
 std::vector<Optimizer::StateArray> Adam::state_arrays() {
   // The packed words travel through a snapshot's fp32 arrays bit for bit.
-  if (h_.bf16_moments) return {{"adam.moments_bf16", &m_}};
+  if (h_.bf16_moments) return {{"adam.moments_bf16", &m_, true}};
   return {{"adam.m", &m_}, {"adam.v", &v_}};
 }
 

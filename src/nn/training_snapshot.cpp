@@ -3,6 +3,7 @@
 #include "tessera/nn/training_snapshot.h"
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "tessera/core/error.h"
@@ -112,9 +113,15 @@ void import_parts(const Parts& p, const Json& header, std::vector<NamedArray>& a
   TESSERA_CHECK(arrays.size() == 1 + state_arrays.size(), "{} holds {} arrays; this trainer keeps {} ({})", where,
                 arrays.size(), 1 + state_arrays.size(), kept);
   for (const Optimizer::StateArray& a : state_arrays) {
-    const size_t count = find_array(arrays, a.name, where).values.size();
-    TESSERA_CHECK(count == 0 || count == n, "{}: '{}' holds {} values; expected 0 (before the first step) or {}", where,
-                  a.name, count, n);
+    const std::vector<float>& values = find_array(arrays, a.name, where).values;
+    TESSERA_CHECK(values.empty() || values.size() == n,
+                  "{}: '{}' holds {} values; expected 0 (before the first step) or {}", where, a.name, values.size(), n);
+    // The file's reader refused non-finite fp32 values: that covered a pair's high half.
+    for (size_t i = 0; a.bf16_pairs && i < values.size(); ++i) {
+      uint32_t word;
+      std::memcpy(&word, &values[i], sizeof(word));
+      TESSERA_CHECK((word & 0x7f80u) != 0x7f80u, "{}: '{}' holds a non-finite value at index {}", where, a.name, i);
+    }
   }
   const ops::TrainState state = state_from_json(header.at("train_state"), where);
 

@@ -145,6 +145,18 @@ TEST(TrainingSnapshot, Bf16MomentsResumeBitExactly) {
   ASSERT_EQ(st.arrays.size(), 3u);
   EXPECT_EQ(st.arrays[1].name, "adam.moments_bf16");
   EXPECT_EQ(st.arrays[1].values.size(), st.arrays[0].values.size());
+  // A NaN in a word's low half (v) is not an fp32 NaN: the import still refuses it.
+  nn::TrainingState bad = nn::export_training_state(*resumed);
+  uint32_t word;
+  std::memcpy(&word, &bad.arrays[1].values[5], sizeof(word));
+  word |= 0x7fc0u;
+  std::memcpy(&bad.arrays[1].values[5], &word, sizeof(word));
+  ASSERT_TRUE(std::isfinite(bad.arrays[1].values[5]));
+  auto other = make(7);
+  const std::string nan_error =
+      error_of([&] { nn::import_training_state(*other, bad.header, bad.arrays, "crafted.tsnap"); });
+  EXPECT_NE(nan_error.find("'adam.moments_bf16' holds a non-finite value at index 5"), std::string::npos)
+      << nan_error;
 
   auto fp32 = make_model_trainer(7);
   train_steps(*fp32, 0, 2);

@@ -68,7 +68,7 @@ struct NerfTrainingOptions {
   // Appearance embeddings (nerf/model.h): E learned values per frame, starting at 0, fed to
   // the colour network. Renderings use the training frames' mean embedding (a view that was
   // never photographed has none of its own), or a chosen frame's.
-  // (The rate is 10x below the model's: codes that move fast run ahead of the averaged weights
+  // (The rate is 10x below the model's: codes that move fast run ahead of the weights
   // renderings use; measured on the two-sun test, 1e-2 renders worse than no codes at all.)
   uint32_t n_extra_learnable_dims = 0;
   float appearance_learning_rate = 1e-3f;
@@ -170,7 +170,7 @@ class NerfTrainer {
   RenderedImage render(const FrameView& camera, Vec3 background, uint32_t samples_per_pixel = 1);
 
   // The model at points of the unit box (the model's input space, [n, 3] row-major), with
-  // the averaged weights renderings use: density (activated), and colour (8-bit-ready sRGB in
+  // the weights renderings use (the optimizer's average where it keeps one): density (activated), and colour (8-bit-ready sRGB in
   // [0, 1], [n, 3]) seen along unit `directions` ([n, 3]). Evaluated on the trainer's device.
   std::vector<float> density_at(const std::vector<float>& positions);
   std::vector<float> colour_at(const std::vector<float>& positions, const std::vector<float>& directions);

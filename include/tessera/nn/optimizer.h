@@ -57,6 +57,9 @@ class Optimizer {
   struct StateArray {
     std::string name;
     Buffer<float>* buffer;
+    // Each 32-bit word holds two bf16 values (Adam's bf16_moments), not one fp32: a
+    // snapshot's check for non-finite values must look at both halves.
+    bool bf16_pairs = false;
   };
   virtual std::vector<StateArray> state_arrays() { return {}; }
 

@@ -70,7 +70,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
         p = (1.0f - relative_decay * lr_t) * p - copysign(absolute_decay * lr_t, p);
       }
       if (adabound)
-        p -= clamp(rate / bias1 / (sqrt(vi / bias2) + epsilon), lower, upper) * mi;
+        p -= clamp(rate / bias1 / (sqrt(vi * inv_bias2) + epsilon), lower, upper) * mi;
       else
         p -= rate * (mi * inv_bias1) / (sqrt(vi * inv_bias2) + epsilon);
       params[p_off + i] = p;
