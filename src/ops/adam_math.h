@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tessera/core/hd.h"
+#include "ops/hash_math.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops {
@@ -91,16 +92,8 @@ TESSERA_HD uint32_t bf16_stochastic(float x, uint32_t random16) {
 
 // 32 random bits for parameter i of the step seeded with `seed` (moment_rounding_seed); i's
 // low 32 bits only, so a vector of parameters hashes consecutive integers.
-TESSERA_HD uint32_t mix32(uint32_t x) {  // an integer hash with low bias (lowbias32)
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
-TESSERA_HD uint32_t moment_rounding_seed(uint32_t applied_steps) { return mix32(applied_steps * 0x9e3779b9u + 1u); }
-TESSERA_HD uint32_t moment_rounding_bits(uint64_t i, uint32_t seed) { return mix32(uint32_t(i) + seed); }
+TESSERA_HD uint32_t moment_rounding_seed(uint32_t applied_steps) { return hash_u32(applied_steps * 0x9e3779b9u + 1u); }
+TESSERA_HD uint32_t moment_rounding_bits(uint64_t i, uint32_t seed) { return hash_u32(uint32_t(i) + seed); }
 
 TESSERA_HD void unpack_moments(uint32_t word, float& m, float& v) {
   m = bits_float(word & 0xffff0000u);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "tessera/core/hd.h"
+#include "ops/hash_math.h"
 #include "tessera/ops/nerf_types.h"
 
 namespace tessera::ops::nerf {
@@ -318,14 +319,8 @@ TESSERA_HD float distance_to_next_cell(Vec3 p, Vec3 dir, Vec3 inverse_dir, uint3
 
 // ---- random numbers: a hash of (seed, a, b, c) -> uniform [0, 1) ----
 
-TESSERA_HD uint32_t hash_u32(uint32_t x) {
-  x ^= x >> 16;
-  x *= 0x7feb352du;
-  x ^= x >> 15;
-  x *= 0x846ca68bu;
-  x ^= x >> 16;
-  return x;
-}
+using ops::hash_u32;
+
 TESSERA_HD float random_uniform(uint32_t seed, uint32_t a, uint32_t b, uint32_t c) {
   const uint32_t h = hash_u32(seed ^ hash_u32(a ^ hash_u32(b ^ hash_u32(c + 0x9e3779b9u))));
   return float(h >> 8) * (1.0f / 16777216.0f);

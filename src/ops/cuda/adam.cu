@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "stream.h"
 #include "core/cuda/cuda_check.h"
@@ -12,19 +13,22 @@
 namespace tessera::ops::cuda {
 namespace {
 
-// W consecutive floats from/to p: one 16-byte access for W = 4 (p then 16-byte aligned).
-template <uint32_t W>
-__device__ __forceinline__ void load(const float* __restrict__ p, float* r) {
+// W consecutive 32-bit values (floats, packed moment words) from/to p: one 16-byte access
+// for W = 4 (p then 16-byte aligned).
+template <typename T>
+using Vec4 = std::conditional_t<std::is_same_v<T, float>, float4, uint4>;
+template <uint32_t W, typename T>
+__device__ __forceinline__ void load(const T* __restrict__ p, T* r) {
   if constexpr (W == 4) {
-    const float4 t = *reinterpret_cast<const float4*>(p);
+    const Vec4<T> t = *reinterpret_cast<const Vec4<T>*>(p);
     r[0] = t.x, r[1] = t.y, r[2] = t.z, r[3] = t.w;
   } else {
     r[0] = *p;
   }
 }
-template <uint32_t W>
-__device__ __forceinline__ void store(float* __restrict__ p, const float* r) {
-  if constexpr (W == 4) *reinterpret_cast<float4*>(p) = make_float4(r[0], r[1], r[2], r[3]);
+template <uint32_t W, typename T>
+__device__ __forceinline__ void store(T* __restrict__ p, const T* r) {
+  if constexpr (W == 4) *reinterpret_cast<Vec4<T>*>(p) = Vec4<T>{r[0], r[1], r[2], r[3]};
   else *p = r[0];
 }
 template <uint32_t W>
@@ -37,21 +41,6 @@ __device__ __forceinline__ void store_half(__half* __restrict__ p, const float* 
   } else {
     *p = __float2half(r[0]);
   }
-}
-
-template <uint32_t W>
-__device__ __forceinline__ void load_words(const uint32_t* __restrict__ p, uint32_t* r) {
-  if constexpr (W == 4) {
-    const uint4 t = *reinterpret_cast<const uint4*>(p);
-    r[0] = t.x, r[1] = t.y, r[2] = t.z, r[3] = t.w;
-  } else {
-    r[0] = *p;
-  }
-}
-template <uint32_t W>
-__device__ __forceinline__ void store_words(uint32_t* __restrict__ p, const uint32_t* r) {
-  if constexpr (W == 4) *reinterpret_cast<uint4*>(p) = make_uint4(r[0], r[1], r[2], r[3]);
-  else *p = r[0];
 }
 
 struct AdamArgs {
@@ -72,11 +61,11 @@ __device__ __forceinline__ bool adam_moments(const AdamArgs& a, const AdamStepSc
   bool changed = false;
   if constexpr (kPacked) {
     uint32_t w[W];
-    load_words<W>(a.moments + i, w);
+    load<W>(a.moments + i, w);
 #pragma unroll
     for (uint32_t j = 0; j < W; ++j)
       changed |= adam_update_packed(a.h, i + j < a.n_matrix, s, g[j], p[j], w[j], moment_rounding_bits(i + j, seed));
-    if (changed) store_words<W>(a.moments + i, w);
+    if (changed) store<W>(a.moments + i, w);
   } else {
     float m[W], v[W];
     load<W>(a.m + i, m);

@@ -8,7 +8,7 @@
 // With packed (AdamHyper::bf16_moments), m holds one 32-bit word per parameter, m's bf16 bits
 // high and v's low, stochastically rounded with adam_math.h's bits; v is unused.
 
-uint mix32(uint x) {
+uint hash_u32(uint x) {  // ops/hash_math.h
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;
@@ -38,7 +38,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
   const float bias1 = 1.0f - pow(beta1, t), bias2 = 1.0f - pow(beta2, t);
   const float inv_bias1 = 1.0f / bias1, inv_bias2 = 1.0f / bias2;
   const float lower = 0.1f - 0.1f / ((1.0f - beta2) * t + 1.0f), upper = 0.1f + 0.1f / ((1.0f - beta2) * t);
-  const uint seed = mix32(s->optimizer_steps * 0x9e3779b9u + 1u);
+  const uint seed = hash_u32(s->optimizer_steps * 0x9e3779b9u + 1u);
   __global uint* moments = (__global uint*)m;
   for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) {
     const bool matrix = i < n_matrix;
@@ -59,7 +59,7 @@ __kernel void adam_step(const ulong n, const ulong n_matrix, const float lr, con
       mi = beta1 * mi + (1.0f - beta1) * g;
       vi = beta2 * vi + (1.0f - beta2) * g * g;
       if (packed) {
-        const uint r = mix32((uint)i + seed);
+        const uint r = hash_u32((uint)i + seed);
         moments[m_off + i] = bf16_stochastic(mi, r & 0xffffu) << 16 | bf16_stochastic(vi, r >> 16);
       } else {
         m[m_off + i] = mi;
