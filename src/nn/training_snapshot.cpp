@@ -117,11 +117,12 @@ void import_parts(const Parts& p, const Json& header, std::vector<NamedArray>& a
     TESSERA_CHECK(values.empty() || values.size() == n,
                   "{}: '{}' holds {} values; expected 0 (before the first step) or {}", where, a.name, values.size(), n);
     // The file's reader refused non-finite fp32 values: that covered a pair's high half.
-    for (size_t i = 0; a.bf16_pairs && i < values.size(); ++i) {
-      uint32_t word;
-      std::memcpy(&word, &values[i], sizeof(word));
-      TESSERA_CHECK((word & 0x7f80u) != 0x7f80u, "{}: '{}' holds a non-finite value at index {}", where, a.name, i);
-    }
+    if (a.bf16_pairs)
+      for (size_t i = 0; i < values.size(); ++i) {
+        uint32_t word;
+        std::memcpy(&word, &values[i], sizeof(word));
+        TESSERA_CHECK((word & 0x7f80u) != 0x7f80u, "{}: '{}' holds a non-finite value at index {}", where, a.name, i);
+      }
   }
   const ops::TrainState state = state_from_json(header.at("train_state"), where);
 

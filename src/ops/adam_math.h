@@ -2,10 +2,9 @@
 // One parameter's Adam update, shared by the CPU and CUDA ops so both compute the same.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "tessera/core/hd.h"
-#include "ops/hash_math.h"
+#include "ops/bit_math.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops {
@@ -63,25 +62,6 @@ TESSERA_HD bool adam_update(const AdamHyper& h, bool matrix, const AdamStepScala
 // Rounding is stochastic (up with the probability of the bits dropped), so a moment's
 // expectation follows the fp32 update: to nearest, the 1% decay of v by beta2 = 0.99 moves
 // it by 1 or 2 bf16 steps depending on where v sits, a biased decay of 0.984-0.996.
-TESSERA_HD uint32_t float_bits(float x) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
-#endif
-}
-TESSERA_HD float bits_float(uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-#endif
-}
-
 // x's 16 bf16 bits, rounded up in magnitude when random16 (uniform in [0, 2^16)) plus the
 // dropped bits carry. Inf and NaN keep their class (a NaN's payload may lose its low bits).
 TESSERA_HD uint32_t bf16_stochastic(float x, uint32_t random16) {

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "tessera/core/hd.h"
-#include "ops/hash_math.h"
+#include "ops/bit_math.h"
 #include "tessera/ops/nerf_types.h"
 
 namespace tessera::ops::nerf {
@@ -233,19 +233,14 @@ TESSERA_HD uint32_t cascade_of(Vec3 p, uint32_t n_cascades) {
   const float m = 2.0f * std::fmax(std::fabs(p.x - 0.5f), std::fmax(std::fabs(p.y - 0.5f), std::fabs(p.z - 0.5f)));
   // frexp's exponent e (m = f * 2^e, f in [0.5, 1)), from m's bits (m >= 0 and finite; 0 and
   // subnormals give e < 0): cascade e covers |p - 0.5| * 2 < 2^e.
-  uint32_t bits;
-  std::memcpy(&bits, &m, sizeof bits);
-  const int e = int((bits >> 23) & 0xFFu) - 126;
+  const int e = int((float_bits(m) >> 23) & 0xFFu) - 126;
   const uint32_t c = e < 0 ? 0u : uint32_t(e);
   return c < n_cascades ? c : n_cascades - 1;
 }
 
 // 2^-c, the inverse of cascade c's scale, exactly (c < kMaxCascades).
 TESSERA_HD float inverse_scale(uint32_t c) {
-  const uint32_t bits = (127u - c) << 23;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+  return bits_float((127u - c) << 23);
 }
 
 // Cell coordinate along one axis of the cascade of inverse scale `inverse` (clamped into the grid).

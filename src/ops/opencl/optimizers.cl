@@ -8,7 +8,7 @@
 // With packed (AdamHyper::bf16_moments), m holds one 32-bit word per parameter, m's bf16 bits
 // high and v's low, stochastically rounded with adam_math.h's bits; v is unused.
 
-uint hash_u32(uint x) {  // ops/hash_math.h
+uint hash_u32(uint x) {  // ops/bit_math.h
   x ^= x >> 16;
   x *= 0x7feb352du;
   x ^= x >> 15;
