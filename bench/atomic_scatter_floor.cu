@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "ops/bit_math.h"
+
 #define CHECK(x)                                                                  \
   do {                                                                            \
     cudaError_t e = (x);                                                          \
@@ -22,22 +24,13 @@
     }                                                                             \
   } while (0)
 
-__device__ __forceinline__ uint32_t mix(uint32_t v) {
-  v ^= v >> 16;
-  v *= 0x7feb352du;
-  v ^= v >> 15;
-  v *= 0x846ca68bu;
-  v ^= v >> 16;
-  return v;
-}
-
 enum Kind { kScalarPair, kFloat2, kHalf2, kFloat4, kHalf4 };
 
 template <Kind K>
 __global__ void scatter(void* table, uint32_t mask, uint64_t n, uint32_t salt) {
   const uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const uint32_t e = mix(uint32_t(i) ^ salt) & mask;  // entry of 2 (4) features
+  const uint32_t e = tessera::ops::hash_u32(uint32_t(i) ^ salt) & mask;  // entry of 2 (4) features
   if constexpr (K == kFloat4) {
     atomicAdd(reinterpret_cast<float4*>(table) + e, make_float4(1e-3f, 1e-3f, 1e-3f, 1e-3f));
   } else if constexpr (K == kHalf4) {
