@@ -1,5 +1,7 @@
 // `tessera fit sdf MESH`: learns a mesh's signed distance as (x, y, z) -> distance with a
-// hash grid + fully fused MLP (instant-ngp's SDF primitive). Training samples (uniform in the
+// hash grid + fully fused MLP (instant-ngp's SDF primitive). The mesh's winding is made
+// consistent and outward first (geometry/mesh_repair.h), whatever the file's convention, and
+// a mesh with no inside is refused before training. Training samples (uniform in the
 // unit cube and near the surface, their signed distance by closest point and generalized
 // winding number: geometry/sdf.h) are made once on the host into a pool on the device; each
 // step trains on the pool's next slice. At the evaluation marks the zero level set is
@@ -21,6 +23,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/progress.h"
 #include "tessera/core/timer.h"
+#include "tessera/geometry/mesh_repair.h"
 #include "tessera/geometry/sdf.h"
 #include "tessera/nn/training_session.h"
 #include "tessera/nn/training_snapshot.h"
@@ -183,6 +186,38 @@ std::vector<float> render_normals(SdfField& field, uint32_t size) {
   return rgb;
 }
 
+// A distance field needs both sides of a surface: without samples inside (an open sheet, a
+// surface with wide holes, no enclosed volume) there is no zero level set to learn, and the
+// run would find that out only when its budget is spent. "Inside" is the winding number
+// above 0.5; an open sheet bent into a shallow trough reaches a little above 0.5 in its
+// hollows, so enclosing needs samples clearly inside (above 0.75; a closed mesh's interior
+// is at 1, a bowl's deep inside at 0.8-0.9), counted at a spread of the pool's samples.
+void check_both_sides(const std::string& path, const geometry::MeshQueries& queries, const geometry::UnitCubeMap& map,
+                      const geometry::MeshRepair& repair, const std::vector<float>& positions,
+                      const std::vector<float>& distances) {
+  constexpr double kMinFraction = 0.01;  // a closed mesh gives 15-50% (half its near-surface samples)
+  const size_t samples = distances.size(), stride = std::max<size_t>(1, samples / 4096);
+  const size_t inside = size_t(std::count_if(distances.begin(), distances.end(), [](float d) { return d < 0; }));
+  size_t probes = 0, clearly_inside = 0;
+  for (size_t i = 0; i < samples; i += stride, ++probes)
+    clearly_inside += queries.winding_number(map.from_unit({positions[3 * i], positions[3 * i + 1],
+                                                            positions[3 * i + 2]})) > 0.75;
+  const double fraction = double(clearly_inside) / double(probes);
+  const std::string why = repair.open_edges
+                              ? fmt::format("it has {} open edges: an open sheet, or a surface with holes too wide "
+                                            "for the winding number to close",
+                                            repair.open_edges)
+                              : std::string("it is closed, so it is flat or tiny against its bounding box");
+  TESSERA_CHECK(fraction >= kMinFraction,
+                "fit sdf: {} encloses no volume: {} of {} samples ({:.2f}%) are clearly inside it (winding number "
+                "above 0.75); {}. Close the surface (fill its holes) or give it a thickness",
+                path, clearly_inside, probes, 100.0 * fraction, why);
+  TESSERA_CHECK(double(samples - inside) >= kMinFraction * double(samples),
+                "fit sdf: {}: {} of {} samples are inside the mesh, every one on the same side: nothing is outside it "
+                "in its own bounding box ({})",
+                path, inside, samples, repair.summary());
+}
+
 void run(const FitSdfOptions& o) {
   const Device dev = choose_device(o.run.device);
   const bool cuda = dev.kind == DeviceKind::cuda;
@@ -190,7 +225,10 @@ void run(const FitSdfOptions& o) {
                 "fit sdf --eikonal: the MLP's second derivatives are not on {} (the CPU and CUDA have them): use "
                 "another --device, or train without --eikonal", to_string(dev));
   Stopwatch load_clock;
-  const geometry::Mesh mesh = geometry::load_mesh(o.mesh_path);
+  geometry::Mesh mesh = geometry::load_mesh(o.mesh_path);
+  // Inside is where the winding number is 1: the file's winding, whichever it is, made
+  // consistent and outward first.
+  const geometry::MeshRepair repair = geometry::orient_outward(mesh, o.mesh_path);
   const geometry::MeshQueries queries(mesh);
   const geometry::UnitCubeMap map = geometry::unit_cube_map(queries);
   const Json config = o.config_path.empty() ? parse_json(kDefaultConfig, "built-in config") : load_json_file(o.config_path);
@@ -201,9 +239,9 @@ void run(const FitSdfOptions& o) {
   resumed.steps = trainer->steps();
   const uint64_t seed = json_get<uint64_t>(resumed.extra, "seed", o.seed);
   // The samples come again from the seed and the mesh: a resumed run needs the same mesh.
-  TESSERA_CHECK(o.run.resume_path.empty() || json_get<uint64_t>(resumed.extra, "triangles", 0) == mesh.n_triangles(),
+  TESSERA_CHECK(o.run.resume_path.empty() || json_get<uint64_t>(resumed.extra, "triangles", 0) == repair.triangles_in,
                 "fit sdf: {} was trained on a mesh of {} triangles, {} has {}; resume with the same mesh",
-                o.run.resume_path, json_get<uint64_t>(resumed.extra, "triangles", 0), o.mesh_path, mesh.n_triangles());
+                o.run.resume_path, json_get<uint64_t>(resumed.extra, "triangles", 0), o.mesh_path, repair.triangles_in);
   ensure_output_folder(o.run.out_dir);
   auto out_path = [&](const std::string& name) { return (std::filesystem::path(o.run.out_dir) / name).string(); };
   const std::string snapshot_path = o.run.snapshot_path.empty() ? out_path("model.tsnap") : o.run.snapshot_path;
@@ -216,13 +254,17 @@ void run(const FitSdfOptions& o) {
   const uint32_t image_size = o.image_size ? o.image_size : (cuda ? 512 : 256);
 
   fmt::print("fit sdf: {} ({} triangles, {} vertices) on {}, batch {}, {} params ({} in the encoding)\n", o.mesh_path,
-             mesh.n_triangles(), mesh.n_vertices(), to_string(dev), batch, trainer->n_params(),
+             repair.triangles_in, mesh.n_vertices(), to_string(dev), batch, trainer->n_params(),
              trainer->model().n_table_params());
+  fmt::print("fit sdf: mesh: {}\n", repair.summary());
   std::vector<float> positions, distances;
   Stopwatch sample_clock;
   geometry::sdf_samples(queries, map, pool, seed, positions, distances);
-  fmt::print("fit sdf: {} training samples in {:.2f} s (mesh read and indexed in {:.2f} s)\n", pool,
-             sample_clock.seconds(), load_clock.seconds() - sample_clock.seconds());
+  check_both_sides(o.mesh_path, queries, map, repair, positions, distances);
+  const size_t inside = size_t(std::count_if(distances.begin(), distances.end(), [](float d) { return d < 0; }));
+  fmt::print("fit sdf: {} training samples ({:.1f}% inside) in {:.2f} s (mesh read, repaired and indexed in {:.2f} s)\n",
+             pool, 100.0 * double(inside) / double(pool), sample_clock.seconds(),
+             load_clock.seconds() - sample_clock.seconds());
   Buffer<float> pool_positions = make_buffer(dev, positions), pool_distances = make_buffer(dev, distances);
   const Buffer<float> ones = make_buffer(dev, std::vector<float>(batch, 1.0f));
   if (o.eikonal > 0) fmt::print("fit sdf: eikonal term, weight {}\n", o.eikonal);
@@ -293,7 +335,7 @@ void run(const FitSdfOptions& o) {
   write_file_atomic(out_path("chamfer.csv"), csv);
   nn::RunRecord saved = record;
   saved.extra["seed"] = seed;
-  saved.extra["triangles"] = mesh.n_triangles();
+  saved.extra["triangles"] = repair.triangles_in;
   nn::save_training_snapshot(*trainer, snapshot_path, saved.to_json());
 
   fmt::print("fit sdf: {} steps in {:.2f} s of training ({:.0f} steps/s)\n", record.steps, record.train_seconds,
@@ -308,7 +350,9 @@ void run(const FitSdfOptions& o) {
              snapshot_path);
   write_json_result(o.run.json_path, Json{{"command", "fit sdf"},
                                       {"mesh", o.mesh_path},
-                                      {"triangles", mesh.n_triangles()},
+                                      {"triangles", repair.triangles_in},
+                                      {"mesh_repair", repair.to_json()},
+                                      {"inside_fraction", double(inside) / double(pool)},
                                       {"device", to_string(dev)},
                                       {"batch", batch},
                                       {"samples", pool},

@@ -4,6 +4,7 @@
 // seen from outside.
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "tessera/geometry/mesh.h"
@@ -107,6 +108,26 @@ inline geometry::Mesh box_with_hole(float lo, float hi, float h) {
   quad(hy0[0], hy0[1], hy0[2], hy0[3]);
   quad(hy1[0], hy1[1], hy1[2], hy1[3]);
   geometry::compute_vertex_normals(m);
+  return m;
+}
+
+// The meshes' concatenation (vertices renumbered).
+inline geometry::Mesh combined(const std::vector<geometry::Mesh>& parts) {
+  geometry::Mesh m;
+  for (const geometry::Mesh& part : parts) {
+    const uint32_t first = uint32_t(m.n_vertices());
+    m.positions.insert(m.positions.end(), part.positions.begin(), part.positions.end());
+    m.normals.insert(m.normals.end(), part.normals.begin(), part.normals.end());
+    for (uint32_t v : part.triangles) m.triangles.push_back(first + v);
+  }
+  return m;
+}
+
+// Triangle t wound the other way round.
+inline void flip_triangle(geometry::Mesh& m, size_t t) { std::swap(m.triangles[3 * t + 1], m.triangles[3 * t + 2]); }
+
+inline geometry::Mesh flipped(geometry::Mesh m) {
+  for (size_t t = 0; t < m.n_triangles(); ++t) flip_triangle(m, t);
   return m;
 }
 
