@@ -18,6 +18,8 @@ packages=(
   # The Python package's tests (python/tessera over libtessera.so): PyTorch (CPU), numpy,
   # pytest; pip and setuptools install the package (make python).
   python3-torch python3-numpy python3-pytest python3-pip python3-setuptools python3-wheel python3-venv
+  # make wheel: the libraries bundled beside libtessera.so find each other (RUNPATH $ORIGIN).
+  patchelf
 )
 
 missing=()

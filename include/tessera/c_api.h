@@ -72,6 +72,10 @@ TESSERA_C_EXPORT int tessera_abi_version(void);
 TESSERA_C_EXPORT const char* tessera_version(void);
 /* "cpu,cuda:0,...": every device this build and machine can run on. */
 TESSERA_C_EXPORT tessera_status tessera_available_devices(const char** devices);
+/* What this build and machine have, as `tessera info --json` writes it: a JSON object with
+ * the version, backends, CUDA architectures, each GPU with the code it runs and the kernel
+ * each op takes on it, and the OpenCL devices. */
+TESSERA_C_EXPORT tessera_status tessera_info(const char** info_json);
 /* Parses and checks a device name ("cpu", "cuda", "cuda:1"); kind and index may be null. */
 TESSERA_C_EXPORT tessera_status tessera_check_device(const char* device, int32_t* kind, int32_t* index);
 /* Waits for every queued piece of work of the device. */

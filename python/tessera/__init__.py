@@ -15,7 +15,7 @@ from . import _capi
 from ._capi import TesseraError, TesseraOutOfMemoryError
 from ._trainer_handle import TrainerHandle
 
-__all__ = ["Trainer", "devices", "version", "TesseraError", "TesseraOutOfMemoryError", "library_path"]
+__all__ = ["Trainer", "devices", "info", "version", "TesseraError", "TesseraOutOfMemoryError", "library_path"]
 
 library_path = str(_capi.library_path)
 
@@ -23,6 +23,14 @@ library_path = str(_capi.library_path)
 def version():
     """The library's version ("0.1.0")."""
     return _capi.lib.tessera_version().decode()
+
+
+def info():
+    """What this build and machine have, as `tessera info --json` reports it: a dict with
+    "version", "backends", "cuda_architectures", "cuda_devices" (each GPU's name, compute
+    capability, limits and "kernels": which code of the build it runs, the driver, and the
+    kernel each op takes on it) and "opencl_devices"."""
+    return json.loads(_capi.string_out(_capi.lib.tessera_info))
 
 
 def devices():

@@ -143,6 +143,7 @@ def _declare(lib):
         "tessera_last_error": (c.c_char_p, []),
         "tessera_version": (c.c_char_p, []),
         "tessera_available_devices": (c.c_int, [c.POINTER(c.c_char_p)]),
+        "tessera_info": (c.c_int, [c.POINTER(c.c_char_p)]),
         "tessera_check_device": (c.c_int, [c.c_char_p, c.POINTER(c.c_int32), c.POINTER(c.c_int32)]),
         "tessera_synchronize": (c.c_int, [c.c_char_p]),
         "tessera_module_create": (c.c_int, [c.c_char_p, c.c_uint32, c.c_uint32, c.c_char_p, c.POINTER(P)]),

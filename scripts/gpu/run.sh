@@ -3,7 +3,7 @@
 # scripts/gpu/pack.sh packs them under the carry limit):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.
-#   scripts/gpu/run.sh [tests] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [nerf-kernels] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf] [kill-test]   (default: tests bench)
+#   scripts/gpu/run.sh [tests] [profiles] [profile-fits] [bench] [bench-encoding] [eikonal] [python] [bench-gemv] [bench-gemm] [opencl] [bench-opencl] [fit] [fit-image] [nerf] [nerf-budgets] [nerf-kernels] [lens-check] [viewer] [mesh] [sanitize] [compare] [multi-gpu-checks] [multi-gpu-nerf] [kill-test]   (default: tests bench)
 # multi-gpu-checks, multi-gpu-nerf: issue 34's figures on a host with 2+ GPUs (GPUS, default
 # cuda:0,cuda:1), each under a device call's 10 minutes.
 # compare: every bench suite with a baseline binary ($BASE, default .gpu/base/tessera: a
@@ -75,19 +75,45 @@ kill_test() {
   grep -hE "error|abort|step |debug|WARN" "$OUT"/kill_*.log 2>/dev/null | tee -a "$OUT/multi.log"
 }
 
+# Every gpu-labelled suite, one process per suite (a sticky CUDA error such as an illegal
+# address in one suite must not take the others down), then every op on this GPU against
+# the CPU reference (tests/backend_ops); the log is $OUT/$1.log.
+gpu_tests() {
+  local log="$OUT/$1.log"
+  : > "$log"
+  for suite in $("$BUILD/tests/tessera_gpu_tests" --gtest_list_tests | grep -E '^[^ ]' | tr -d '.'); do
+    "$BUILD/tests/tessera_gpu_tests" --gtest_color=no --gtest_filter="$suite.*" >> "$log" 2>&1
+  done
+  "$BUILD/tests/tessera_backend_ops_tests" --gtest_color=no >> "$log" 2>&1
+  grep -E '^\[( +OK|  FAILED|  SKIPPED)|measured|Failure|exception' "$log" | grep -v '^\[  FAILED  \] .*, where' | tail -80
+  summary+=("$1: $(grep -c '^\[       OK' "$log") passed, $(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$log") failed, $(grep -c '^\[  SKIPPED' "$log") skipped")
+}
+
 for step in "${steps[@]}"; do
   case "$step" in
     tests)
-      # One process per suite: a sticky CUDA error (illegal address) in one suite must not
-      # take the others down with it.
-      : > "$OUT/gpu_tests.log"
-      for suite in $("$BUILD/tests/tessera_gpu_tests" --gtest_list_tests | grep -E '^[^ ]' | tr -d '.'); do
-        "$BUILD/tests/tessera_gpu_tests" --gtest_color=no --gtest_filter="$suite.*" >> "$OUT/gpu_tests.log" 2>&1
+      gpu_tests gpu_tests
+      ;;
+    profiles)
+      # The gpu suites as smaller GPUs would run them (TESSERA_CUDA_PROFILE: their shared
+      # memory per block, SMs, L2 and compute capability; README "Supported GPUs").
+      for p in ${PROFILES:-t4 a100 rtx4090}; do
+        TESSERA_CUDA_PROFILE=$p "$BUILD/tessera" info > "$OUT/info_$p.txt" 2>&1
+        TESSERA_CUDA_PROFILE=$p gpu_tests "gpu_tests_$p"
       done
-      # Every op on this GPU against the CPU reference (tests/backend_ops).
-      "$BUILD/tests/tessera_backend_ops_tests" --gtest_color=no >> "$OUT/gpu_tests.log" 2>&1
-      grep -E '^\[( +OK|  FAILED|  SKIPPED)|measured|Failure|exception' "$OUT/gpu_tests.log" | grep -v '^\[  FAILED  \] .*, where' | tail -80
-      summary+=("gpu tests: $(grep -c '^\[       OK' "$OUT/gpu_tests.log") passed, $(grep -cE '^\[  FAILED  \] .*\([0-9]+ ms\)$' "$OUT/gpu_tests.log") failed")
+      ;;
+    profile-fits)
+      # fit image 10 s and NeRF 30 s as they run today and under PROFILE (default rtx4090:
+      # 99 KB of shared memory per block), for BENCHMARKS.md's "Smaller GPUs".
+      for p in none ${PROFILE:-rtx4090}; do
+        env_p=(); [ "$p" = none ] || env_p=(TESSERA_CUDA_PROFILE=$p)
+        env "${env_p[@]}" "$BUILD/tessera" fit image "${IMAGE:-.data/lego_mosaic_1024.png}" --device cuda --seconds 10 \
+          --out "/tmp/fit_image_$p" --no-progress > "$OUT/fit_image_$p.log" 2>&1
+        env "${env_p[@]}" "$BUILD/tessera" nerf train "${SCENE:-.data/lego}" --device cuda --seconds 30 --eval-at 30 \
+          --out "/tmp/nerf_$p" --no-progress > "$OUT/nerf_$p.log" 2>&1
+        summary+=("profile $p: fit image $(grep -hE 'steps in|final PSNR' "$OUT/fit_image_$p.log" | tr -s ' ' | tr '\n' ' ')")
+        summary+=("profile $p: nerf $(grep -hE 'steps in| s  step ' "$OUT/nerf_$p.log" | tr -s ' ' | tr '\n' ' ')")
+      done
       ;;
     bench)
       "$BUILD/tessera" bench mlp --device cuda --json "$OUT/bench_mlp.json" 2>&1 | tee "$OUT/bench_mlp.log"

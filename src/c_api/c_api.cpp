@@ -4,6 +4,7 @@
 #include "c_api_internal.h"
 #include "tessera/core/device.h"
 #include "tessera/core/version.h"
+#include "tessera/ops/system_info.h"
 
 namespace tessera::capi {
 
@@ -123,6 +124,13 @@ tessera_status tessera_available_devices(const char** devices) {
     std::string list;
     for (const Device& d : available_devices()) list += (list.empty() ? "" : ",") + d.str();
     *devices = capi::keep_string(std::move(list));
+  });
+}
+
+tessera_status tessera_info(const char** info_json) {
+  return guarded([&] {
+    TESSERA_C_REQUIRE(info_json, "info_json");
+    *info_json = capi::keep_string(ops::system_info().dump());
   });
 }
 

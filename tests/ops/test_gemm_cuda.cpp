@@ -104,79 +104,81 @@ class GemmCudaVsCpu : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GemmCudaVsCpu, MatchesReference) {
   REQUIRE_CUDA();
-  const Case c = GetParam();
-  const uint64_t seed = test::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  GemmDesc d;
-  d.M = c.M, d.N = c.N, d.K = c.K, d.batch = c.batch;
-  d.a = {c.in, c.la, c.ta, 0, 0};
-  d.b = {c.in, c.lb, c.tb, 0, 0};
-  d.c = {c.out, c.lc, false, 0, 0};
-  const bool align8 = c.align8;
-  d.a.ld = stored_ld(d.a, c.M, c.K, c.pad, align8);
-  d.b.ld = stored_ld(d.b, c.K, c.N, c.pad, align8);
-  d.c.ld = stored_ld(d.c, c.M, c.N, c.pad, align8);
-  const size_t na = stored_count(d.a, c.M, c.K), nb = stored_count(d.b, c.K, c.N), nc = stored_count(d.c, c.M, c.N);
-  d.a.batch_stride = int64_t(na), d.b.batch_stride = int64_t(nb), d.c.batch_stride = int64_t(nc);
-  d.alpha = 0.75f, d.beta = c.beta;
-  auto a = random_bytes(na * c.batch, c.in, seed), b = random_bytes(nb * c.batch, c.in, seed + 1);
-  auto c0 = random_bytes(nc * c.batch, c.out, seed + 2);
-  Buffer<char> da = make_buffer(DeviceKind::cuda, a), db = make_buffer(DeviceKind::cuda, b),
-               dc = make_buffer(DeviceKind::cuda, c0);
-  if (c.beta == 0) detail::fill_bytes(DeviceKind::cuda, dc.data(), 0xff, dc.bytes());  // NaN in every type
-  if (c.kernel) {
-    if (*c.kernel == ops::cuda::GemmKernel::wgmma && !hopper())
-      GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU";
-    if (*c.kernel == ops::cuda::GemmKernel::tf32x3 && cuda_devices()[0].compute_major < 8)
-      GTEST_SKIP() << "the tf32x3 kernel needs a compute capability 8.0 GPU";
-    ASSERT_TRUE(ops::cuda::gemm_kernel_can_run(*c.kernel, d, da.data(), db.data()));
-    ops::cuda::gemm(d, da.data(), db.data(), dc.data(), *c.kernel);
-  } else {
-    ops::cuda::gemm(d, da.data(), db.data(), dc.data());
-  }
-  const auto got = as_floats(dc.to_host(), c.out);
+  test::unless_the_gpu_cannot([&] {
+    const Case c = GetParam();
+    const uint64_t seed = test::fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    GemmDesc d;
+    d.M = c.M, d.N = c.N, d.K = c.K, d.batch = c.batch;
+    d.a = {c.in, c.la, c.ta, 0, 0};
+    d.b = {c.in, c.lb, c.tb, 0, 0};
+    d.c = {c.out, c.lc, false, 0, 0};
+    const bool align8 = c.align8;
+    d.a.ld = stored_ld(d.a, c.M, c.K, c.pad, align8);
+    d.b.ld = stored_ld(d.b, c.K, c.N, c.pad, align8);
+    d.c.ld = stored_ld(d.c, c.M, c.N, c.pad, align8);
+    const size_t na = stored_count(d.a, c.M, c.K), nb = stored_count(d.b, c.K, c.N), nc = stored_count(d.c, c.M, c.N);
+    d.a.batch_stride = int64_t(na), d.b.batch_stride = int64_t(nb), d.c.batch_stride = int64_t(nc);
+    d.alpha = 0.75f, d.beta = c.beta;
+    auto a = random_bytes(na * c.batch, c.in, seed), b = random_bytes(nb * c.batch, c.in, seed + 1);
+    auto c0 = random_bytes(nc * c.batch, c.out, seed + 2);
+    Buffer<char> da = make_buffer(DeviceKind::cuda, a), db = make_buffer(DeviceKind::cuda, b),
+                 dc = make_buffer(DeviceKind::cuda, c0);
+    if (c.beta == 0) detail::fill_bytes(DeviceKind::cuda, dc.data(), 0xff, dc.bytes());  // NaN in every type
+    if (c.kernel) {
+      if (*c.kernel == ops::cuda::GemmKernel::wgmma && !hopper())
+        GTEST_SKIP() << "the wgmma kernel needs a compute capability 9.0 GPU";
+      if (*c.kernel == ops::cuda::GemmKernel::tf32x3 && cuda_devices()[0].compute_major < 8)
+        GTEST_SKIP() << "the tf32x3 kernel needs a compute capability 8.0 GPU";
+      ASSERT_TRUE(ops::cuda::gemm_kernel_can_run(*c.kernel, d, da.data(), db.data()));
+      ops::cuda::gemm(d, da.data(), db.data(), dc.data(), *c.kernel);
+    } else {
+      ops::cuda::gemm(d, da.data(), db.data(), dc.data());
+    }
+    const auto got = as_floats(dc.to_host(), c.out);
 
-  std::vector<float> want_all = as_floats(c0, c.out), got_checked, want_checked;
-  if (c.sample_rows == 0) {
-    auto ref = c0;
-    ops::cpu::gemm(d, a.data(), b.data(), ref.data());
-    want_checked = as_floats(ref, c.out);
-    got_checked = got;
-    // Padding between rows/columns must stay as it was (NaN when beta = 0 is "untouched").
-  } else {
-    // Rows i of C: the reference for a one-row GEMM starting at row i.
-    const auto sa = ops::operand_strides(d.a), sc = ops::operand_strides(d.c);
-    const size_t ec = ops::dtype_size(c.out), ea = ops::dtype_size(c.in);
-    for (size_t s = 0; s < c.sample_rows; ++s) {
-      const size_t i = (s * 2654435761u + seed) % c.M;
-      GemmDesc row = d;
-      row.M = 1, row.batch = 1;
-      std::vector<char> ref_row = c0;
-      ops::cpu::gemm(row, a.data() + i * sa.row * ea, b.data(), ref_row.data() + i * sc.row * ec);
-      const auto ref_f = as_floats(ref_row, c.out);
-      for (size_t j = 0; j < c.N; ++j) {
-        want_checked.push_back(ref_f[i * sc.row + j * sc.col]);
-        got_checked.push_back(got[i * sc.row + j * sc.col]);
+    std::vector<float> want_all = as_floats(c0, c.out), got_checked, want_checked;
+    if (c.sample_rows == 0) {
+      auto ref = c0;
+      ops::cpu::gemm(d, a.data(), b.data(), ref.data());
+      want_checked = as_floats(ref, c.out);
+      got_checked = got;
+      // Padding between rows/columns must stay as it was (NaN when beta = 0 is "untouched").
+    } else {
+      // Rows i of C: the reference for a one-row GEMM starting at row i.
+      const auto sa = ops::operand_strides(d.a), sc = ops::operand_strides(d.c);
+      const size_t ec = ops::dtype_size(c.out), ea = ops::dtype_size(c.in);
+      for (size_t s = 0; s < c.sample_rows; ++s) {
+        const size_t i = (s * 2654435761u + seed) % c.M;
+        GemmDesc row = d;
+        row.M = 1, row.batch = 1;
+        std::vector<char> ref_row = c0;
+        ops::cpu::gemm(row, a.data() + i * sa.row * ea, b.data(), ref_row.data() + i * sc.row * ec);
+        const auto ref_f = as_floats(ref_row, c.out);
+        for (size_t j = 0; j < c.N; ++j) {
+          want_checked.push_back(ref_f[i * sc.row + j * sc.col]);
+          got_checked.push_back(got[i * sc.row + j * sc.col]);
+        }
       }
     }
-  }
-  // Only logical elements count (padding stays NaN when beta = 0).
-  if (c.sample_rows == 0 && (c.pad || align8)) {
-    const auto sc = ops::operand_strides(d.c);
-    std::vector<float> g2, w2;
-    for (size_t bi = 0; bi < c.batch; ++bi)
-      for (size_t i = 0; i < c.M; ++i)
-        for (size_t j = 0; j < c.N; ++j) {
-          const size_t k = bi * nc + i * sc.row + j * sc.col;
-          g2.push_back(got_checked[k]);
-          w2.push_back(want_checked[k]);
-        }
-    got_checked.swap(g2);
-    want_checked.swap(w2);
-  }
-  const double e = rel_error(got_checked, want_checked);
-  std::printf("[ measured ] %s: %.2e\n", name_of(c).c_str(), e);
-  EXPECT_LT(e, tolerance(c.out));
+    // Only logical elements count (padding stays NaN when beta = 0).
+    if (c.sample_rows == 0 && (c.pad || align8)) {
+      const auto sc = ops::operand_strides(d.c);
+      std::vector<float> g2, w2;
+      for (size_t bi = 0; bi < c.batch; ++bi)
+        for (size_t i = 0; i < c.M; ++i)
+          for (size_t j = 0; j < c.N; ++j) {
+            const size_t k = bi * nc + i * sc.row + j * sc.col;
+            g2.push_back(got_checked[k]);
+            w2.push_back(want_checked[k]);
+          }
+      got_checked.swap(g2);
+      want_checked.swap(w2);
+    }
+    const double e = rel_error(got_checked, want_checked);
+    std::printf("[ measured ] %s: %.2e\n", name_of(c).c_str(), e);
+    EXPECT_LT(e, tolerance(c.out));
+  });
 }
 
 std::vector<Case> cases() {

@@ -90,3 +90,15 @@ def test_errors(device_name, tmp_path):
         tessera.Trainer.from_config(dict(CONFIG, optimizer={"otype": "Adamm"}), 2, 1, device=device_name)
     with pytest.raises(ValueError, match="cuda:9"):
         tessera.Trainer.from_config(CONFIG, 2, 1, device="cuda:9")
+
+
+def test_info_reports_the_build_and_each_gpu(device_name):
+    info = tessera.info()
+    assert info["version"] == tessera.version() and info["backends"]["cpu"]
+    gpus = [d for d in tessera.devices() if d.startswith("cuda:")]
+    assert len(info["cuda_devices"]) == len(gpus)
+    for gpu in info["cuda_devices"]:
+        kernels = {k["op"]: k["kernel"] for k in gpu["kernels"]}
+        # Which code of the build this GPU runs, and the fused MLP's kernel on it.
+        assert "machine code" in kernels["code"] or "PTX" in kernels["code"], kernels["code"]
+        assert "mma" in kernels["fully fused MLP w64 training"].lower(), kernels

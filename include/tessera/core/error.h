@@ -25,6 +25,16 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
+// A configuration this device cannot run at all (its shared memory per block, its compute
+// capability), as opposed to bad input or a bug: the same call runs on a larger GPU.
+// Programs may fall back on it; tests skip on it (smaller GPUs' profiles, README).
+class DeviceLimitError : public Error {
+ public:
+  // (Spelled out: nvcc 13.0's front end fails on an inherited constructor here.)
+  explicit DeviceLimitError(const std::string& message, std::source_location where = std::source_location::current())
+      : Error(message, where) {}
+};
+
 #ifdef __CUDACC__
 // nvcc cannot compile fmt's headers, so CUDA sources get a minimal formatter that
 // replaces each "{}" with the next argument (no format specs).

@@ -49,6 +49,7 @@ const std::string& fused_width_choices();
 // Describes the launch configuration the kernel would pick (rows per block, where the
 // weights and gradient accumulators live, blocks per SM); for `tessera info`/bench.
 struct FusedLaunchInfo {
+  const char* kernel = "";  // "mma" (mma.sync) or "wmma"
   uint32_t rows_per_block = 0, warps_per_block = 0, blocks = 0, blocks_per_sm = 0;
   size_t shared_bytes = 0;
   bool weights_in_shared = false, grads_in_shared = false;

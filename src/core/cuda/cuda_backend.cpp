@@ -5,6 +5,9 @@
 #include <algorithm>
 
 #include "../backend_factories.h"
+#include "core/cuda_code.h"
+#include "core/device_profile.h"
+#include "tessera/core/version.h"
 #include "core/cuda/cuda_check.h"
 
 namespace tessera::detail {
@@ -76,7 +79,21 @@ DeviceAttributes read_attributes(int device) {
   a.total_memory = p.totalGlobalMem;
   a.shared_memory_per_block_optin = p.sharedMemPerBlockOptin;
   a.l2_cache_bytes = size_t(p.l2CacheSize);
-  return a;
+  return apply_device_profile(a, device_profile_from_environment());
+}
+
+// The kernels cannot load on a GPU the build has no code for: say so once, with the fix,
+// instead of "no kernel image is available" from the first launch.
+void check_code_for_device(int device) {
+  int major = 0, minor = 0;
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  TESSERA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const int cc = major * 10 + minor;
+  TESSERA_CHECK(cuda_code_for_device(cuda_architectures(), cc).kind != CudaCodeForDevice::Kind::none,
+                "cuda:{} is compute capability {}.{}, and this build of tessera has CUDA code for {} only; rebuild "
+                "with the default architectures (they start at 7.5, the oldest CUDA 13 supports) or "
+                "-DTESSERA_CUDA_ARCHS={}",
+                device, major, minor, cuda_architectures(), cc);
 }
 
 class CudaBackend final : public Backend {
@@ -84,6 +101,7 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int device) : Backend(Device(DeviceKind::cuda, device)), device_(device) {
     TESSERA_CUDA_CHECK(cudaSetDevice(device));
     attributes_ = read_attributes(device);
+    check_code_for_device(device);
     // The legacy default stream: what every op ran on before streams were explicit, and
     // what synchronizes with plain cudaMemcpy in user code.
     set_default_stream(std::make_unique<Stream>(*this, nullptr));

@@ -54,14 +54,8 @@ struct IgParams {
 
 template <class T>
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    ptx::mma16816(c, a, b0, b1);
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
+  if constexpr (std::is_same_v<T, __half>) ptx::mma16816(c, a, b0, b1);
+  else ptx::mma16816_bf16(c, a, b0, b1);
 }
 
 template <class T>
@@ -222,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 2) implicit_gemm_kernel(IgParams g) 
         if (k >= g.K) continue;  // K % 8 == 0: k + 1 is in when k is
         const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
         const long long at = m * g.K + k;
-        if (g.splits > 1) atomicAdd(reinterpret_cast<float2*>(g.partial + at), make_float2(v0, v1));
+        if (g.splits > 1) ptx::atomic_add_pair(g.partial + at, v0, v1);
         else finish_pair<T>(g, at, k, v0, v1);
       }
     }
@@ -238,17 +232,29 @@ __global__ void finish_kernel(IgParams g, long long pairs) {
   }
 }
 
+template <bool FlippedB>
+size_t implicit_gemm_smem(int bn, int bk) {
+  if (bn == 128) return bk == 64 ? smem_bytes<128, 64, FlippedB>() : smem_bytes<128, 32, FlippedB>();
+  return bk == 64 ? smem_bytes<64, 64, FlippedB>() : smem_bytes<64, 32, FlippedB>();
+}
+
 template <class T, bool FlippedB>
 void launch_implicit_gemm(Stream& stream, IgParams g) {
   const long long M = (long long)g.N * g.P * g.Q;
   if (M == 0 || g.K == 0) return;
   const cudaStream_t s = detail::native_stream(&stream);
   // 128 output channels per block where K fills them, 64 otherwise (K = 64: no idle half).
-  const int bn = g.K > 64 ? 128 : 64;
-  const unsigned grid_m = unsigned((M + kBM - 1) / kBM), grid_n = unsigned((g.K + bn - 1) / bn);
+  int bn = g.K > 64 ? 128 : 64;
   // 64 taps per stage where C fills them (half the barriers per MMA of 32: N32 C64 56x56
   // forward 0.073 -> 0.068 ms, C256 backward-data 0.074 -> 0.065), 32 for thinner inputs.
-  const int bk = g.C >= 64 ? 64 : 32;
+  int bk = g.C >= 64 ? 64 : 32;
+  // Below Hopper's 227 KB per block (99 KB on GeForce, 64 KB on Turing): fewer taps per
+  // stage first, which keeps the MMAs per staged byte, then a narrower tile.
+  const size_t limit = detail::smem_optin();
+  if (implicit_gemm_smem<FlippedB>(bn, bk) > limit) bk = 32;
+  if (implicit_gemm_smem<FlippedB>(bn, bk) > limit) bn = 64;
+  detail::require_shared_memory("conv implicit_gemm", implicit_gemm_smem<FlippedB>(bn, bk));
+  const unsigned grid_m = unsigned((M + kBM - 1) / kBM), grid_n = unsigned((g.K + bn - 1) / bn);
   // Split-K where the tiles leave SMs idle: as many splits as keep the blocks within ~1.6
   // per SM (measured: N32 C256 14x14, 98 tiles, best at 2; N32 C512 7x7, 52 tiles, best at
   // 4, 0.12 ms unsplit -> 0.056-0.064; more splits cost their zeroing, REDs and finishing
@@ -398,7 +404,7 @@ __global__ void __launch_bounds__(wg_threads<TM, TN>()) weight_grad_kernel(WgPar
           const int c = c0 + warp_n * 32 + j * 8 + ((lane & 3) << 1);
           if (c >= g.C) continue;  // C % 8 == 0: c + 1 is in when c is
           float* at = g.dw + ((long long)(k * g.R + r) * g.S + s) * g.C + c;
-          atomicAdd(reinterpret_cast<float2*>(at), make_float2(acc[i][j][2 * h], acc[i][j][2 * h + 1]));
+          ptx::atomic_add_pair(at, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
         }
       }
     __syncthreads();  // the next tile's first copies refill slots other warps may still read
@@ -482,12 +488,13 @@ void conv2d_backward_weight_implicit_gemm(Stream& stream, const ConvDesc& d, con
   // blocks, 2 per SM (128 x 128) or 4 (64 x 64), each summing an equal run of at least 4
   // stages (a few blocks past the wave doubled the time: N32 C64 56x56 with 59 pixel splits
   // of 9 tiles took 0.079 ms against 0.061 with 58).
-  const bool big = g.K >= 128 && g.C >= 128;
+  // 128 x 128 needs 104 KB of shared memory: Hopper, Blackwell's B200 and the A100 only.
+  const bool big = g.K >= 128 && g.C >= 128 && wg_smem_bytes<128, 128>() <= detail::smem_optin();
+  detail::require_shared_memory("conv implicit_gemm backward-weight", wg_smem_bytes<64, 64>());
   const int tm = big ? 128 : 64;
   g.tiles_k = (g.K + tm - 1) / tm;
   g.stages_per_tile = int((pixels + kWgPixels - 1) / kWgPixels);
   g.units = (long long)g.tiles_k * g.R * g.S * ((g.C + tm - 1) / tm) * g.stages_per_tile;
-  const long long blocks = std::clamp<long long>((big ? 2LL : 4LL) * detail::sm_count(), 1, (g.units + 3) / 4);
   with_half_storage(d.type, [&](auto* typed) {
     using T = std::remove_pointer_t<decltype(typed)>;
     auto run = [&](auto tile) {
@@ -495,6 +502,12 @@ void conv2d_backward_weight_implicit_gemm(Stream& stream, const ConvDesc& d, con
       constexpr size_t smem = wg_smem_bytes<TM, TM>();
       const void* kernel = reinterpret_cast<const void*>(&weight_grad_kernel<T, TM, TM>);
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      // One wave: as many blocks as are resident at once (2 or 4 per SM on Hopper; fewer
+      // where shared memory per SM is smaller).
+      int per_sm = 0;
+      TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, wg_threads<TM, TM>(), smem));
+      const long long blocks = std::clamp<long long>(std::clamp(per_sm, 1, TM == 128 ? 2 : 4) * (long long)detail::sm_count(),
+                                                     1, (g.units + 3) / 4);
       weight_grad_kernel<T, TM, TM><<<unsigned(blocks), wg_threads<TM, TM>(), smem, s>>>(g);
       TESSERA_CUDA_CHECK_LAUNCH("conv weight_grad_kernel");
     };

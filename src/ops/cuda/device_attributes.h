@@ -42,6 +42,32 @@ inline int compute_capability() {
   return a.compute_major * 10 + a.compute_minor;
 }
 
+// A kernel's static shared memory (__shared__ arrays), which comes out of the same
+// per-block limit as the dynamic bytes a plan asks for.
+inline size_t static_shared_bytes(const void* kernel) {
+  cudaFuncAttributes attr{};
+  TESSERA_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return attr.sharedSizeBytes;
+}
+
+// The plan an op chose cannot run here: one error naming the op, the device and the limit,
+// instead of a failed launch (callers first try every smaller plan they have).
+inline void require_shared_memory(const char* op, size_t bytes) {
+  const DeviceAttributes& a = current_attributes();
+  if (bytes > a.shared_memory_per_block_optin)
+    throw DeviceLimitError(format_message(
+        "{}: its smallest plan needs {} bytes of shared memory per block; {} (compute capability {}.{}) allows {}", op,
+        bytes, a.name, a.compute_major, a.compute_minor, a.shared_memory_per_block_optin));
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory: above 48 KB a kernel must opt in,
+// up to the device's limit; past it, the error above. Free below 48 KB.
+inline void allow_dynamic_shared_memory(const char* op, const void* kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  require_shared_memory(op, bytes + static_shared_bytes(kernel));
+  TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
 // Runs `configure` (kernel attributes: they are per device) once per device per call site.
 class OncePerDevice {
  public:

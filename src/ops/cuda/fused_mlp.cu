@@ -126,8 +126,11 @@ FusedKernel choose_kernel(const MlpShape& shape, MlpActivations acts, size_t bat
                           const FusedMlpOptions& options) {
   if (options.kernel == FusedMlpKernel::wmma) return FusedKernel::wmma;
   const bool mma_fits = cached_plan(FusedKernel::mma, shape, acts, batch, training, options).blocks > 0;
-  TESSERA_CHECK(mma_fits || options.kernel != FusedMlpKernel::mma,
-                "FullyFusedMLP: the mma kernel was asked for but cannot hold this network's weights on this device");
+  if (!mma_fits && options.kernel == FusedMlpKernel::mma)
+    throw DeviceLimitError(format_message(
+        "FullyFusedMLP: the mma kernel was asked for but cannot hold this network (width {}) in the {} bytes of shared "
+        "memory per block of {}",
+        shape.width, smem_optin(), current_attributes().name));
   return mma_fits ? FusedKernel::mma : FusedKernel::wmma;
 }
 
@@ -152,8 +155,10 @@ uint32_t stride_of(const MlpShape& s, uint32_t stride) {
 FusedLaunchInfo fused_mlp_launch_info(const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                                       const FusedMlpOptions& options) {
   check_shape(shape);
-  return detail::cached_plan(detail::choose_kernel(shape, acts, batch, training, options), shape, acts, batch, training,
-                             options);
+  const detail::FusedKernel kernel = detail::choose_kernel(shape, acts, batch, training, options);
+  FusedLaunchInfo info = detail::cached_plan(kernel, shape, acts, batch, training, options);
+  info.kernel = kernel == detail::FusedKernel::mma ? "mma" : "wmma";
+  return info;
 }
 
 void fused_mlp_inference(const MlpShape& shape, MlpActivations acts, const uint16_t* weights,

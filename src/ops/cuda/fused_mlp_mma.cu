@@ -19,6 +19,7 @@
 #include "ops/activation_math.h"
 #include "ops/step_math.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/device_attributes.h"
 
 namespace tessera::ops::cuda::detail {
 namespace {
@@ -505,7 +506,7 @@ FusedLaunchInfo plan_for(MmaParams& p, bool training, bool weight_grads_by_gemm)
       const void* kernel = mma_kernel(p, training, weight_grads_by_gemm);
       if (!kernel) continue;
       const MmaLayout lay(p, training);
-      if (lay.total > lim.smem_optin) continue;
+      if (lay.total + static_shared_bytes(kernel) > lim.smem_optin) continue;
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.total)));
       int per_sm = 0;
       TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, p.warps * 32, lay.total));

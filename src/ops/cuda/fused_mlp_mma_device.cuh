@@ -481,13 +481,8 @@ __device__ __forceinline__ void red_unit(const float (&acc)[2 * NT][4], float* d
   for (int j = 0; j < 2 * NT; ++j)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float2* at = reinterpret_cast<float2*>(dw + (mt * 16 + frag_row(2 * h)) * ldw + nt0 * 16 + j * 8 + frag_col(0));
-#if __CUDA_ARCH__ >= 900
-      atomicAdd(at, make_float2(acc[j][2 * h], acc[j][2 * h + 1]));  // one float2 RED
-#else
-      atomicAdd(&at->x, acc[j][2 * h]);
-      atomicAdd(&at->y, acc[j][2 * h + 1]);
-#endif
+      ptx::atomic_add_pair(dw + (mt * 16 + frag_row(2 * h)) * ldw + nt0 * 16 + j * 8 + frag_col(0), acc[j][2 * h],
+                           acc[j][2 * h + 1]);
     }
 }
 

@@ -11,6 +11,7 @@
 #include <cuda_fp16.h>
 
 #include "fused_mlp_internal.h"
+#include "device_attributes.h"
 #include "stream.h"
 #include "core/cuda/cuda_check.h"
 #include "ops/activation_math.h"
@@ -391,7 +392,7 @@ FusedLaunchInfo configure(Params& p, const void* kernel, bool training) {
       p.weights_in_smem = pl.weights;
       p.grads_in_smem = training && pl.grads;
       const Layout lay(p, training);
-      if (lay.total > lim.smem_optin) continue;
+      if (lay.total + static_shared_bytes(kernel) > lim.smem_optin) continue;
       TESSERA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.total)));
       int per_sm = 0;
       TESSERA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, lay.total));
@@ -408,8 +409,9 @@ FusedLaunchInfo configure(Params& p, const void* kernel, bool training) {
       return info;
     }
   }
-  throw Error(format_message("FullyFusedMLP: the network (width {}, input {}, output {}) does not fit the "
-                          "device's {} bytes of shared memory per block", p.width, p.in_w, p.out_w, lim.smem_optin));
+  throw DeviceLimitError(format_message("FullyFusedMLP: the network (width {}, input {}, output {}) does not fit the "
+                          "device's {} bytes of shared memory per block ({})", p.width, p.in_w, p.out_w, lim.smem_optin,
+                          current_attributes().name));
 }
 
 

@@ -60,6 +60,9 @@ using AccFrag = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 template <typename T>
 __device__ __forceinline__ void multiply_tile(const uint16_t* As, const uint16_t* Bs, int wm, int wn,
                                               AccFrag (&acc)[WM / 16][WN / 16]) {
+  if constexpr (!ptx::mma_type_supported<T>()) {
+    __trap();  // bf16 before sm_80: gemm() does not choose this kernel there
+  } else {
 #pragma unroll
   for (int kk = 0; kk < BK; kk += 16) {
     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a[WM / 16];
@@ -74,6 +77,7 @@ __device__ __forceinline__ void multiply_tile(const uint16_t* As, const uint16_t
     for (int i = 0; i < WM / 16; ++i)
 #pragma unroll
       for (int j = 0; j < WN / 16; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+  }
   }
 }
 

@@ -271,18 +271,14 @@ void launch_grid_forward(const GridLayout& g, const uint16_t* params_half, const
       const size_t smem = tile_shared_bytes<D>(g) + (u ? sizeof(float) * kTileRows * D : 0);
       const auto* table = reinterpret_cast<const __half*>(params_half);
       constexpr auto entries = grid::TableLoads::entries, groups = grid::TableLoads::groups;
-      if (u && (F > 2 || table_in_l2))
-        grid_forward_kernel<D, F, OutT, entries, true><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
-                                                                                 out_stride, l0, u, u_stride);
-      else if (u)
-        grid_forward_kernel<D, F, OutT, groups, true><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
-                                                                                out_stride, l0, u, u_stride);
-      else if (F > 2 || table_in_l2)  // (F > 2 reads whole entries either way)
-        grid_forward_kernel<D, F, OutT, entries><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
-                                                                           out_stride, l0);
-      else
-        grid_forward_kernel<D, F, OutT, groups><<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out,
-                                                                          out_stride, l0);
+      // (F > 2 reads whole entries either way)
+      const bool whole_entries = F > 2 || table_in_l2;
+      auto* kernel = u ? (whole_entries ? &grid_forward_kernel<D, F, OutT, entries, true>
+                                        : &grid_forward_kernel<D, F, OutT, groups, true>)
+                       : (whole_entries ? &grid_forward_kernel<D, F, OutT, entries>
+                                        : &grid_forward_kernel<D, F, OutT, groups>);
+      detail::allow_dynamic_shared_memory("grid_encode", reinterpret_cast<const void*>(kernel), smem);
+      kernel<<<grid, block, smem, cs>>>(g, table, in, in_stride, batch, out, out_stride, l0, u, u_stride);
     });
   });
   TESSERA_CUDA_CHECK_LAUNCH("grid_forward_kernel");
@@ -313,7 +309,10 @@ void grid_encode_backward(const GridLayout& g, const uint16_t* params_half, cons
       constexpr uint32_t D = decltype(d)::value, F = decltype(f)::value;
       // fp32 gradient tables: see for_level_groups.
       for_level_groups<F>(g, sizeof(float), [&](uint32_t l0, uint32_t l1) {
-        grid_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), tile_shared_bytes<D>(g), cs>>>(
+        const size_t smem = tile_shared_bytes<D>(g);
+        detail::allow_dynamic_shared_memory("grid_encode_backward",
+                                            reinterpret_cast<const void*>(&grid_backward_params_kernel<D, F>), smem);
+        grid_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), smem, cs>>>(
             g, in, in_stride, batch, dL_dout, dout_stride, dL_dparams, vector_atomics, l0);
       });
     });
@@ -344,6 +343,9 @@ void grid_encode_backward_backward(const GridLayout& g, const uint16_t* params_h
       for_level_groups<F>(g, sizeof(float), [&](uint32_t l0, uint32_t l1) {
         const size_t smem = tile_shared_bytes<D>(g) + sizeof(float) * kTileRows * D +
                             (dL_dout_first ? sizeof(float) * kTileRows * (g.output_width() + 1) : 0);
+        detail::allow_dynamic_shared_memory(
+            "grid_encode_backward_backward",
+            reinterpret_cast<const void*>(&grid_backward_backward_params_kernel<D, F>), smem);
         grid_backward_backward_params_kernel<D, F><<<tiles_for(batch), kTileRows * (l1 - l0), smem, cs>>>(
             g, in, in_stride, batch, dL_dout, dout_stride, dL_ddLdin, ddin_stride, dL_dout_first, first_stride,
             dL_dparams, vector_atomics, l0);

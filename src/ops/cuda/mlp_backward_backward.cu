@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "device_attributes.h"
+#include "tessera/ops/fused_mlp.h"
 #include "mma_fragments.h"
 #include "ptx.h"
 #include "stream.h"
@@ -408,6 +409,8 @@ const void* kernel_for_width(int W) {
 std::string mlp_backward_backward_rejects(const MlpShape& s) {
   if (s.width != 16 && s.width != 32 && s.width != 64 && s.width != 128)
     return "the width is " + std::to_string(s.width) + " (16, 32, 64 or 128 on CUDA)";
+  if (detail::compute_capability() < 80)
+    return "its weight gradients are bf16 tensor-core products, which need a compute capability 8.0 or later GPU";
   BbParams p{};
   p.in_pad = int(s.input_padded()), p.out_pad = int(s.output_padded()), p.n_hidden = int(s.n_hidden_layers);
   const size_t bytes = ((smem_weight_halves(p, int(s.width)) * 2 + 15) / 16) * 16 + warp_slot_bytes(p, int(s.width));
@@ -423,7 +426,12 @@ void mlp_backward_backward(Stream& stream, const MlpShape& s, MlpActivations act
                            const float* dL_ddLdin, size_t ddin_stride, float* dL_ddLdout, size_t ddout_stride,
                            float* dL_dparams, bool accumulate, float* dL_din, size_t din_stride) {
   const std::string why = mlp_backward_backward_rejects(s);
-  TESSERA_CHECK(why.empty(), "mlp_backward_backward on CUDA: this network cannot run: {}", why);
+  if (!why.empty()) {
+    const std::string message = format_message("mlp_backward_backward on {}: this network cannot run: {}",
+                                               detail::current_attributes().name, why);
+    if (fused_width_supported(s.width)) throw DeviceLimitError(message);  // the GPU's limits
+    throw Error(message);
+  }
   if (batch == 0) {
     if (dL_dparams && !accumulate) TESSERA_CUDA_CHECK(cudaMemsetAsync(dL_dparams, 0, s.n_params() * 4, detail::native_stream(&stream)));
     return;

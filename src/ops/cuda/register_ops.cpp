@@ -21,6 +21,7 @@
 #include "tessera/ops/matrix.h"
 #include "tessera/ops/nerf.h"
 #include "ops/cuda/cuda_kernels.h"
+#include "ops/cuda/device_attributes.h"
 #include "tessera/ops/optimizers.h"
 
 namespace tessera::ops::cuda {
@@ -67,6 +68,9 @@ FusedTrainArgs unwrap(const MlpShape& shape, const FusedMlpTrainArgs& a, Stream&
   }
   return k;
 }
+// bf16 tensor-core products need compute capability 8.0.
+bool bf16_needs_newer_gpu(const ConvDesc& d) { return d.type == DType::bf16 && detail::compute_capability() < 80; }
+
 // The CUDA conv algorithms of each op, plus the CUDA kernels' own limits.
 void check_cuda_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo) {
   if (op == ConvOp::backward_weight)
@@ -79,6 +83,8 @@ void check_cuda_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo) {
                 "{}: the CUDA im2col_gemm takes groups = 1 (got {}); use direct", to_string(op), d.groups);
   if (algo == ConvAlgo::implicit_gemm) {
     const std::string why = implicit_gemm_rejects(op, d);
+    if (!why.empty() && bf16_needs_newer_gpu(d))
+      throw DeviceLimitError(format_message("{} on {}: {}", to_string(op), detail::current_attributes().name, why));
     TESSERA_CHECK(why.empty(), "{}: {}; use im2col_gemm or direct", to_string(op), why);
   }
 }
@@ -88,6 +94,7 @@ void check_cuda_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo) {
 std::string implicit_gemm_rejects(ConvOp op, const ConvDesc& d) {
   if (d.layout != ConvLayout::nhwc || (d.type != DType::f16 && d.type != DType::bf16))
     return "the CUDA implicit_gemm takes fp16 or bf16 NHWC tensors (tensor cores)";
+  if (bf16_needs_newer_gpu(d)) return "the CUDA implicit_gemm takes bf16 on compute capability 8.0 and later GPUs only";
   if (d.groups != 1) return "the CUDA implicit_gemm takes groups = 1";
   if (d.C % 8 != 0 || d.K % 8 != 0)
     return fmt::format("the CUDA implicit_gemm needs C and K multiples of 8 (16-byte copies; got C {}, K {})", d.C, d.K);
