@@ -79,6 +79,15 @@ DeviceAttributes read_attributes(int device) {
   a.total_memory = p.totalGlobalMem;
   a.shared_memory_per_block_optin = p.sharedMemPerBlockOptin;
   a.l2_cache_bytes = size_t(p.l2CacheSize);
+  // Kernels are chosen by the compute capability of the code that runs, which is below the
+  // GPU's where the build has only older code for it (PTX of compute_75 on an H200): the
+  // newer instructions' stand-ins are what that code has.
+  const CudaCodeForDevice code = cuda_code_for_device(cuda_architectures(), p.major * 10 + p.minor);
+  if (code.kind != CudaCodeForDevice::Kind::none && code.arch < p.major * 10 + p.minor) {
+    a.compute_major = code.arch / 10;
+    a.compute_minor = code.arch % 10;
+    a.name += format_message(" (running {})", code.describe());
+  }
   return apply_device_profile(a, device_profile_from_environment());
 }
 
@@ -121,6 +130,8 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return nullptr;
     make_current();
     const cudaError_t e = cudaMalloc(&p, bytes);
+    // Any other error is an earlier kernel's (sticky) failure, not a lack of memory.
+    if (e != cudaSuccess && e != cudaErrorMemoryAllocation) TESSERA_CUDA_CHECK(e);
     if (e != cudaSuccess) {
       cudaGetLastError();
       size_t free_b = 0, total_b = 0;

@@ -117,17 +117,16 @@ const char* device_cannot_run(GemmKernel kernel, const GemmDesc& d) {
 // Why `kernel` cannot run `d` here, or nullptr when it can.
 const char* cannot_run(GemmKernel kernel, const GemmDesc& d, const detail::GemmParams& p) {
   const bool half_inputs = d.a.type == DType::f16 || d.a.type == DType::bf16;
-  if (const char* why = device_cannot_run(kernel, d)) return why;
   switch (kernel) {
     case GemmKernel::simt:
       return d.a.type == DType::f32 ? nullptr : "the simt kernel takes fp32 inputs only";
     case GemmKernel::tf32x3:
       if (d.a.type != DType::f32) return "the tf32x3 kernel takes fp32 inputs only";
       if (d.c.type != DType::f32) return "the tf32x3 kernel writes fp32 C only";
-      return nullptr;
+      return device_cannot_run(kernel, d);
     case GemmKernel::wmma:
       if (!half_inputs) return "the wmma kernel takes fp16 or bf16 inputs only";
-      return nullptr;
+      return device_cannot_run(kernel, d);
     case GemmKernel::wgmma:
 #ifdef TESSERA_HAS_WGMMA
       if (!half_inputs) return "the wgmma kernel takes fp16 or bf16 inputs only";
@@ -201,9 +200,11 @@ void gemm(Stream& stream, const GemmDesc& d, const void* A, const void* B, void*
   check_dimensions(d);
   detail::GemmParams p = make_params(d, A, B, C);
   p.stream = static_cast<cudaStream_t>(stream.native());
-  if (const char* why = device_cannot_run(kernel, d))
-    throw DeviceLimitError(format_message("gemm on {}: {}", detail::current_attributes().name, why));
-  if (const char* why = cannot_run(kernel, d, p)) throw Error(format_message("gemm: {}", why));
+  if (const char* why = cannot_run(kernel, d, p)) {
+    if (why == device_cannot_run(kernel, d))  // the GPU's limit, not the call's
+      throw DeviceLimitError(format_message("gemm on {}: {}", detail::current_attributes().name, why));
+    throw Error(format_message("gemm: {}", why));
+  }
   switch (kernel) {
     case GemmKernel::simt:
       detail::launch_simt_gemm(p);
