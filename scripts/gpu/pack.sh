@@ -9,6 +9,8 @@
 # (/root/build stays while the machine is warm: later calls need not carry it again).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# (A build of every architecture, the default, does not fit the limit: build the GPU's own,
+# e.g. make build CUDA_ARCHS=90-real, or cmake -DTESSERA_CUDA_ARCHS=90 in another folder.)
 BUILD=${BUILD:-build}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the GPU host over binaries built here (`make build`; sm_90, static CUDA runtime;
+# Runs on the GPU host over binaries built here (`make build CUDA_ARCHS=90-real` for the
+# H100/H200, a quarter of the default build's size; static CUDA runtime;
 # scripts/gpu/pack.sh packs them under the carry limit):
 # prints the GPU, runs the gpu-labelled tests, the MLP benchmark, and optionally
 # compute-sanitizer. Logs go to $OUT (or ./gpu_out); a short table is printed last.

@@ -518,8 +518,10 @@ void conv2d_backward_weight_implicit_gemm(Stream& stream, const ConvDesc& d, con
     if (dbias) {
       TESSERA_CUDA_CHECK(cudaMemsetAsync(dbias, 0, size_t(g.K) * sizeof(float), s));
       const unsigned blocks = unsigned(std::clamp<long long>(pixels * g.K / 4096, 1, 2LL * detail::sm_count()));
-      bias_grad_nhwc_kernel<T><<<blocks, 256, size_t(g.K) * sizeof(float), s>>>(static_cast<const T*>(dz), pixels,
-                                                                             g.K, dbias);
+      const size_t sums_bytes = size_t(g.K) * sizeof(float);  // a partial sum per output channel
+      detail::allow_dynamic_shared_memory("conv bias gradient",
+                                          reinterpret_cast<const void*>(&bias_grad_nhwc_kernel<T>), sums_bytes);
+      bias_grad_nhwc_kernel<T><<<blocks, 256, sums_bytes, s>>>(static_cast<const T*>(dz), pixels, g.K, dbias);
       TESSERA_CUDA_CHECK_LAUNCH("conv bias_grad_nhwc_kernel");
     }
   });
