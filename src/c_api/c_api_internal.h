@@ -28,7 +28,9 @@ tessera_status guarded(Body&& body) noexcept {
   } catch (const Error& e) {
     set_error(e.message());
     const std::string& m = e.message();
-    if (m.find("out of memory") != std::string::npos) return TESSERA_ERROR_OUT_OF_MEMORY;
+    // The backends' words: "out of GPU memory on cuda:0: ...", "out of host memory ...".
+    for (const char* words : {"out of memory", "out of GPU memory", "out of host memory"})
+      if (m.find(words) != std::string::npos) return TESSERA_ERROR_OUT_OF_MEMORY;
     // Failures of the CUDA runtime, as cuda_check.h words them.
     if (m.rfind("CUDA call", 0) == 0 || m.rfind("launch of kernel", 0) == 0) return TESSERA_ERROR_RUNTIME;
     return TESSERA_ERROR_INVALID_ARGUMENT;

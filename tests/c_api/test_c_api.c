@@ -234,6 +234,12 @@ int main(int argc, char** argv) {
   const char* devices = NULL;
   OK(tessera_available_devices(&devices));
   printf("tessera %s, devices %s\n", tessera_version(), devices ? devices : "?");
+  /* The machine report: JSON with the version and, per GPU, the kernels it takes. */
+  const char* info = NULL;
+  OK(tessera_info(&info));
+  EXPECT(info && strstr(info, "\"version\"") && strstr(info, "\"cuda_devices\""), "info: %s", info ? info : "(null)");
+  EXPECT(strstr(devices, "cuda:") == NULL || strstr(info, "\"kernels\""), "info has no kernels: %s", info);
+  EXPECT(tessera_info(NULL) == TESSERA_ERROR_INVALID_ARGUMENT, "a null out-pointer is refused");
   if (strcmp(argv[1], "cpu") == 0) module_gradients(), nerf_default_config();
   trainer_fit(argv[1], argv[2]);
   if (failures) fprintf(stderr, "%d failure(s)\n", failures);

@@ -1,5 +1,6 @@
-// The CUDA backend's kernel families on the current device (tessera/ops/kernel_choices.h):
-// asked of the same plan functions the ops launch by, never restated.
+// The CUDA backend's kernel families on the current device (tessera/ops/system_info.h). The
+// fused MLP and second-backward lines ask the plan functions those ops launch by; the GEMM
+// lines state the rule gemm_kernel_for applies (wgmma on 9.0, bf16 and TF32 from 8.0).
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
