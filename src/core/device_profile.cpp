@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/cuda_code.h"
 #include "tessera/core/error.h"
 
 namespace tessera::detail {
@@ -36,6 +37,19 @@ DeviceAttributes apply_device_profile(DeviceAttributes a, const std::string& nam
   a.sm_count = std::min(a.sm_count, it->sm_count);
   a.shared_memory_per_block_optin = std::min(a.shared_memory_per_block_optin, it->shared_memory_per_block_optin);
   a.l2_cache_bytes = std::min(a.l2_cache_bytes, it->l2_cache_bytes);
+  return a;
+}
+
+DeviceAttributes plan_attributes(DeviceAttributes a, const std::string& archs, const std::string& profile) {
+  const int real_cc = a.compute_major * 10 + a.compute_minor;
+  const CudaCodeForDevice code = cuda_code_for_device(archs, real_cc);
+  const bool older_code = code.kind != CudaCodeForDevice::Kind::none && code.arch < real_cc;
+  if (older_code) a.name += format_message(" (running {})", code.describe());
+  a = apply_device_profile(a, profile);
+  if (older_code && a.compute_major * 10 + a.compute_minor > code.arch) {
+    a.compute_major = code.arch / 10;
+    a.compute_minor = code.arch % 10;
+  }
   return a;
 }
 

@@ -26,6 +26,12 @@ const std::vector<DeviceProfile>& device_profiles();
 // Throws naming the known profiles when `name` is not one; an empty name changes nothing.
 DeviceAttributes apply_device_profile(DeviceAttributes a, const std::string& name);
 
+// What the kernels' plans are sized by on a GPU whose own limits are `real`: the compute
+// capability of the build's code it runs (`archs`, as cuda_code_for_device takes them) where
+// that is older than the GPU (compute_75 PTX on an H200: the stand-ins are what that code
+// has), then the profile named `profile`, which never claims more than that older code has.
+DeviceAttributes plan_attributes(DeviceAttributes real, const std::string& archs, const std::string& profile);
+
 // The profile TESSERA_CUDA_PROFILE names ("" when unset).
 std::string device_profile_from_environment();
 

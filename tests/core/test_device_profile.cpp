@@ -61,5 +61,19 @@ TEST(DeviceProfile, NoProfileChangesNothingAndAnUnknownOneIsNamed) {
   }
 }
 
+TEST(DeviceProfile, PlansFollowTheCodeThatRunsAndAProfileNeverClaimsMore) {
+  // The default build's own sm_90 code: the H200 as it is, or as any profile says.
+  const std::string all = "75-real,80-real,86-real,89-real,90-real,100-real,110-real,120";
+  EXPECT_EQ(plan_attributes(h200(), all, "").compute_major, 9);
+  EXPECT_EQ(plan_attributes(h200(), all, "rtx5090").compute_major, 12);
+  // Only compute_75 PTX: planned as Turing, named so, and a newer profile cannot lift it.
+  const DeviceAttributes ptx = plan_attributes(h200(), "75-virtual", "");
+  EXPECT_EQ(ptx.compute_major * 10 + ptx.compute_minor, 75);
+  EXPECT_NE(ptx.name.find("running compute_75 PTX"), std::string::npos) << ptx.name;
+  const DeviceAttributes ptx_5090 = plan_attributes(h200(), "75-virtual", "rtx5090");
+  EXPECT_EQ(ptx_5090.compute_major * 10 + ptx_5090.compute_minor, 75);
+  EXPECT_EQ(ptx_5090.shared_memory_per_block_optin, 101376u);
+}
+
 }  // namespace
 }  // namespace tessera::detail

@@ -79,16 +79,7 @@ DeviceAttributes read_attributes(int device) {
   a.total_memory = p.totalGlobalMem;
   a.shared_memory_per_block_optin = p.sharedMemPerBlockOptin;
   a.l2_cache_bytes = size_t(p.l2CacheSize);
-  // Kernels are chosen by the compute capability of the code that runs, which is below the
-  // GPU's where the build has only older code for it (PTX of compute_75 on an H200): the
-  // newer instructions' stand-ins are what that code has.
-  const CudaCodeForDevice code = cuda_code_for_device(cuda_architectures(), p.major * 10 + p.minor);
-  if (code.kind != CudaCodeForDevice::Kind::none && code.arch < p.major * 10 + p.minor) {
-    a.compute_major = code.arch / 10;
-    a.compute_minor = code.arch % 10;
-    a.name += format_message(" (running {})", code.describe());
-  }
-  return apply_device_profile(a, device_profile_from_environment());
+  return plan_attributes(a, cuda_architectures(), device_profile_from_environment());
 }
 
 // The kernels cannot load on a GPU the build has no code for: say so once, with the fix,
