@@ -15,7 +15,7 @@ BUILD=${BUILD:-build}
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/build/tests" .gpu/lib
-for f in tessera libtessera.so tests/tessera_gpu_tests tests/tessera_backend_ops_tests; do
+for f in tessera libtessera.so tests/tessera_gpu_tests tests/tessera_backend_ops_tests tests/test_c_api; do
   strip -o "$stage/build/$f" "$BUILD/$f"
 done
 tar cf - -C "$stage" build | xz -T1 --lzma2=preset=6,dict=192MiB > .gpu/build.txz.tmp
