@@ -1,4 +1,4 @@
-// ConvDesc arithmetic and the checks every backend's conv ops run first.
+// ConvDesc arithmetic, the algorithms' names and where their math applies.
 #include <utility>
 
 #include "tessera/core/error.h"
@@ -64,27 +64,26 @@ uint32_t out_extent(uint32_t in, uint32_t kernel, uint32_t pad, uint32_t dilatio
 uint32_t ConvDesc::P() const { return out_extent(H, R, pad_h, dilation_h, stride_h); }
 uint32_t ConvDesc::Q() const { return out_extent(W, S, pad_w, dilation_w, stride_w); }
 
-void check_conv(const ConvDesc& d) {
-  TESSERA_CHECK(d.N >= 1 && d.C >= 1 && d.H >= 1 && d.W >= 1, "conv: input N, C, H, W must be at least 1 (got {}, {}, {}, {})",
-                d.N, d.C, d.H, d.W);
-  TESSERA_CHECK(d.K >= 1, "conv: K (output channels) must be at least 1");
-  TESSERA_CHECK(d.R >= 1 && d.S >= 1 && d.R <= 7 && d.S <= 7, "conv: kernel {}x{} out of range; R and S are 1 to 7",
+void check_conv(const ConvDesc& d, const char* op) {
+  TESSERA_CHECK(d.N >= 1 && d.C >= 1 && d.H >= 1 && d.W >= 1,
+                "{}: input N, C, H, W must be at least 1 (got {}, {}, {}, {})", op, d.N, d.C, d.H, d.W);
+  TESSERA_CHECK(d.K >= 1, "{}: K (output channels) must be at least 1", op);
+  TESSERA_CHECK(d.R >= 1 && d.S >= 1 && d.R <= 7 && d.S <= 7, "{}: kernel {}x{} out of range; R and S are 1 to 7", op,
                 d.R, d.S);
-  TESSERA_CHECK(d.stride_h >= 1 && d.stride_w >= 1, "conv: stride must be at least 1");
-  TESSERA_CHECK(d.dilation_h >= 1 && d.dilation_w >= 1, "conv: dilation must be at least 1");
-  TESSERA_CHECK(d.groups == 1 || d.groups == d.C, "conv: groups {} not supported; valid: 1 or C ({}, depthwise)",
+  TESSERA_CHECK(d.stride_h >= 1 && d.stride_w >= 1, "{}: stride must be at least 1", op);
+  TESSERA_CHECK(d.dilation_h >= 1 && d.dilation_w >= 1, "{}: dilation must be at least 1", op);
+  TESSERA_CHECK(d.groups == 1 || d.groups == d.C, "{}: groups {} not supported; valid: 1 or C ({}, depthwise)", op,
                 d.groups, d.C);
-  TESSERA_CHECK(d.K % d.groups == 0, "conv: K {} must be a multiple of groups {}", d.K, d.groups);
+  TESSERA_CHECK(d.K % d.groups == 0, "{}: K {} must be a multiple of groups {}", op, d.K, d.groups);
   TESSERA_CHECK(d.type == DType::f32 || d.type == DType::f16 || d.type == DType::bf16,
-                "conv: type {} not supported; valid: f32, f16, bf16", to_string(d.type));
+                "{}: type {} not supported; valid: f32, f16, bf16", op, to_string(d.type));
   TESSERA_CHECK(d.P() >= 1 && d.Q() >= 1,
-                "conv: the {}x{} kernel (dilation {}x{}) does not fit the {}x{} input padded by {}x{}", d.R, d.S,
+                "{}: the {}x{} kernel (dilation {}x{}) does not fit the {}x{} input padded by {}x{}", op, d.R, d.S,
                 d.dilation_h, d.dilation_w, d.H, d.W, d.pad_h, d.pad_w);
-  TESSERA_CHECK(d.input_elements() < (1ull << 40) && d.output_elements() < (1ull << 40), "conv: tensors too large");
+  TESSERA_CHECK(d.input_elements() < (1ull << 40) && d.output_elements() < (1ull << 40), "{}: tensors too large", op);
 }
 
-void check_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo, const char* backend,
-                     std::initializer_list<ConvAlgo> available) {
+void require_conv_algo(ConvOp op, ConvAlgo algo, const char* backend, std::initializer_list<ConvAlgo> available) {
   std::string valid;
   bool found = false;
   for (ConvAlgo a : available) {
@@ -93,49 +92,6 @@ void check_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo, const char* ba
   }
   TESSERA_CHECK(found, "{}: algorithm {} is not available on the {} backend; valid: {}", to_string(op),
                 to_string(algo), backend, valid);
-  const std::string why = conv_algo_rejects(algo, op, d);
-  TESSERA_CHECK(why.empty(), "{}: algorithm {} does not apply: {}", to_string(op), to_string(algo), why);
-}
-
-namespace {
-void check_tensor(const TensorView& v, const char* what, const ConvDesc& d, size_t elements) {
-  TESSERA_CHECK(!v.empty(), "{}: no data given", what);
-  TESSERA_CHECK(v.dtype == d.type, "{}: {} data where the descriptor says {}", what, to_string(v.dtype),
-                to_string(d.type));
-  TESSERA_CHECK(v.numel() >= elements, "{}: {} elements where {} are needed", what, v.numel(), elements);
-  TESSERA_CHECK(v.contiguous(), "{}: must be contiguous", what);
-}
-}  // namespace
-
-void check_conv_forward_views(const ConvDesc& d, const TensorView& x, const TensorView& w, const TensorView& bias,
-                              const TensorView& y) {
-  check_conv(d);
-  check_tensor(x, "conv2d_forward: x", d, d.input_elements());
-  check_tensor(w, "conv2d_forward: w", d, d.filter_elements());
-  check_tensor(y, "conv2d_forward: y", d, d.output_elements());
-  if (!bias.empty()) check_view(bias, "conv2d_forward: bias", DType::f32, d.K);
-}
-
-void check_conv_backward_data_views(const ConvDesc& d, Activation below, const TensorView& dz, const TensorView& w,
-                                    const TensorView& x, const TensorView& dx) {
-  check_conv(d);
-  TESSERA_CHECK(!activation_needs_input(below),
-                "conv2d_backward_data: the activation below ({}) needs its input for its derivative; apply it "
-                "separately",
-                to_string(below));
-  check_tensor(dz, "conv2d_backward_data: dz", d, d.output_elements());
-  check_tensor(w, "conv2d_backward_data: w", d, d.filter_elements());
-  if (below != Activation::None) check_tensor(x, "conv2d_backward_data: x", d, d.input_elements());
-  check_tensor(dx, "conv2d_backward_data: dx", d, d.input_elements());
-}
-
-void check_conv_backward_weight_views(const ConvDesc& d, const TensorView& x, const TensorView& dz,
-                                      const TensorView& dw, const TensorView& dbias) {
-  check_conv(d);
-  check_tensor(x, "conv2d_backward_weight: x", d, d.input_elements());
-  check_tensor(dz, "conv2d_backward_weight: dz", d, d.output_elements());
-  check_tensor(dw, "conv2d_backward_weight: dw", d, d.filter_elements());
-  if (!dbias.empty()) check_view(dbias, "conv2d_backward_weight: dbias", DType::f32, d.K);
 }
 
 }  // namespace tessera::ops

@@ -75,7 +75,7 @@ TEST(TensorView, OpsNameTheWrongArgument) {
   msg = test::error_of([&] {
     ops::call<ops::MatrixAxpby>(DeviceKind::cpu, 1.0f, a.columns(0, 2), 0.0f, a);
   });
-  EXPECT_NE(msg.find("src is 4x2 but dst is 4x3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("matrix_axpby: src is 4x2, expected 4x3"), std::string::npos) << msg;
 }
 
 }  // namespace

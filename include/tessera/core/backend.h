@@ -15,6 +15,7 @@
 
 #include "tessera/core/device.h"
 #include "tessera/core/error.h"
+#include "tessera/core/op_contract.h"
 
 namespace tessera {
 
@@ -64,8 +65,10 @@ class Stream {
 };
 
 // Ops are tag types: `struct AdamStep { static constexpr const char* name = "adam_step";
-// using Fn = void(Stream&, ...); };`. A backend registers one function per op it
-// supports; callers dispatch through ops::call<Op>(stream, ...) (ops/dispatch.h).
+// using Fn = void(Stream&, ...); static Contract<Fn> check; };`. A backend registers one
+// function per op it supports; callers dispatch through ops::call<Op>(stream, ...)
+// (ops/dispatch.h), which runs Op::check first.
+// (Contract: core/op_contract.h.)
 class Backend {
  public:
   virtual ~Backend() = default;

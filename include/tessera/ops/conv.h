@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/activation.h"
 
@@ -60,24 +61,25 @@ struct ConvDesc {
   size_t output_elements() const { return size_t(N) * K * P() * Q(); }
 };
 
-// Throws tessera::Error naming the argument that is wrong (zero sizes, a kernel larger than
-// the padded input, groups other than 1 or C, K not a multiple of groups, ...).
-void check_conv(const ConvDesc& d);
+// Throws tessera::Error, starting with `op`, naming the argument that is wrong (zero
+// sizes, a kernel larger than the padded input, groups other than 1 or C, K not a multiple
+// of groups, ...). Every conv op's contract runs it.
+void check_conv(const ConvDesc& d, const char* op = "conv");
 
 // Whether the algorithm's math applies to the op and shape (on any backend): "" when it
 // does, else why not (e.g. "Winograd needs a 3x3 kernel, stride 1, dilation 1, groups 1").
 std::string conv_algo_rejects(ConvAlgo a, ConvOp op, const ConvDesc& d);
 // For backends: throws unless `algo` is among those the backend has for the op
-// (`available`) and its math applies to the shape; the message names the op, the backend,
-// the algorithm and the choices.
-void check_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo, const char* backend,
-                     std::initializer_list<ConvAlgo> available);
+// (`available`); the message names the op, the backend, the algorithm and the choices.
+// (Whether a named algorithm's math applies is the op's contract.)
+void require_conv_algo(ConvOp op, ConvAlgo algo, const char* backend, std::initializer_list<ConvAlgo> available);
 
 // y = activation(conv(x, w) + bias); bias may be an empty view (none).
 struct Conv2dForward {
   static constexpr const char* name = "conv2d_forward";
   using Fn = void(Stream&, const ConvDesc& d, Activation activation, const TensorView& x, const TensorView& w,
                   const TensorView& bias, const TensorView& y);
+  static Contract<Fn> check;
 };
 
 // dx = conv^T(dz, w) (dz: the gradient of this layer's pre-activation output), times the
@@ -88,6 +90,7 @@ struct Conv2dBackwardData {
   static constexpr const char* name = "conv2d_backward_data";
   using Fn = void(Stream&, const ConvDesc& d, Activation below, const TensorView& dz, const TensorView& w,
                   const TensorView& x, const TensorView& dx);
+  static Contract<Fn> check;
 };
 
 // dw = the filters' gradient from x and dz; dbias (optional, empty view: none) = dz summed
@@ -96,14 +99,7 @@ struct Conv2dBackwardWeight {
   static constexpr const char* name = "conv2d_backward_weight";
   using Fn = void(Stream&, const ConvDesc& d, const TensorView& x, const TensorView& dz, const TensorView& dw,
                   const TensorView& dbias);
+  static Contract<Fn> check;
 };
-
-// Checks the views against the descriptor; throw naming the op and the argument.
-void check_conv_forward_views(const ConvDesc& d, const TensorView& x, const TensorView& w, const TensorView& bias,
-                              const TensorView& y);
-void check_conv_backward_data_views(const ConvDesc& d, Activation below, const TensorView& dz, const TensorView& w,
-                                    const TensorView& x, const TensorView& dx);
-void check_conv_backward_weight_views(const ConvDesc& d, const TensorView& x, const TensorView& dz,
-                                      const TensorView& dw, const TensorView& dbias);
 
 }  // namespace tessera::ops

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 #include "tessera/core/hd.h"
 #include "tessera/ops/grid_layout.h"
@@ -54,12 +55,14 @@ GridLayout make_grid_layout(uint32_t n_dims, uint32_t n_levels, uint32_t n_featu
 struct ElementwiseEncode {
   static constexpr const char* name = "elementwise_encode";
   using Fn = void(Stream&, const ElementwiseEncoding& e, const TensorView& in, const TensorView& out);
+  static Contract<Fn> check;
 };
 // Writes dL_din [batch, n_dims] (overwrite).
 struct ElementwiseEncodeBackward {
   static constexpr const char* name = "elementwise_encode_backward";
   using Fn = void(Stream&, const ElementwiseEncoding& e, const TensorView& in, const TensorView& dL_dout,
                   const TensorView& dL_din);
+  static Contract<Fn> check;
 };
 // The second backward through ElementwiseEncodeBackward's input gradient (no parameters):
 // given dL_ddLdin [batch, n_dims], writes dL_ddLdout [batch, width] and the second-order
@@ -68,17 +71,20 @@ struct ElementwiseEncodeBackwardBackward {
   static constexpr const char* name = "elementwise_encode_backward_backward";
   using Fn = void(Stream&, const ElementwiseEncoding& e, const TensorView& in, const TensorView& dL_dout,
                   const TensorView& dL_ddLdin, const TensorView& dL_ddLdout, const TensorView& dL_din);
+  static Contract<Fn> check;
 };
 struct GridEncode {
   static constexpr const char* name = "grid_encode";
   using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
                   const TensorView& in, const TensorView& out);
+  static Contract<Fn> check;
 };
 // fp16 output for consumers that read fp16 (the fused MLP).
 struct GridEncodeHalf {
   static constexpr const char* name = "grid_encode_half";
   using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
                   const TensorView& in, const TensorView& out);
+  static Contract<Fn> check;
 };
 // Adds into dL_dparams [n_params] unless empty; writes dL_din [batch, n_dims] (overwrite)
 // unless empty.
@@ -87,6 +93,7 @@ struct GridEncodeBackward {
   using Fn = void(Stream&, const GridLayout& g, const TensorView& params, const TensorView& params_half,
                   const TensorView& in, const TensorView& dL_dout, const TensorView& dL_dparams,
                   const TensorView& dL_din);
+  static Contract<Fn> check;
 };
 // The second backward through GridEncodeBackward's input gradient (tiny-cuda-nn's
 // backward_backward_input, for losses on dL/d(in) such as an eikonal term): given
@@ -101,14 +108,7 @@ struct GridEncodeBackwardBackward {
                   const TensorView& in, const TensorView& dL_dout, const TensorView& dL_ddLdin,
                   const TensorView& dL_ddLdout, const TensorView& dL_dparams, const TensorView& dL_din,
                   const TensorView& dL_dout_first);
+  static Contract<Fn> check;
 };
-// Checks an encoding's input and output views (types, widths, equal batch): the batch.
-size_t check_encoding_views(const char* op, uint32_t in_width, uint32_t out_width, const TensorView& in,
-                            const TensorView& out, DType out_dtype = DType::f32);
-// GridEncodeBackwardBackward's views (the optional outputs where not empty): the batch.
-size_t check_grid_backward_backward(const GridLayout& g, const TensorView& params, const TensorView& in,
-                                    const TensorView& dL_dout, const TensorView& dL_ddLdin,
-                                    const TensorView& dL_ddLdout, const TensorView& dL_dparams,
-                                    const TensorView& dL_din, const TensorView& dL_dout_first);
 
 }  // namespace tessera::ops

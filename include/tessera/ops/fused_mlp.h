@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/grid_layout.h"
 #include "tessera/ops/loss_kind.h"
@@ -70,6 +71,7 @@ struct FusedMlpInference {
   static constexpr const char* name = "fused_mlp_inference";
   using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const TensorView& weights,
                   const TensorView& input, const TensorView& output, const FusedMlpOptions& options);
+  static Contract<Fn> check;
 };
 // A training launch: the loss inside the kernel (target + loss) or an upstream gradient
 // (dL_doutput); output and dL_dinput are optional (empty views).
@@ -93,16 +95,19 @@ struct FusedMlpTrain {
   static constexpr const char* name = "fused_mlp_train";
   using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const FusedMlpTrainArgs& args,
                   Workspace& workspace);
+  static Contract<Fn> check;
 };
 struct FusedMlpAcceptsHalfInput {
   static constexpr const char* name = "fused_mlp_accepts_half_input";
   using Fn = bool(Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                   const FusedMlpOptions& options);
+  static Contract<Fn> check;
 };
 struct FusedMlpAcceptsGridInput {
   static constexpr const char* name = "fused_mlp_accepts_grid_input";
   using Fn = bool(Stream&, const MlpShape& shape, MlpActivations acts, const GridLayout& grid, size_t batch,
                   bool training, const FusedMlpOptions& options);
+  static Contract<Fn> check;
 };
 // Inference from coordinates [batch, n_dims] through the grid into the MLP, one launch.
 struct FusedMlpInferenceGridInput {
@@ -110,18 +115,12 @@ struct FusedMlpInferenceGridInput {
   using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const TensorView& weights,
                   const FusedGridInputViews& grid, const TensorView& coords, const TensorView& output,
                   const FusedMlpOptions& options);
+  static Contract<Fn> check;
 };
-// Checks a fused MLP call's views (every backend's registration calls these). input: fp32
-// or fp16 contiguous rows [batch, input_width], or with a grid the fp32 coordinates [batch,
-// n_dims] (any row stride). output, target and dL_doutput: fp32 [batch, output_width] rows,
-// contiguous or columns of a wider matrix (any row stride, e.g. a branch of a Parallel
-// module). dL_dinput: contiguous fp32 rows [batch, input_width]. Empty views are skipped.
-void check_fused_mlp_inference(const char* op, const MlpShape& shape, const GridLayout* grid,
-                               const TensorView& input, const TensorView& output);
-void check_fused_mlp_train(const MlpShape& shape, const FusedMlpTrainArgs& args);
 struct FusedMlpLaunchInfo {
   static constexpr const char* name = "fused_mlp_launch_info";
   using Fn = FusedLaunchInfo(Stream&, const MlpShape& shape, MlpActivations acts, size_t batch, bool training,
                                    const FusedMlpOptions& options);
+  static Contract<Fn> check;
 };
 }  // namespace tessera::ops

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/activation.h"
 
@@ -37,7 +38,7 @@ using tessera::dtype_size;
 using tessera::to_string;
 // Checks leading dimensions, types and transpose flags; throws tessera::Error naming
 // what is wrong.
-void check_gemm(const GemmDesc& d);
+void check_gemm(const GemmDesc& d, const char* op = "gemm");
 
 // Element strides of a stored operand seen as a rows x cols logical matrix after op:
 // element (r, c) sits at r * row_stride + c * col_stride.
@@ -51,12 +52,12 @@ inline OperandStrides operand_strides(const GemmOperand& o) {
 
 // Op tag (dispatch.h): the backend's fastest kernel for the problem. A, B, C: views of
 // the operands' storage (vectors from the first element of batch entry 0), of the types
-// the descriptor names; check_gemm_views says whether they hold the problem.
+// the descriptor names, holding the problem.
 struct Gemm {
   static constexpr const char* name = "gemm";
   using Fn = void(Stream&, const GemmDesc& d, const TensorView& A, const TensorView& B, const TensorView& C);
+  static Contract<Fn> check;
 };
-void check_gemm_views(const GemmDesc& d, const TensorView& A, const TensorView& B, const TensorView& C);
 
 // A layer of a layer-by-layer MLP as one product: the activation (forward) or the
 // derivative of the layer below's activation (backward) applied as C is written, so no
@@ -77,10 +78,7 @@ struct GemmActivation {
   static constexpr const char* name = "gemm_activation";
   using Fn = void(Stream&, const GemmDesc& d, const GemmEpilogue& e, const TensorView& A, const TensorView& B,
                   const TensorView& C, const TensorView& Y);
+  static Contract<Fn> check;
 };
-// check_gemm_views plus the epilogue's rules; Y is only read for activation_derivative
-// (it may be empty otherwise).
-void check_gemm_activation_views(const GemmDesc& d, const GemmEpilogue& e, const TensorView& A, const TensorView& B,
-                                 const TensorView& C, const TensorView& Y);
 
 }  // namespace tessera::ops

@@ -27,9 +27,9 @@ struct Gemv {
   static constexpr const char* name = "gemv";
   using Fn = void(Stream&, GemvOp op, float alpha, const TensorView& A, const TensorView& x, float beta,
                   const TensorView& y, Activation act);
+  static Contract<Fn> check;
 };
-// The shape of a gemv call from its views, checked (types, extents); throws naming what
-// is wrong.
-GemvShape gemv_shape(GemvOp op, const TensorView& A, const TensorView& x, const TensorView& y);
+// The shape of a gemv call from A's view (the call checked by Gemv::check).
+GemvShape gemv_shape(GemvOp op, const TensorView& A);
 
 }  // namespace tessera::ops

@@ -4,6 +4,7 @@
 // learning rules. fp32.
 #include <cstddef>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera {
@@ -16,6 +17,7 @@ namespace tessera::ops {
 struct Ger {
   static constexpr const char* name = "ger";
   using Fn = void(Stream&, float alpha, const TensorView& x, const TensorView& y, const TensorView& A);
+  static Contract<Fn> check;
 };
 
 }  // namespace tessera::ops

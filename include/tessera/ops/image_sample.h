@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera {
@@ -20,6 +21,7 @@ struct SampleImage {
   static constexpr const char* name = "sample_image";
   using Fn = void(Stream&, const TensorView& image, uint32_t width, uint32_t height, uint64_t seed,
                   const TensorView& xy, const TensorView& rgb);
+  static Contract<Fn> check;
 };
 
 }  // namespace tessera::ops

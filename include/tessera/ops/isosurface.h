@@ -21,6 +21,7 @@ struct IsosurfaceCount {
   // triangle_first: u32 [(res - 1)^3 + 1].
   using Fn = void(Stream&, const TensorView& field, uint32_t res, float threshold, const TensorView& crossings,
                   const TensorView& vertex_first, const TensorView& triangle_first);
+  static Contract<Fn> check;
 };
 
 struct IsosurfaceEmit {
@@ -30,13 +31,7 @@ struct IsosurfaceEmit {
   using Fn = void(Stream&, const TensorView& field, uint32_t res, float threshold, const nerf::Aabb& box,
                   const TensorView& crossings, const TensorView& vertex_first, const TensorView& triangle_first,
                   const TensorView& positions, const TensorView& normals, const TensorView& triangles);
+  static Contract<Fn> check;
 };
-
-// Shape checks shared by the backends (clear errors naming the view).
-void check_isosurface_count_views(const TensorView& field, uint32_t res, const TensorView& crossings,
-                                  const TensorView& vertex_first, const TensorView& triangle_first);
-void check_isosurface_emit_views(const TensorView& field, uint32_t res, const TensorView& crossings,
-                                 const TensorView& vertex_first, const TensorView& triangle_first,
-                                 const TensorView& positions, const TensorView& normals, const TensorView& triangles);
 
 }  // namespace tessera::ops

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/activation.h"
 
@@ -19,9 +20,8 @@ namespace tessera::ops {
 struct MatrixAxpby {
   static constexpr const char* name = "matrix_axpby";
   using Fn = void(Stream&, float alpha, const TensorView& src, float beta, const TensorView& dst);
+  static Contract<Fn> check;
 };
-// Checks: dst an fp32 matrix view, src empty or one of the same shape, rows contiguous.
-void check_matrix_axpby(const char* op, const TensorView& src, const TensorView& dst);
 
 // dz = g * act'(y) elementwise over contiguous fp32 vectors of one length (a layer's output
 // gradient to its pre-activation gradient; y is the layer's output, so act must be one whose
@@ -29,7 +29,7 @@ void check_matrix_axpby(const char* op, const TensorView& src, const TensorView&
 struct ActivationBackward {
   static constexpr const char* name = "activation_backward";
   using Fn = void(Stream&, Activation act, const TensorView& y, const TensorView& g, const TensorView& dz);
+  static Contract<Fn> check;
 };
-void check_activation_backward(Activation act, const TensorView& y, const TensorView& g, const TensorView& dz);
 
 }  // namespace tessera::ops

@@ -8,6 +8,7 @@
 #include "tessera/ops/activation.h"
 #include "tessera/ops/loss_kind.h"
 #include "tessera/ops/mlp_shape.h"
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 
 namespace tessera {
@@ -32,16 +33,19 @@ enum class GradientMode { overwrite, accumulate };
 struct ActivationForwardHalf {  // y16 (fp16) = act(z); y32 (fp32, optional) too
   static constexpr const char* name = "activation_forward_half";
   using Fn = void(Stream&, Activation act, const TensorView& z, const TensorView& y16, const TensorView& y32);
+  static Contract<Fn> check;
 };
 struct ActivationBackwardHalf {  // dz16 (fp16) = s * dy * act'(z)
   static constexpr const char* name = "activation_backward_half";
   using Fn = void(Stream&, Activation act, const TensorView& z, const TensorView& dy, const TensorView& dz16,
                   const TensorView& state, bool scale_by_loss_scale);
+  static Contract<Fn> check;
 };
 struct Unscale {  // dst = (accumulate ? dst : 0) + scaled / loss scale
   static constexpr const char* name = "unscale";
   using Fn = void(Stream&, const TensorView& scaled, const TensorView& dst, bool accumulate,
                   const TensorView& state);
+  static Contract<Fn> check;
 };
 // dL_dy = norm * loss'(y, target), state.last_loss = norm * sum of the losses; partials:
 // scratch of LossPartialsNeeded floats.
@@ -57,35 +61,32 @@ struct MlpBackwardBackward {
   using Fn = void(Stream&, const MlpShape& shape, MlpActivations acts, const TensorView& params, const TensorView& in,
                   const TensorView& dL_dout, const TensorView& dL_ddLdin, const TensorView& dL_ddLdout,
                   const TensorView& dL_dparams, const TensorView& dL_din, GradientMode mode);
+  static Contract<Fn> check;
 };
-// Checks EikonalGradient's views (fp32 matrices of equal shape, contiguous rows) and its
-// weight (finite); returns the batch.
-size_t check_eikonal_gradient(float weight, const TensorView& g, const TensorView& dE_dg);
-// Checks the views of MlpBackwardBackward (naming the wrong one); returns the batch size.
-size_t check_mlp_backward_backward(const MlpShape& shape, const TensorView& params, const TensorView& in,
-                                   const TensorView& dL_dout, const TensorView& dL_ddLdin,
-                                   const TensorView& dL_ddLdout, const TensorView& dL_dparams,
-                                   const TensorView& dL_din);
 
 // The eikonal term on input gradients g [batch, d] (a distance field's gradient has unit
 // length): writes dE/dg [batch, d] of E = weight * mean over rows of (|g| - 1)^2.
 struct EikonalGradient {
   static constexpr const char* name = "eikonal_gradient";
   using Fn = void(Stream&, float weight, const TensorView& g, const TensorView& dE_dg);
+  static Contract<Fn> check;
 };
 struct LossForwardBackward {
   static constexpr const char* name = "loss_forward_backward";
   using Fn = void(Stream&, const LossParams& loss, const TensorView& y, const TensorView& target, float norm,
                   const TensorView& dL_dy, const TensorView& partials, const TensorView& state);
+  static Contract<Fn> check;
 };
 struct LossPartialsNeeded {
   static constexpr const char* name = "loss_partials_needed";
   using Fn = size_t(Stream&, size_t n);
+  static Contract<Fn> check;
 };
 // Skips the step when any gradient is not finite; adapts the loss scale.
 struct SettleStep {
   static constexpr const char* name = "settle_step";
   using Fn = void(Stream&, const TensorView& grads, const TensorView& state);
+  static Contract<Fn> check;
 };
 // Data-parallel gradients crossing the group in bf16 (fp32's range, so no loss scale; 8
 // bits of mantissa). to_bf16: packed[i] = grads[i] rounded to nearest even; else grads[i] =
@@ -94,6 +95,7 @@ struct SettleStep {
 struct GradientBf16Exchange {
   static constexpr const char* name = "gradient_bf16_exchange";
   using Fn = void(Stream&, const TensorView& grads, const TensorView& packed, bool to_bf16, uint32_t ranks);
+  static Contract<Fn> check;
 };
 
 }  // namespace tessera::ops

@@ -28,6 +28,7 @@ struct NerfMarchRays {
   static constexpr const char* name = "nerf_march_rays";
   using Fn = void(Stream&, const NerfScene& scene, const NerfRaySelection& rays, const TensorView& ray_out,
                   const TensorView& samples, const TensorView& dt, const TensorView& counters);
+  static Contract<Fn> check;
 };
 
 // Volume rendering + loss + backward for a training batch: per ray, composites the samples
@@ -46,10 +47,12 @@ struct NerfCompositeTrain {
                   uint32_t n_rays, const TensorView& outputs, const TensorView& dt, const TensorView& samples,
                   float distortion_weight, const LossParams& loss, uint32_t seed, const TensorView& dL_doutputs,
                   const TensorView& loss_partials, const TensorView& state);
+  static Contract<Fn> check;
 };
 struct NerfCompositeTrainPartials {  // floats of loss_partials NerfCompositeTrain needs
   static constexpr const char* name = "nerf_composite_train_partials";
   using Fn = size_t(Stream&, uint32_t n_rays);
+  static Contract<Fn> check;
 };
 
 // Compaction before training (instant-ngp's step, the colour network left out of the
@@ -75,10 +78,12 @@ struct NerfCompactSamples {
                   uint32_t density_every, const TensorView& samples, const TensorView& dt,
                   const TensorView& compact_samples, const TensorView& compact_dt, const TensorView& count,
                   const TensorView& scratch);
+  static Contract<Fn> check;
 };
 struct NerfCompactScratch {
   static constexpr const char* name = "nerf_compact_scratch";
   using Fn = size_t(Stream&, uint32_t n_rays);
+  static Contract<Fn> check;
 };
 
 // Fills the rows of a training batch past the ones written (batch fp32 [rows, width],
@@ -91,6 +96,7 @@ struct NerfCompactScratch {
 struct NerfPadBatch {
   static constexpr const char* name = "nerf_pad_batch";
   using Fn = void(Stream&, const TensorView& count, const TensorView& batch);
+  static Contract<Fn> check;
 };
 
 // Volume rendering for images: rgba[n_rays x 4] = linear colour over `background` and the
@@ -99,6 +105,7 @@ struct NerfCompositeRender {
   static constexpr const char* name = "nerf_composite_render";
   using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
                   const TensorView& dt, nerf::Vec3 background, const TensorView& rgba);
+  static Contract<Fn> check;
 };
 
 // Per-frame appearance embeddings (instant-ngp's n_extra_learnable_dims) as model input: for
@@ -108,6 +115,7 @@ struct NerfAppendEmbeddings {
   static constexpr const char* name = "nerf_append_embeddings";
   using Fn = void(Stream&, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
                   const TensorView& embeddings, const TensorView& inputs);
+  static Contract<Fn> check;
 };
 
 // Gradients of the per-frame parameters trained beside the model from the model's input
@@ -125,6 +133,7 @@ struct NerfFrameGradients {
   using Fn = void(Stream&, const NerfScene& scene, const TensorView& rays, uint32_t n_rays, const TensorView& samples,
                   const TensorView& dL_dsamples, const TensorView& pose_gradient,
                   const TensorView& focal_gradient, const TensorView& embedding_gradient);
+  static Contract<Fn> check;
 };
 
 // ---- occupancy grid: density[n_cascades * kGridCells] (an optical thickness: density x
@@ -138,6 +147,7 @@ struct NerfGridSamples {
   static constexpr const char* name = "nerf_grid_samples";
   using Fn = void(Stream&, const NerfScene& scene, uint32_t n_uniform, uint32_t n_occupied, uint32_t seed,
                   const TensorView& cells, const TensorView& positions);
+  static Contract<Fn> check;
 };
 
 // density[cell] = max(density[cell] * decay, new) for every cell (new = the largest
@@ -150,6 +160,7 @@ struct NerfGridUpdate {
   static constexpr const char* name = "nerf_grid_update";
   using Fn = void(Stream&, uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
                   float decay, const TensorView& density, const TensorView& scratch, const TensorView& bitfield);
+  static Contract<Fn> check;
 };
 
 // Marks the cells no training camera sees (none of a cell's corners in front of a camera
@@ -159,31 +170,14 @@ struct NerfGridUpdate {
 struct NerfMarkUntrained {
   static constexpr const char* name = "nerf_mark_untrained";
   using Fn = void(Stream&, const NerfScene& scene, const TensorView& density);
+  static Contract<Fn> check;
 };
 
-// Checks of the views the NeRF ops take (types, extents); throw naming what is wrong.
-void check_nerf_march_views(const NerfRaySelection& rays, const TensorView& ray_out, const TensorView& samples,
-                            const TensorView& dt, const TensorView& counters);
-// dL_doutputs may be empty (rendering).
-void check_nerf_composite_views(const TensorView& rays, uint32_t n_rays, const TensorView& outputs,
-                                const TensorView& dt, const TensorView& dL_doutputs);
-// NerfCompositeTrain's distortion arguments as the kernels take them (checks the weight and,
-// when it is on, that `samples` holds sample rows for every output row).
-NerfDistortion nerf_distortion_of(const TensorView& samples, float weight, const TensorView& outputs);
-void check_nerf_compact_views(const TensorView& rays, uint32_t n_rays, const TensorView& raw_density,
-                              uint32_t density_every, const TensorView& samples, const TensorView& dt,
-                              const TensorView& compact_samples, const TensorView& compact_dt, const TensorView& count);
-void check_nerf_pad_batch_views(const TensorView& count, const TensorView& batch);
-void check_nerf_frame_gradient_views(const NerfScene& scene, const TensorView& rays, uint32_t n_rays,
-                                     const TensorView& samples, const TensorView& dL_dsamples,
-                                     const TensorView& pose_gradient, const TensorView& focal_gradient,
-                                     const TensorView& embedding_gradient);
-// Returns E, the embedding width.
-uint32_t check_nerf_append_embeddings_views(const TensorView& rays, uint32_t n_rays, const TensorView& samples,
-                                            const TensorView& embeddings, const TensorView& inputs);
-// Returns the number of samples (raw_density's rows).
-uint32_t check_nerf_grid_update_views(uint32_t n_cascades, const TensorView& cells, const TensorView& raw_density,
-                                      const TensorView& density, const TensorView& scratch,
-                                      const TensorView& bitfield);
+// NerfCompositeTrain's distortion arguments as the kernels take them (from a call its
+// contract passed).
+inline NerfDistortion nerf_distortion_of(const TensorView& samples, float weight) {
+  if (weight == 0.0f) return {};
+  return {weight, samples.data<const float>(), samples.row_stride()};
+}
 
 }  // namespace tessera::ops

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tessera/core/op_contract.h"
 #include "tessera/core/tensor.h"
 #include "tessera/ops/train_state.h"
 
@@ -56,19 +57,19 @@ struct AdamStep {
   using Fn = void(Stream&, const AdamHyper& h, size_t n_matrix, const TensorView& grad, const TensorView& params,
                   const TensorView& params_half, const TensorView& m, const TensorView& v,
                   const ParamsAverage& average, const TensorView& state);
+  static Contract<Fn> check;
 };
-// AdamStep's views for n parameters (the moments as h asks), or a clear error.
-void check_adam_views(const AdamHyper& h, size_t n, const TensorView& grad, const TensorView& m, const TensorView& v,
-                      const ParamsAverage& average);
 struct SgdStep {
   static constexpr const char* name = "sgd_step";
   using Fn = void(Stream&, float learning_rate, float l2_reg, const TensorView& grad, const TensorView& params,
                   const TensorView& params_half, const TensorView& state);
+  static Contract<Fn> check;
 };
 // dst (fp16) = src (fp32), elementwise over src's elements.
 struct ConvertToHalf {
   static constexpr const char* name = "convert_to_half";
   using Fn = void(Stream&, const TensorView& src, const TensorView& dst);
+  static Contract<Fn> check;
 };
 
 }  // namespace tessera::ops

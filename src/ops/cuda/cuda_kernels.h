@@ -4,6 +4,7 @@
 // the library calls them through ops::call; tests and the benchmarks call them directly.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "tessera/ops/conv.h"
@@ -54,6 +55,12 @@ ConvAlgo automatic_conv_algo(ConvOp op, const ConvDesc& d);
 // The algorithm ConvAlgo::benchmark measured fastest for the op and shape on the current
 // device, or automatic when it has not measured it yet.
 ConvAlgo benchmarked_conv_algo(ConvOp op, const ConvDesc& d);
+// Throws unless the CUDA backend has `algo` for the op and it runs the shape here (its
+// math, the kernel's limits; DeviceLimitError where this GPU is too old for it).
+void require_cuda_conv_algo(ConvOp op, const ConvDesc& d, ConvAlgo algo);
+// The algorithm an op runs (conv_select.cpp): the one asked for, automatic's choice, or
+// benchmark's (which times `run` with each candidate on the stream, the first time).
+ConvAlgo resolve_conv_algo(Stream& s, ConvOp op, const ConvDesc& d, const std::function<void(ConvAlgo)>& run);
 // Winograd F(m x m, 3x3), m = 2 or 4, fp32 storage (conv_algo_rejects must say "" first):
 // transforms and the alpha^2 batched products in fp32 (stream workspace for U, V, M).
 void conv2d_forward_winograd(Stream& stream, const ConvDesc& d, int m, Activation activation, const float* x,

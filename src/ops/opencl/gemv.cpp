@@ -6,7 +6,7 @@
 namespace tessera::ops::opencl {
 
 void gemv(Stream& stream, GemvOp op, float alpha, V A, V x, float beta, V y, Activation act) {
-  const GemvShape s = gemv_shape(op, A, x, y);
+  const GemvShape s = gemv_shape(op, A);
   if (s.y_size() == 0) return;
   auto& rt = detail::opencl_runtime(stream.backend());
   const size_t e = dtype_size(A.dtype);

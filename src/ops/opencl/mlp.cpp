@@ -10,7 +10,7 @@ namespace tessera::ops::opencl {
 
 void mlp_backward_backward(Stream& stream, const MlpShape& s, MlpActivations acts, V params, V in, V dL_dout,
                            V dL_ddLdin, V dL_ddLdout, V dL_dparams, V dL_din, GradientMode mode) {
-  const size_t batch = check_mlp_backward_backward(s, params, in, dL_dout, dL_ddLdin, dL_ddLdout, dL_dparams, dL_din);
+  const size_t batch = in.rows();
   auto& rt = detail::opencl_runtime(stream.backend());
   const int in_w = int(s.input_width), in_pad = int(s.input_padded()), width = int(s.width);
   const int n_hidden = int(s.n_hidden_layers), out_w = int(s.output_width), out_pad = int(s.output_padded());

@@ -7,9 +7,7 @@ namespace tessera::ops::opencl {
 void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V params, V, V m, V v,
                const ParamsAverage& average, V state) {
   const size_t n = params.numel();
-  check_adam_views(h, n, grad, m, v, average);
   const bool has_average = !average.values.empty();
-  TESSERA_CHECK(state.bytes() >= sizeof(TrainState), "adam_step: the state view holds no TrainState");
   if (n == 0) return;
   auto& rt = detail::opencl_runtime(stream.backend());
   cl_kernel k = program_kernel(rt, "optimizers.cl", sources::kOptimizers, "", "adam_step");
@@ -27,8 +25,6 @@ void adam_step(Stream& stream, const AdamHyper& h, size_t n_matrix, V grad, V pa
 
 void sgd_step(Stream& stream, float lr, float l2_reg, V grad, V params, V, V state) {
   const size_t n = params.numel();
-  check_view(grad, "sgd_step: grad", DType::f32, n);
-  TESSERA_CHECK(state.bytes() >= sizeof(TrainState), "sgd_step: the state view holds no TrainState");
   if (n == 0) return;
   auto& rt = detail::opencl_runtime(stream.backend());
   cl_kernel k = program_kernel(rt, "optimizers.cl", sources::kOptimizers, "", "sgd_step");
