@@ -87,11 +87,4 @@ void TensorView::check_dtype(DType wanted, size_t wanted_size) const {
   TESSERA_CHECK(dtype == wanted || half_bits, "a {} view read as {}", to_string(dtype), to_string(wanted));
 }
 
-void check_view(const TensorView& v, const char* what, DType dtype, size_t min_elements) {
-  TESSERA_CHECK(!v.empty() || min_elements == 0, "{}: no data given", what);
-  if (v.empty()) return;
-  TESSERA_CHECK(v.dtype == dtype, "{}: {} data where {} is expected", what, to_string(v.dtype), to_string(dtype));
-  TESSERA_CHECK(v.numel() >= min_elements, "{}: {} elements where {} are needed", what, v.numel(), min_elements);
-}
-
 }  // namespace tessera

@@ -115,7 +115,4 @@ struct TensorView {
   void check_dtype(DType wanted, size_t wanted_size) const;
 };
 
-// Checks for op entry points: the rank, the element type and the extents a caller passed.
-void check_view(const TensorView& v, const char* what, DType dtype, size_t min_elements);
-
 }  // namespace tessera

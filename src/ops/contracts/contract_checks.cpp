@@ -1,15 +1,19 @@
 // The checks the op contracts share.
 #include "contract_checks.h"
 
-#include <string>
-
 #include "tessera/ops/nerf_types.h"
 #include "tessera/ops/train_state.h"
 
 namespace tessera::ops::contract {
 
+// check_view's rules, the message formatted only when one fails (every op call runs this).
 void view(const char* op, const char* what, const TensorView& v, DType dtype, size_t min_elements) {
-  check_view(v, (std::string(op) + ": " + what).c_str(), dtype, min_elements);
+  TESSERA_CHECK(!v.empty() || min_elements == 0, "{}: {}: no data given", op, what);
+  if (v.empty()) return;
+  TESSERA_CHECK(v.dtype == dtype, "{}: {}: {} data where {} is expected", op, what, to_string(v.dtype),
+                to_string(dtype));
+  TESSERA_CHECK(v.numel() >= min_elements, "{}: {}: {} elements where {} are needed", op, what, v.numel(),
+                min_elements);
 }
 
 void optional_view(const char* op, const char* what, const TensorView& v, DType dtype, size_t min_elements) {

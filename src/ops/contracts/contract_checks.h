@@ -9,7 +9,7 @@
 
 namespace tessera::ops::contract {
 
-// check_view with the op's name: "op: what: ..." (no data, wrong dtype, too few elements).
+// "op: what: ..." when v is empty (and elements are needed), of another dtype, or too short.
 void view(const char* op, const char* what, const TensorView& v, DType dtype, size_t min_elements);
 // Optional: an empty view passes; otherwise as view().
 void optional_view(const char* op, const char* what, const TensorView& v, DType dtype, size_t min_elements);
