@@ -6,7 +6,7 @@
 
 namespace tessera::ops::contract {
 
-// check_view's rules, the message formatted only when one fails (every op call runs this).
+// The message is formatted only when a check fails: every op call runs these.
 void view(const char* op, const char* what, const TensorView& v, DType dtype, size_t min_elements) {
   TESSERA_CHECK(!v.empty() || min_elements == 0, "{}: {}: no data given", op, what);
   if (v.empty()) return;
